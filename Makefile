@@ -1,0 +1,28 @@
+# Osprey: `make run` serves the default model repository, `make test` runs the whole suite.
+SHELL := /bin/bash
+SYSTEM_PACKAGES := libuv1-dev libhttp-parser-dev libopenblas-dev libpng-dev libturbojpeg0-dev pkg-config
+TEST_PACKAGES := libonnx-testdata prometheus
+SWIFT ?= swift
+ARGS ?=
+
+.PHONY: run test build deps test-deps clean
+
+## Install missing Debian packages (idempotent, silent when all are present).
+deps:
+	@.ci/apt-ensure $(SYSTEM_PACKAGES)
+
+test-deps: deps
+	@.ci/apt-ensure $(TEST_PACKAGES)
+
+build: deps
+	$(SWIFT) build -c release --product osprey
+
+run: build
+	.build/release/osprey serve --model-repository models $(ARGS)
+
+test: test-deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+clean:
+	rm -rf .build

@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Release builds of the numeric modules drop bounds checks in their inner loops.
+let fast: [SwiftSetting] = [.unsafeFlags(["-Ounchecked", "-wmo"], .when(configuration: .release))]
+
+let package = Package(
+    name: "Osprey",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "osprey", targets: ["osprey"]),
+    ],
+    targets: [
+        // C libraries from Debian packages: the only place their headers are visible.
+        .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+        .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
+        .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+
+        .target(name: "Tensor", swiftSettings: fast),
+        .target(name: "ONNX", dependencies: ["Tensor"], swiftSettings: fast),
+        .target(name: "Engine", dependencies: ["Tensor", "ONNX", "COpenBLAS"], swiftSettings: fast),
+        .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
+        .target(name: "HTTP", dependencies: ["CLibUV", "CHTTPParser"]),
+        .target(name: "Serving", dependencies: ["Engine", "Imaging"]),
+        .target(name: "API", dependencies: ["HTTP", "Serving"]),
+        .executableTarget(name: "osprey", dependencies: ["API"]),
+
+        .testTarget(name: "TensorTests", dependencies: ["Tensor"]),
+        .testTarget(name: "ONNXTests", dependencies: ["ONNX"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine"]),
+        .testTarget(name: "ImagingTests", dependencies: ["Imaging"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
+        .testTarget(name: "ServingTests", dependencies: ["Serving"]),
+        .testTarget(name: "APITests", dependencies: ["API"]),
+    ]
+)

@@ -1,0 +1,1 @@
+// Placeholder so the target builds until the module's first file lands.

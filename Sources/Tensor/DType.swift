@@ -1,0 +1,111 @@
+/// Element type of a tensor; raw values follow ONNX's `TensorProto.DataType` numbering.
+public enum DType: Int, Sendable, CaseIterable, CustomStringConvertible {
+    case float32 = 1
+    case uint8 = 2
+    case int8 = 3
+    case uint16 = 4
+    case int16 = 5
+    case int32 = 6
+    case int64 = 7
+    case string = 8
+    case bool = 9
+    case float16 = 10
+    case float64 = 11
+    case uint32 = 12
+    case uint64 = 13
+    case bfloat16 = 16
+
+    /// Bytes per element; strings are stored out of line and report 0.
+    public var byteSize: Int {
+        switch self {
+        case .uint8, .int8, .bool: return 1
+        case .uint16, .int16, .float16, .bfloat16: return 2
+        case .float32, .int32, .uint32: return 4
+        case .int64, .float64, .uint64: return 8
+        case .string: return 0
+        }
+    }
+
+    /// True for floating-point element types.
+    public var isFloatingPoint: Bool {
+        switch self {
+        case .float32, .float64, .float16, .bfloat16: return true
+        default: return false
+        }
+    }
+
+    /// Lower-case name used in logs and error messages (`float32`, `int64`, ...).
+    public var description: String {
+        switch self {
+        case .float32: return "float32"
+        case .uint8: return "uint8"
+        case .int8: return "int8"
+        case .uint16: return "uint16"
+        case .int16: return "int16"
+        case .int32: return "int32"
+        case .int64: return "int64"
+        case .string: return "string"
+        case .bool: return "bool"
+        case .float16: return "float16"
+        case .float64: return "float64"
+        case .uint32: return "uint32"
+        case .uint64: return "uint64"
+        case .bfloat16: return "bfloat16"
+        }
+    }
+}
+
+/// A Swift scalar type that can be stored in a `Tensor`.
+public protocol TensorScalar: Sendable {
+    /// The dtype this Swift type maps to.
+    static var dtype: DType { get }
+    /// The zero value, used to fill new tensors.
+    static var zero: Self { get }
+}
+
+extension Float: TensorScalar {
+    /// float32.
+    public static var dtype: DType { .float32 }
+}
+extension Double: TensorScalar {
+    /// float64.
+    public static var dtype: DType { .float64 }
+}
+extension Int64: TensorScalar {
+    /// int64.
+    public static var dtype: DType { .int64 }
+}
+extension Int32: TensorScalar {
+    /// int32.
+    public static var dtype: DType { .int32 }
+}
+extension Int16: TensorScalar {
+    /// int16.
+    public static var dtype: DType { .int16 }
+}
+extension Int8: TensorScalar {
+    /// int8.
+    public static var dtype: DType { .int8 }
+}
+extension UInt8: TensorScalar {
+    /// uint8.
+    public static var dtype: DType { .uint8 }
+}
+extension UInt16: TensorScalar {
+    /// uint16.
+    public static var dtype: DType { .uint16 }
+}
+extension UInt32: TensorScalar {
+    /// uint32.
+    public static var dtype: DType { .uint32 }
+}
+extension UInt64: TensorScalar {
+    /// uint64.
+    public static var dtype: DType { .uint64 }
+}
+extension Bool: TensorScalar {
+    /// bool (one byte per element, 0 or 1).
+    public static var dtype: DType { .bool }
+    /// false.
+    public static var zero: Bool { false }
+}

@@ -1,0 +1,42 @@
+import Testing
+@testable import Tensor
+
+@Suite struct TensorTests {
+    @Test func stridesAreRowMajor() {
+        #expect(Tensor.contiguousStrides([2, 3, 4]) == [12, 4, 1])
+        #expect(Tensor.contiguousStrides([]) == [])
+    }
+
+    @Test func scalarsRoundTrip() {
+        let t = Tensor(shape: [2, 2], scalars: [Float(1), 2, 3, 4])
+        #expect(t.scalars(as: Float.self) == [1, 2, 3, 4])
+        #expect(t.byteCount == 16)
+        #expect(t.description == "float32[2, 2]")
+    }
+
+    @Test func writesCopyWhenShared() {
+        let a = Tensor(shape: [3], scalars: [Int64(1), 2, 3])
+        var b = a
+        b.withUnsafeMutableBufferPointer(of: Int64.self) { $0[0] = 9 }
+        #expect(a.scalars(as: Int64.self) == [1, 2, 3])
+        #expect(b.scalars(as: Int64.self) == [9, 2, 3])
+    }
+
+    @Test func rowsShareAndConcatenateRestores() {
+        let t = Tensor(shape: [3, 2], scalars: [Float(0), 1, 2, 3, 4, 5])
+        let middle = t.rows(1..<2)
+        #expect(middle.shape == [1, 2])
+        #expect(middle.scalars(as: Float.self) == [2, 3])
+        var written = middle
+        written.withUnsafeMutableBufferPointer(of: Float.self) { $0[0] = 7 }
+        #expect(t.scalars(as: Float.self)[2] == 2)
+        let joined = Tensor.concatenatingRows([t.rows(0..<1), t.rows(1..<3)])
+        #expect(joined.scalars(as: Float.self) == [0, 1, 2, 3, 4, 5])
+    }
+
+    @Test func stringTensorsSliceByRow() {
+        let t = Tensor(shape: [2], strings: [[1], [2, 3]])
+        #expect(t.rows(1..<2).strings == [[2, 3]])
+        #expect(Tensor.concatenatingRows([t, t]).strings.count == 4)
+    }
+}
