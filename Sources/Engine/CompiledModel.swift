@@ -28,7 +28,7 @@ public final class CompiledModel: Sendable {
     private let shapeCache = ShapePlanCache()
     private let producers: [Int: Int]
     /// Declared input shapes; absent when the model leaves the rank unknown.
-    private let declaredShapes: [String: [Dimension]]
+    private let declaredShapes: [String: [DeclaredDimension]]
 
     /// Compiles `model`; `baseDirectory` is where external tensor data would be resolved (the decoder already inlined it).
     public init(model: ONNX.Model, baseDirectory: String? = nil) throws {
@@ -150,7 +150,7 @@ public final class CompiledModel: Sendable {
         self.inputSlotList = inputs.map { inputSlots[$0.name]! }
         self.retained = retained
         self.producers = producers
-        var declared: [String: [Dimension]] = [:]
+        var declared: [String: [DeclaredDimension]] = [:]
         for info in inputInfos { if let shape = info.shape { declared[info.name] = shape } }
         self.declaredShapes = declared
     }

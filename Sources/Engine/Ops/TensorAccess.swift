@@ -153,3 +153,6 @@ extension Tensor {
     if exponent >= 31 { return sign | 0x7c00 }
     return sign | UInt16(exponent) << 10 | UInt16(mantissa)
 }
+
+/// The declared-dimension type, named apart from Foundation's `Dimension`.
+typealias DeclaredDimension = Dimension
