@@ -1,7 +1,9 @@
 /// Convolution weights prepared once at compile time, run many times with any batch and spatial size.
 ///
-/// The fast path (im2col/1x1 + sgemm, vectorised depthwise) and its reference twin `convolutionReference`
-/// must agree; the packed layout is private so it can change without touching callers.
+/// Paths: 1x1 stride-1 unpadded convs are one sgemm per image and group on NCHW data; depthwise convs (one input
+/// channel per group) use a vectorised direct kernel; everything else unfolds into the workspace (im2col) and runs
+/// one sgemm per group. Bias, an optional residual and the activation are applied in one vectorised epilogue.
+/// `convolutionReference` is the twin the fast paths are tested against.
 public final class PackedConvolution: @unchecked Sendable {
     /// Output channels (M).
     public let outChannels: Int
@@ -15,41 +17,102 @@ public final class PackedConvolution: @unchecked Sendable {
     public let groups: Int
     /// Epilogue applied after the bias.
     public let activation: Activation
-    private let weights: [Float]
-    private let bias: [Float]
+    /// OIHW weights, 64-byte aligned: row m is the gemm A row [cg*kh*kw], and the depthwise filter when cg == 1.
+    private let weights: UnsafeMutablePointer<Float>
+    private let bias: UnsafeMutablePointer<Float>?
 
     /// Packs OIHW `weights` (count outChannels * inChannels/groups * kh * kw) and an optional per-output-channel bias.
     public init(weights: UnsafeBufferPointer<Float>, bias: UnsafeBufferPointer<Float>?, outChannels: Int, inChannels: Int,
                 kernelHeight: Int, kernelWidth: Int, groups: Int, activation: Activation) {
+        precondition(groups > 0 && inChannels % groups == 0 && outChannels % groups == 0, "channels must divide into groups")
         precondition(weights.count == outChannels * (inChannels / groups) * kernelHeight * kernelWidth, "weight count mismatch")
+        precondition(bias == nil || bias!.count == outChannels, "bias count mismatch")
         self.outChannels = outChannels
         self.inChannels = inChannels
         self.kernelHeight = kernelHeight
         self.kernelWidth = kernelWidth
         self.groups = groups
         self.activation = activation
-        self.weights = Array(weights)
-        self.bias = bias.map(Array.init) ?? Array(repeating: 0, count: outChannels)
+        self.weights = allocateFloats(weights.count)
+        self.weights.initialize(from: weights.baseAddress!, count: weights.count)
+        if let bias {
+            let b = allocateFloats(outChannels)
+            b.initialize(from: bias.baseAddress!, count: outChannels)
+            self.bias = b
+        } else {
+            self.bias = nil
+        }
+    }
+
+    deinit {
+        weights.deallocate()
+        bias?.deallocate()
+    }
+
+    private enum Path { case pointwise, depthwise, unfolded }
+
+    private func path(for g: ConvGeometry) -> Path {
+        if g.inChannelsPerGroup == 1 && g.groups > 1 { return .depthwise }
+        if g.kernelHeight == 1 && g.kernelWidth == 1 && g.strideHeight == 1 && g.strideWidth == 1
+            && g.padTop == 0 && g.padLeft == 0 && g.padBottom == 0 && g.padRight == 0 {
+            return .pointwise
+        }
+        return .unfolded
     }
 
     /// Floats of scratch memory `run` needs for this geometry (the caller's memory plan provides it).
-    public func workspaceCount(for geometry: ConvGeometry) -> Int { 0 }
+    public func workspaceCount(for geometry: ConvGeometry) -> Int {
+        switch path(for: geometry) {
+        case .pointwise, .depthwise: return 0
+        case .unfolded:
+            return geometry.inChannelsPerGroup * kernelHeight * kernelWidth * geometry.outHeight * geometry.outWidth
+        }
+    }
 
     /// Computes the convolution of NCHW `input` into NCHW `output` (batch * outChannels * outHeight * outWidth floats).
+    ///
+    /// `residual`, when given, has the output's shape and is added before the activation (a fused Add + Relu).
     public func run(_ geometry: ConvGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
-                    workspace: UnsafeMutablePointer<Float>?) {
-        weights.withUnsafeBufferPointer { w in
-            bias.withUnsafeBufferPointer { b in
-                convolutionReference(geometry, input: input, weights: w.baseAddress!, bias: b.baseAddress, activation: activation, output: output)
+                    workspace: UnsafeMutablePointer<Float>?, residual: UnsafePointer<Float>? = nil) {
+        let g = geometry
+        precondition(g.inChannels == inChannels && g.outChannels == outChannels && g.groups == groups
+                     && g.kernelHeight == kernelHeight && g.kernelWidth == kernelWidth, "geometry does not match the packed convolution")
+        let oh = g.outHeight, ow = g.outWidth
+        guard g.batch > 0, oh > 0, ow > 0 else { return }
+        let path = path(for: g)
+        if path == .depthwise {
+            depthwiseConvolution(g, input: input, weights: weights, bias: bias, residual: residual, activation: activation, output: output)
+            return
+        }
+        let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
+        let k = cg * kernelHeight * kernelWidth
+        let outPlane = oh * ow, inPlane = g.inHeight * g.inWidth
+        for n in 0..<g.batch {
+            let image = input + n * inChannels * inPlane
+            let result = output + n * outChannels * outPlane
+            for group in 0..<groups {
+                let b: UnsafePointer<Float>
+                if path == .pointwise {
+                    b = UnsafePointer(image + group * cg * inPlane)
+                } else {
+                    guard let workspace else { preconditionFailure("convolution needs a workspace of \(workspaceCount(for: g)) floats") }
+                    im2col(g, image: image, firstChannel: group * cg, columns: workspace)
+                    b = UnsafePointer(workspace)
+                }
+                sgemm(transposeA: false, transposeB: false, m: mg, n: outPlane, k: k, alpha: 1,
+                      a: weights + group * mg * k, lda: k, b: b, ldb: outPlane, beta: 0, c: result + group * mg * outPlane, ldc: outPlane)
             }
+            applyChannelEpilogue(result, channels: outChannels, planeSize: outPlane, bias: bias,
+                                 residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
         }
     }
 }
 
 /// Direct convolution, one output at a time: the twin the fast kernels are tested against.
-/// input NCHW, weights OIHW (I = C/groups), bias [M] or nil, output N x M x outH x outW.
+/// input NCHW, weights OIHW (I = C/groups), bias [M] or nil, output and residual (optional, added before the activation) N x M x outH x outW.
 public func convolutionReference(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>,
-                                 bias: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
+                                 bias: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>,
+                                 residual: UnsafePointer<Float>? = nil) {
     let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
     let oh = g.outHeight, ow = g.outWidth
     for n in 0..<g.batch {
@@ -72,7 +135,8 @@ public func convolutionReference(_ g: ConvGeometry, input: UnsafePointer<Float>,
                             }
                         }
                     }
-                    output[((n * g.outChannels + m) * oh + y) * ow + x] = activation(sum)
+                    let index = ((n * g.outChannels + m) * oh + y) * ow + x
+                    output[index] = activation(sum + (residual?[index] ?? 0))
                 }
             }
         }

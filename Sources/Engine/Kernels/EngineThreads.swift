@@ -1,9 +1,151 @@
 import COpenBLAS
+import Foundation
+import Synchronization
 
 /// Thread budget of the engine: OpenBLAS's pool and Osprey's own kernels share it so the cores are never oversubscribed.
+///
+/// OpenBLAS runs only inside `sgemm`, and Osprey's pool only inside `parallelFor`; the engine never nests one in the
+/// other, so both may use the whole budget.
 public enum EngineThreads {
-    /// Sets the number of compute threads (clamped to at least 1).
+    /// Sets the number of compute threads (clamped to at least 1) for OpenBLAS and Osprey's kernel pool.
     public static func configure(threads: Int) {
-        openblas_set_num_threads(Int32(max(1, threads)))
+        let count = max(1, threads)
+        openblas_set_num_threads(Int32(count))
+        ComputePool.shared.resize(threads: count)
+    }
+
+    /// Compute threads currently configured for Osprey's kernel pool (the caller's thread included).
+    public static var threads: Int { ComputePool.shared.threads }
+}
+
+/// Runs `body(0..<count)` split across the engine's compute threads, the caller's thread included; returns when all ran.
+///
+/// Falls back to a serial loop when the pool is busy (a nested call or another model running), which keeps the
+/// total number of busy threads within the budget instead of queueing.
+public func parallelFor(_ count: Int, _ body: (Int) -> Void) {
+    ComputePool.shared.run(count, body)
+}
+
+/// Splits `0..<total` into contiguous ranges of at least `minimumChunk` items, one or a few per thread, and runs them in parallel.
+public func parallelRanges(_ total: Int, minimumChunk: Int = 1, _ body: (Range<Int>) -> Void) {
+    guard total > 0 else { return }
+    let threads = EngineThreads.threads
+    // A few chunks per thread balance uneven work and a core stolen by another process.
+    let wanted = threads > 1 ? threads * 4 : 1
+    let chunks = max(1, min(wanted, total / max(1, minimumChunk)))
+    if chunks == 1 { body(0..<total); return }
+    parallelFor(chunks) { index in
+        let start = total * index / chunks, end = total * (index + 1) / chunks
+        if start < end { body(start..<end) }
+    }
+}
+
+/// A persistent set of dedicated pthreads (never Swift's cooperative pool) that execute one `parallelFor` at a time.
+final class ComputePool: @unchecked Sendable {
+    /// The process-wide pool, sized by `EngineThreads.configure`.
+    static let shared: ComputePool = {
+        let pool = ComputePool()
+        // Until the engine configures a budget, use every core, as OpenBLAS does by default.
+        pool.resize(threads: max(1, ProcessInfo.processInfo.activeProcessorCount))
+        return pool
+    }()
+
+    private var mutex = pthread_mutex_t()
+    private var workAvailable = pthread_cond_t()
+    private var workFinished = pthread_cond_t()
+    private var submitMutex = pthread_mutex_t()
+    // State below is guarded by `mutex`.
+    private var generation = 0
+    private var job: ((Int) -> Void)?
+    private var jobCount = 0
+    private var participants = 0
+    private var pending = 0
+    private var spawned = 0
+    private let nextIndex = Atomic<Int>(0)
+    private let threadCount = Atomic<Int>(1)
+
+    private init() {
+        pthread_mutex_init(&mutex, nil)
+        pthread_mutex_init(&submitMutex, nil)
+        pthread_cond_init(&workAvailable, nil)
+        pthread_cond_init(&workFinished, nil)
+    }
+
+    /// Threads that take part in a run, the caller included.
+    var threads: Int { threadCount.load(ordering: .relaxed) }
+
+    /// Sets the budget; workers are spawned lazily and extra ones sit idle when the budget shrinks.
+    func resize(threads: Int) {
+        pthread_mutex_lock(&submitMutex)
+        pthread_mutex_lock(&mutex)
+        while spawned < threads - 1 {
+            let id = spawned
+            spawned += 1
+            let thread = Thread { [self] in self.workerLoop(id: id) }
+            thread.name = "osprey-compute-\(id)"
+            thread.start()
+        }
+        threadCount.store(threads, ordering: .relaxed)
+        pthread_mutex_unlock(&mutex)
+        pthread_mutex_unlock(&submitMutex)
+    }
+
+    func run(_ count: Int, _ body: (Int) -> Void) {
+        let workers = min(threads - 1, count - 1)
+        if workers <= 0 || pthread_mutex_trylock(&submitMutex) != 0 {
+            for index in 0..<count { body(index) }
+            return
+        }
+        withoutActuallyEscaping(body) { escaping in
+            pthread_mutex_lock(&mutex)
+            job = escaping
+            jobCount = count
+            participants = workers
+            pending = workers
+            nextIndex.store(0, ordering: .relaxed)
+            generation &+= 1
+            pthread_cond_broadcast(&workAvailable)
+            pthread_mutex_unlock(&mutex)
+
+            drain(escaping, count: count)
+
+            pthread_mutex_lock(&mutex)
+            while pending > 0 { pthread_cond_wait(&workFinished, &mutex) }
+            job = nil
+            pthread_mutex_unlock(&mutex)
+        }
+        pthread_mutex_unlock(&submitMutex)
+    }
+
+    private func drain(_ body: (Int) -> Void, count: Int) {
+        while true {
+            let index = nextIndex.wrappingAdd(1, ordering: .relaxed).oldValue
+            if index >= count { return }
+            body(index)
+        }
+    }
+
+    private func workerLoop(id: Int) {
+        var seen = 0
+        pthread_mutex_lock(&mutex)
+        while true {
+            while generation == seen { pthread_cond_wait(&workAvailable, &mutex) }
+            seen = generation
+            guard id < participants else { continue }
+            takeShare()
+            pending -= 1
+            if pending == 0 { pthread_cond_signal(&workFinished) }
+        }
+    }
+
+    /// Runs indices of the current job; called and returns with `mutex` held. A function of its own so the worker's
+    /// reference to the job is released before `pending` drops (the caller checks the closure did not escape).
+    @inline(never)
+    private func takeShare() {
+        guard let body = job else { return }
+        let count = jobCount
+        pthread_mutex_unlock(&mutex)
+        drain(body, count: count)
+        pthread_mutex_lock(&mutex)
     }
 }

@@ -53,58 +53,146 @@ public struct PoolGeometry: Sendable, Hashable {
     }
 }
 
+
 /// MaxPool over each plane; windows that fall wholly in padding yield -infinity, as ONNX specifies.
+///
+/// Each plane is copied into a scratch plane bordered with -infinity (covering ceil_mode overhang) so every output
+/// row is a run of vector maxima; planes are split across the compute pool.
 public func maxPool2D(_ g: PoolGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
-    for p in 0..<g.planes {
-        let src = input + p * g.inHeight * g.inWidth
-        let dst = output + p * g.outHeight * g.outWidth
+    pooledPlanes(g, fill: -.infinity, input: input, output: output) { padded, paddedWidth, out in
+        windowRows(g, padded: padded, paddedWidth: paddedWidth, output: out, initial: -.infinity,
+                   { $0.replacing(with: $1, where: $1 .> $0) }, { $0.replacing(with: $1, where: $1 .> $0) },
+                   { Swift.max($0, $1) })
+    }
+}
+
+/// AveragePool over each plane; `countIncludePad` divides by the window clipped to the padded input, else by the valid cells.
+///
+/// Sums come from a zero-bordered scratch plane; the divisor factors into a row count times a column count.
+public func averagePool2D(_ g: PoolGeometry, countIncludePad: Bool, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
+    let columnCounts = (0..<g.outWidth).map { x in
+        windowCount(start: x * g.strideWidth - g.padLeft, kernel: g.kernelWidth, dilation: g.dilationWidth,
+                    size: g.inWidth, padEnd: g.padRight, includePad: countIncludePad)
+    }
+    let rowCounts = (0..<g.outHeight).map { y in
+        windowCount(start: y * g.strideHeight - g.padTop, kernel: g.kernelHeight, dilation: g.dilationHeight,
+                    size: g.inHeight, padEnd: g.padBottom, includePad: countIncludePad)
+    }
+    pooledPlanes(g, fill: 0, input: input, output: output) { padded, paddedWidth, out in
+        windowRows(g, padded: padded, paddedWidth: paddedWidth, output: out, initial: 0, { $0 + $1 }, { $0 + $1 }, { $0 + $1 })
         for y in 0..<g.outHeight {
+            let row = out + y * g.outWidth
             for x in 0..<g.outWidth {
-                var best = -Float.infinity
-                for ky in 0..<g.kernelHeight {
-                    let iy = y * g.strideHeight - g.padTop + ky * g.dilationHeight
-                    if iy < 0 || iy >= g.inHeight { continue }
-                    for kx in 0..<g.kernelWidth {
-                        let ix = x * g.strideWidth - g.padLeft + kx * g.dilationWidth
-                        if ix < 0 || ix >= g.inWidth { continue }
-                        best = max(best, src[iy * g.inWidth + ix])
-                    }
-                }
-                dst[y * g.outWidth + x] = best
+                let divisor = rowCounts[y] * columnCounts[x]
+                row[x] = divisor > 0 ? row[x] / Float(divisor) : 0
             }
         }
     }
 }
 
-/// AveragePool over each plane; `countIncludePad` divides by the window clipped to the padded input, else by the valid cells.
-public func averagePool2D(_ g: PoolGeometry, countIncludePad: Bool, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
-    for p in 0..<g.planes {
-        let src = input + p * g.inHeight * g.inWidth
-        let dst = output + p * g.outHeight * g.outWidth
-        for y in 0..<g.outHeight {
-            for x in 0..<g.outWidth {
-                var sum: Float = 0
-                var valid = 0
-                let y0 = y * g.strideHeight - g.padTop, x0 = x * g.strideWidth - g.padLeft
-                for ky in 0..<g.kernelHeight {
-                    let iy = y0 + ky * g.dilationHeight
-                    if iy < 0 || iy >= g.inHeight { continue }
-                    for kx in 0..<g.kernelWidth {
-                        let ix = x0 + kx * g.dilationWidth
-                        if ix < 0 || ix >= g.inWidth { continue }
-                        sum += src[iy * g.inWidth + ix]
-                        valid += 1
-                    }
-                }
-                var divisor = valid
-                if countIncludePad {
-                    // Window clipped to the padded extent (ceil_mode windows may run past the padding).
-                    let yEnd = min(y0 + (g.kernelHeight - 1) * g.dilationHeight + 1, g.inHeight + g.padBottom)
-                    let xEnd = min(x0 + (g.kernelWidth - 1) * g.dilationWidth + 1, g.inWidth + g.padRight)
-                    divisor = ((yEnd - y0 + g.dilationHeight - 1) / g.dilationHeight) * ((xEnd - x0 + g.dilationWidth - 1) / g.dilationWidth)
-                }
-                dst[y * g.outWidth + x] = divisor > 0 ? sum / Float(divisor) : 0
+/// Cells of one window axis counted by AveragePool: valid cells, or cells within the padded extent.
+private func windowCount(start: Int, kernel: Int, dilation: Int, size: Int, padEnd: Int, includePad: Bool) -> Int {
+    if includePad {
+        let end = min(start + (kernel - 1) * dilation + 1, size + padEnd)
+        return (end - start + dilation - 1) / dilation
+    }
+    var count = 0
+    for k in 0..<kernel where (0..<size).contains(start + k * dilation) { count += 1 }
+    return count
+}
+
+/// Runs `body` on each plane after copying it into a scratch plane bordered with `fill` that covers every window.
+private func pooledPlanes(_ g: PoolGeometry, fill: Float, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
+                          _ body: (UnsafePointer<Float>, Int, UnsafeMutablePointer<Float>) -> Void) {
+    guard g.planes > 0, g.outHeight > 0, g.outWidth > 0 else { return }
+    let paddedHeight = max(g.padTop + g.inHeight, (g.outHeight - 1) * g.strideHeight + (g.kernelHeight - 1) * g.dilationHeight + 1)
+    let paddedWidth = max(g.padLeft + g.inWidth, (g.outWidth - 1) * g.strideWidth + (g.kernelWidth - 1) * g.dilationWidth + 1)
+    let inPlane = g.inHeight * g.inWidth, outPlane = g.outHeight * g.outWidth
+    // Rows and columns of the input that some window reads (pads may be negative-free but windows may stop early).
+    let copyHeight = min(g.inHeight, paddedHeight - g.padTop), copyWidth = min(g.inWidth, paddedWidth - g.padLeft)
+    parallelRanges(g.planes, minimumChunk: max(1, 4096 / max(1, inPlane))) { range in
+        let scratchCount = paddedCount(paddedHeight * paddedWidth)
+        let scratch = allocateFloats(scratchCount)
+        defer { scratch.deallocate() }
+        scratch.initialize(repeating: fill, count: scratchCount)
+        for plane in range {
+            let src = input + plane * inPlane
+            for y in 0..<copyHeight {
+                (scratch + (g.padTop + y) * paddedWidth + g.padLeft).update(from: src + y * g.inWidth, count: copyWidth)
             }
+            body(UnsafePointer(scratch), paddedWidth, output + plane * outPlane)
+        }
+    }
+}
+
+/// Folds every window of a padded plane with `combine` into the output rows, 16 then 4 outputs at a time.
+@inline(__always)
+private func windowRows(_ g: PoolGeometry, padded: UnsafePointer<Float>, paddedWidth: Int, output: UnsafeMutablePointer<Float>,
+                        initial: Float, _ combine16: (SIMD16<Float>, SIMD16<Float>) -> SIMD16<Float>,
+                        _ combine4: (SIMD4<Float>, SIMD4<Float>) -> SIMD4<Float>, _ combine: (Float, Float) -> Float) {
+    let kh = g.kernelHeight, kw = g.kernelWidth, sw = g.strideWidth, dw = g.dilationWidth
+    for y in 0..<g.outHeight {
+        let top = padded + y * g.strideHeight * paddedWidth
+        let out = output + y * g.outWidth
+        var x = 0
+        while x + 16 <= g.outWidth {
+            var acc = SIMD16<Float>(repeating: initial)
+            for ky in 0..<kh {
+                let row = top + ky * g.dilationHeight * paddedWidth + x * sw
+                for kx in 0..<kw { acc = combine16(acc, loadStrided16(row + kx * dw, stride: sw)) }
+            }
+            (out + x).store(acc)
+            x += 16
+        }
+        while x + 4 <= g.outWidth {
+            var acc = SIMD4<Float>(repeating: initial)
+            for ky in 0..<kh {
+                let row = top + ky * g.dilationHeight * paddedWidth + x * sw
+                for kx in 0..<kw { acc = combine4(acc, loadStrided4(row + kx * dw, stride: sw)) }
+            }
+            (out + x).store(acc)
+            x += 4
+        }
+        while x < g.outWidth {
+            var acc = initial
+            for ky in 0..<kh {
+                let row = top + ky * g.dilationHeight * paddedWidth + x * sw
+                for kx in 0..<kw { acc = combine(acc, row[kx * dw]) }
+            }
+            out[x] = acc
+            x += 1
+        }
+    }
+}
+
+/// Mean of each of `planes` planes of `planeSize` floats (GlobalAveragePool on NCHW: planes = N * C).
+public func globalAveragePool(planes: Int, planeSize: Int, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
+    reducePlanes(planes: planes, planeSize: planeSize, input: input, output: output, initial: 0, { $0 + $1 }, { $0 + $1 }) {
+        $0.sum() / Float(planeSize)
+    }
+}
+
+/// Maximum of each of `planes` planes of `planeSize` floats (GlobalMaxPool on NCHW: planes = N * C).
+public func globalMaxPool(planes: Int, planeSize: Int, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
+    reducePlanes(planes: planes, planeSize: planeSize, input: input, output: output, initial: -.infinity,
+                 { $0.replacing(with: $1, where: $1 .> $0) }, { Swift.max($0, $1) }) { $0.max() }
+}
+
+/// Folds each plane into 16 lanes, then the lanes into one value with `finish`.
+@inline(__always)
+private func reducePlanes(planes: Int, planeSize: Int, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, initial: Float,
+                          _ combine16: (SIMD16<Float>, SIMD16<Float>) -> SIMD16<Float>, _ combine: (Float, Float) -> Float,
+                          _ finish: (SIMD16<Float>) -> Float) {
+    parallelRanges(planes, minimumChunk: max(1, 16_384 / max(1, planeSize))) { range in
+        for p in range {
+            let src = input + p * planeSize
+            var acc = SIMD16<Float>(repeating: initial)
+            var i = 0
+            while i + 16 <= planeSize { acc = combine16(acc, src.advanced(by: i).vector(SIMD16<Float>.self)); i += 16 }
+            var tail = initial
+            while i < planeSize { tail = combine(tail, src[i]); i += 1 }
+            acc[0] = combine(acc[0], tail)
+            output[p] = finish(acc)
         }
     }
 }

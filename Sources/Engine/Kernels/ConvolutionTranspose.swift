@@ -1,0 +1,243 @@
+/// The concrete sizes of one 2-D transposed convolution (ONNX ConvTranspose; 1-D uses height 1).
+///
+/// Pads are the ones ONNX applies to the full output (the caller resolves `output_shape` and auto_pad into them).
+public struct ConvTransposeGeometry: Sendable, Hashable {
+    /// N.
+    public var batch: Int
+    /// C of the input.
+    public var inChannels: Int
+    /// H of the input.
+    public var inHeight: Int
+    /// W of the input.
+    public var inWidth: Int
+    /// C of the output (M = groups * weight dim 1).
+    public var outChannels: Int
+    /// Kernel height.
+    public var kernelHeight: Int
+    /// Kernel width.
+    public var kernelWidth: Int
+    /// Vertical stride.
+    public var strideHeight: Int
+    /// Horizontal stride.
+    public var strideWidth: Int
+    /// Vertical dilation.
+    public var dilationHeight: Int
+    /// Horizontal dilation.
+    public var dilationWidth: Int
+    /// Rows cropped from the top of the full output.
+    public var padTop: Int
+    /// Columns cropped from the left.
+    public var padLeft: Int
+    /// Rows cropped from the bottom.
+    public var padBottom: Int
+    /// Columns cropped from the right.
+    public var padRight: Int
+    /// Extra rows added at the bottom (output_padding[0]).
+    public var outputPaddingHeight: Int
+    /// Extra columns added at the right (output_padding[1]).
+    public var outputPaddingWidth: Int
+    /// Channel groups.
+    public var groups: Int
+
+    /// A geometry; strides and dilations default to 1, pads and output padding to 0, groups to 1.
+    public init(batch: Int, inChannels: Int, inHeight: Int, inWidth: Int, outChannels: Int, kernelHeight: Int, kernelWidth: Int,
+                strideHeight: Int = 1, strideWidth: Int = 1, dilationHeight: Int = 1, dilationWidth: Int = 1,
+                padTop: Int = 0, padLeft: Int = 0, padBottom: Int = 0, padRight: Int = 0,
+                outputPaddingHeight: Int = 0, outputPaddingWidth: Int = 0, groups: Int = 1) {
+        self.batch = batch
+        self.inChannels = inChannels
+        self.inHeight = inHeight
+        self.inWidth = inWidth
+        self.outChannels = outChannels
+        self.kernelHeight = kernelHeight
+        self.kernelWidth = kernelWidth
+        self.strideHeight = strideHeight
+        self.strideWidth = strideWidth
+        self.dilationHeight = dilationHeight
+        self.dilationWidth = dilationWidth
+        self.padTop = padTop
+        self.padLeft = padLeft
+        self.padBottom = padBottom
+        self.padRight = padRight
+        self.outputPaddingHeight = outputPaddingHeight
+        self.outputPaddingWidth = outputPaddingWidth
+        self.groups = groups
+    }
+
+    /// Output height: stride*(H-1) + output_padding + dilation*(k-1) + 1 - pads.
+    public var outHeight: Int {
+        strideHeight * (inHeight - 1) + outputPaddingHeight + dilationHeight * (kernelHeight - 1) + 1 - padTop - padBottom
+    }
+    /// Output width.
+    public var outWidth: Int {
+        strideWidth * (inWidth - 1) + outputPaddingWidth + dilationWidth * (kernelWidth - 1) + 1 - padLeft - padRight
+    }
+    /// Input channels seen by one group.
+    public var inChannelsPerGroup: Int { inChannels / groups }
+    /// Output channels produced by one group.
+    public var outChannelsPerGroup: Int { outChannels / groups }
+    /// Multiply-adds of the whole call (FLOPs = 2 * this).
+    public var multiplyAdds: Int { batch * inChannels * inHeight * inWidth * outChannelsPerGroup * kernelHeight * kernelWidth }
+}
+
+/// ConvTranspose weights prepared once: one sgemm per image and group into the workspace, then col2im into the output.
+public final class PackedConvolutionTranspose: @unchecked Sendable {
+    /// Input channels (C).
+    public let inChannels: Int
+    /// Output channels (M, all groups).
+    public let outChannels: Int
+    /// Kernel height.
+    public let kernelHeight: Int
+    /// Kernel width.
+    public let kernelWidth: Int
+    /// Channel groups.
+    public let groups: Int
+    /// Epilogue applied after the bias.
+    public let activation: Activation
+    /// Per group, the transposed ONNX weights: [mg*kh*kw, cg] row-major, so the gemm reads A untransposed.
+    private let weights: UnsafeMutablePointer<Float>
+    private let bias: UnsafeMutablePointer<Float>?
+
+    /// Packs ONNX ConvTranspose `weights` [C, M/groups, kh, kw] and an optional bias [M].
+    public init(weights: UnsafeBufferPointer<Float>, bias: UnsafeBufferPointer<Float>?, inChannels: Int, outChannels: Int,
+                kernelHeight: Int, kernelWidth: Int, groups: Int, activation: Activation = .none) {
+        precondition(groups > 0 && inChannels % groups == 0 && outChannels % groups == 0, "channels must divide into groups")
+        precondition(weights.count == inChannels * (outChannels / groups) * kernelHeight * kernelWidth, "weight count mismatch")
+        precondition(bias == nil || bias!.count == outChannels, "bias count mismatch")
+        self.inChannels = inChannels
+        self.outChannels = outChannels
+        self.kernelHeight = kernelHeight
+        self.kernelWidth = kernelWidth
+        self.groups = groups
+        self.activation = activation
+        let cg = inChannels / groups, rows = (outChannels / groups) * kernelHeight * kernelWidth
+        let packed = allocateFloats(weights.count)
+        for group in 0..<groups {
+            for c in 0..<cg {
+                for r in 0..<rows { packed[(group * rows + r) * cg + c] = weights[(group * cg + c) * rows + r] }
+            }
+        }
+        self.weights = packed
+        if let bias {
+            let b = allocateFloats(outChannels)
+            b.initialize(from: bias.baseAddress!, count: outChannels)
+            self.bias = b
+        } else {
+            self.bias = nil
+        }
+    }
+
+    deinit {
+        weights.deallocate()
+        bias?.deallocate()
+    }
+
+    /// Floats of scratch memory `run` needs: one group's columns [mg*kh*kw, H*W].
+    public func workspaceCount(for g: ConvTransposeGeometry) -> Int {
+        g.outChannelsPerGroup * kernelHeight * kernelWidth * g.inHeight * g.inWidth
+    }
+
+    /// Computes the transposed convolution of NCHW `input` into NCHW `output` (batch * outChannels * outHeight * outWidth floats).
+    public func run(_ g: ConvTransposeGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
+                    workspace: UnsafeMutablePointer<Float>, residual: UnsafePointer<Float>? = nil) {
+        precondition(g.inChannels == inChannels && g.outChannels == outChannels && g.groups == groups
+                     && g.kernelHeight == kernelHeight && g.kernelWidth == kernelWidth, "geometry does not match the packed transposed convolution")
+        let oh = g.outHeight, ow = g.outWidth
+        guard g.batch > 0, oh > 0, ow > 0 else { return }
+        let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
+        let rows = mg * kernelHeight * kernelWidth
+        let inPlane = g.inHeight * g.inWidth, outPlane = oh * ow
+        for n in 0..<g.batch {
+            let image = input + n * inChannels * inPlane
+            let result = output + n * outChannels * outPlane
+            for group in 0..<groups {
+                sgemm(transposeA: false, transposeB: false, m: rows, n: inPlane, k: cg, alpha: 1,
+                      a: weights + group * rows * cg, lda: cg, b: image + group * cg * inPlane, ldb: inPlane,
+                      beta: 0, c: workspace, ldc: inPlane)
+                col2im(g, columns: UnsafePointer(workspace), firstChannel: group * mg, bias: bias, image: result)
+            }
+            if residual != nil || activation != .none {
+                applyChannelEpilogue(result, channels: outChannels, planeSize: outPlane, bias: nil,
+                                     residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
+            }
+        }
+    }
+}
+
+/// Scatter-adds one group's columns [mg*kh*kw, H*W] into its output planes, which start at the bias (or zero).
+private func col2im(_ g: ConvTransposeGeometry, columns: UnsafePointer<Float>, firstChannel: Int, bias: UnsafePointer<Float>?,
+                    image: UnsafeMutablePointer<Float>) {
+    let oh = g.outHeight, ow = g.outWidth, kh = g.kernelHeight, kw = g.kernelWidth
+    let inPlane = g.inHeight * g.inWidth
+    // Each output channel owns its plane, so channels run in parallel without sharing writes.
+    parallelRanges(g.outChannelsPerGroup, minimumChunk: max(1, 16_384 / max(1, oh * ow))) { range in
+        for m in range {
+            let plane = image + (firstChannel + m) * oh * ow
+            plane.update(repeating: bias?[firstChannel + m] ?? 0, count: oh * ow)
+            for ky in 0..<kh {
+                for kx in 0..<kw {
+                    let src = columns + ((m * kh + ky) * kw + kx) * inPlane
+                    let offsetX = kx * g.dilationWidth - g.padLeft
+                    // Input columns whose output column lands inside the cropped output.
+                    let xLo = min(g.inWidth, offsetX >= 0 ? 0 : (-offsetX + g.strideWidth - 1) / g.strideWidth)
+                    let xHi = max(xLo, min(g.inWidth, offsetX > ow - 1 ? 0 : (ow - 1 - offsetX) / g.strideWidth + 1))
+                    for iy in 0..<g.inHeight {
+                        let oy = iy * g.strideHeight - g.padTop + ky * g.dilationHeight
+                        if oy < 0 || oy >= oh { continue }
+                        let from = src + iy * g.inWidth
+                        let to = plane + oy * ow + offsetX
+                        if g.strideWidth == 1 {
+                            var x = xLo
+                            while x + 16 <= xHi {
+                                (to + x).store((to + x).vector(SIMD16<Float>.self) + (from + x).vector(SIMD16<Float>.self))
+                                x += 16
+                            }
+                            while x < xHi { to[x] += from[x]; x += 1 }
+                        } else {
+                            for x in xLo..<xHi { to[x * g.strideWidth] += from[x] }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Direct transposed convolution, scattering one input value at a time: the twin `PackedConvolutionTranspose` is tested against.
+/// input NCHW, weights [C, M/groups, kh, kw], bias [M] or nil, residual (optional, added before the activation) and output N x M x outH x outW.
+public func convolutionTransposeReference(_ g: ConvTransposeGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>,
+                                          bias: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>,
+                                          residual: UnsafePointer<Float>? = nil) {
+    let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
+    let oh = g.outHeight, ow = g.outWidth
+    for n in 0..<g.batch {
+        for m in 0..<g.outChannels {
+            for i in 0..<(oh * ow) { output[(n * g.outChannels + m) * oh * ow + i] = bias?[m] ?? 0 }
+        }
+        for c in 0..<g.inChannels {
+            let group = c / cg
+            for iy in 0..<g.inHeight {
+                for ix in 0..<g.inWidth {
+                    let value = input[((n * g.inChannels + c) * g.inHeight + iy) * g.inWidth + ix]
+                    for j in 0..<mg {
+                        let m = group * mg + j
+                        for ky in 0..<g.kernelHeight {
+                            let oy = iy * g.strideHeight - g.padTop + ky * g.dilationHeight
+                            if oy < 0 || oy >= oh { continue }
+                            for kx in 0..<g.kernelWidth {
+                                let ox = ix * g.strideWidth - g.padLeft + kx * g.dilationWidth
+                                if ox < 0 || ox >= ow { continue }
+                                let w = weights[((c * mg + j) * g.kernelHeight + ky) * g.kernelWidth + kx]
+                                output[((n * g.outChannels + m) * oh + oy) * ow + ox] += value * w
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for i in 0..<(g.outChannels * oh * ow) {
+            let index = n * g.outChannels * oh * ow + i
+            output[index] = activation(output[index] + (residual?[index] ?? 0))
+        }
+    }
+}

@@ -1,0 +1,69 @@
+/// Vector width of the kernels: one AVX-512 register, two AVX2 registers.
+typealias FloatVector = SIMD16<Float>
+
+/// Unaligned vector load and store helpers shared by the kernels.
+extension UnsafePointer where Pointee == Float {
+    /// Loads `V.scalarCount` consecutive floats.
+    @inline(__always)
+    func vector<V: SIMD>(_: V.Type = V.self) -> V where V.Scalar == Float {
+        UnsafeRawPointer(self).loadUnaligned(as: V.self)
+    }
+}
+
+extension UnsafeMutablePointer where Pointee == Float {
+    /// Loads `V.scalarCount` consecutive floats.
+    @inline(__always)
+    func vector<V: SIMD>(_: V.Type = V.self) -> V where V.Scalar == Float {
+        UnsafeRawPointer(self).loadUnaligned(as: V.self)
+    }
+
+    /// Stores `value` into `V.scalarCount` consecutive floats.
+    @inline(__always)
+    func store<V: SIMD>(_ value: V) where V.Scalar == Float {
+        UnsafeMutableRawPointer(self).storeBytes(of: value, as: V.self)
+    }
+}
+
+/// Loads 16 floats `stride` apart; stride 1 and 2 use contiguous loads (stride 2 reads 32 floats and keeps the even ones).
+@inline(__always)
+func loadStrided16(_ p: UnsafePointer<Float>, stride: Int) -> SIMD16<Float> {
+    if stride == 1 { return p.vector(SIMD16<Float>.self) }
+    if stride == 2 { return p.vector(SIMD32<Float>.self).evenHalf }
+    var v = SIMD16<Float>()
+    for i in 0..<16 { v[i] = p[i * stride] }
+    return v
+}
+
+/// Loads 8 floats `stride` apart (stride 2 reads 16 floats).
+@inline(__always)
+func loadStrided8(_ p: UnsafePointer<Float>, stride: Int) -> SIMD8<Float> {
+    if stride == 1 { return p.vector(SIMD8<Float>.self) }
+    if stride == 2 { return p.vector(SIMD16<Float>.self).evenHalf }
+    var v = SIMD8<Float>()
+    for i in 0..<8 { v[i] = p[i * stride] }
+    return v
+}
+
+/// Loads 4 floats `stride` apart (stride 2 reads 8 floats).
+@inline(__always)
+func loadStrided4(_ p: UnsafePointer<Float>, stride: Int) -> SIMD4<Float> {
+    if stride == 1 { return p.vector(SIMD4<Float>.self) }
+    if stride == 2 { return p.vector(SIMD8<Float>.self).evenHalf }
+    var v = SIMD4<Float>()
+    for i in 0..<4 { v[i] = p[i * stride] }
+    return v
+}
+
+/// Extra floats a kernel may read past the last element it uses (stride-2 loads read twice the lanes).
+let vectorReadSlack = 32
+
+/// Floats rounded up so that buffers can be over-read by `vectorReadSlack`.
+@inline(__always)
+func paddedCount(_ count: Int) -> Int { count + vectorReadSlack }
+
+/// A 64-byte aligned float buffer owned by the caller (kernel-private scratch and packed weights).
+@inline(__always)
+func allocateFloats(_ count: Int) -> UnsafeMutablePointer<Float> {
+    let raw = UnsafeMutableRawPointer.allocate(byteCount: max(1, count) * MemoryLayout<Float>.stride, alignment: 64)
+    return raw.bindMemory(to: Float.self, capacity: max(1, count))
+}

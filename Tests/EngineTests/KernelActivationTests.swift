@@ -1,0 +1,50 @@
+import Testing
+@testable import Engine
+
+@Suite struct KernelActivationTests {
+    @Test(arguments: allActivations)
+    func vectorEpilogueMatchesScalar(_ activation: Activation) {
+        var rng = SeededGenerator(seed: 7)
+        for count in [1, 15, 16, 37, 100] {
+            let input = rng.floats(count).map { $0 * 8 }
+            let residual = rng.floats(count)
+            var plain = input
+            plain.withUnsafeMutableBufferPointer { activation.apply($0.baseAddress!, count: count) }
+            expectClose(plain, input.map { activation($0) }, "\(activation) count \(count)")
+            var fused = input
+            fused.withUnsafeMutableBufferPointer { out in
+                residual.withUnsafeBufferPointer { activation.apply(out.baseAddress!, count: count, adding: 0.5, residual: $0.baseAddress!) }
+            }
+            expectClose(fused, (0..<count).map { activation(input[$0] + 0.5 + residual[$0]) }, "\(activation) fused count \(count)")
+        }
+    }
+
+    @Test(arguments: allActivations)
+    func channelAndRowEpiloguesMatchScalar(_ activation: Activation) {
+        var rng = SeededGenerator(seed: 11)
+        let channels = 5, plane = 23
+        let data = rng.floats(channels * plane).map { $0 * 4 }
+        let bias = rng.floats(max(channels, plane))
+        let residual = rng.floats(channels * plane)
+        var out = data
+        out.withUnsafeMutableBufferPointer { o in
+            bias.withUnsafeBufferPointer { b in
+                residual.withUnsafeBufferPointer { r in
+                    applyChannelEpilogue(o.baseAddress!, channels: channels, planeSize: plane, bias: b.baseAddress, residual: r.baseAddress,
+                                         activation: activation)
+                }
+            }
+        }
+        expectClose(out, (0..<(channels * plane)).map { activation(data[$0] + bias[$0 / plane] + residual[$0]) }, "\(activation) channels")
+        var rows = data
+        rows.withUnsafeMutableBufferPointer { o in
+            bias.withUnsafeBufferPointer { b in
+                residual.withUnsafeBufferPointer { r in
+                    applyRowEpilogue(o.baseAddress!, rows: channels, columns: plane, bias: b.baseAddress, residual: r.baseAddress,
+                                     activation: activation)
+                }
+            }
+        }
+        expectClose(rows, (0..<(channels * plane)).map { activation(data[$0] + bias[$0 % plane] + residual[$0]) }, "\(activation) rows")
+    }
+}

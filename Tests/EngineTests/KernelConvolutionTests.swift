@@ -1,0 +1,162 @@
+import Testing
+@testable import Engine
+
+/// Runs the packed convolution and its reference twin on the same random data and compares them.
+private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBias: Bool, withResidual: Bool,
+                              rng: inout SeededGenerator, sourceLocation: SourceLocation = #_sourceLocation) {
+    let input = rng.floats(g.batch * g.inChannels * g.inHeight * g.inWidth)
+    let weights = rng.floats(g.outChannels * g.inChannelsPerGroup * g.kernelHeight * g.kernelWidth)
+    let bias = withBias ? rng.floats(g.outChannels) : nil
+    let outCount = g.batch * g.outChannels * g.outHeight * g.outWidth
+    let residual = withResidual ? rng.floats(outCount) : nil
+    var expected = [Float](repeating: 0, count: outCount)
+    var actual = [Float](repeating: .nan, count: outCount)
+    let packed = weights.withUnsafeBufferPointer { w in
+        PackedConvolution(weights: w, bias: bias?.withUnsafeBufferPointer { $0 }, outChannels: g.outChannels, inChannels: g.inChannels,
+                          kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, groups: g.groups, activation: activation)
+    }
+    var workspace = [Float](repeating: .nan, count: packed.workspaceCount(for: g))
+    input.withUnsafeBufferPointer { i in
+        weights.withUnsafeBufferPointer { w in
+            (bias ?? []).withUnsafeBufferPointer { b in
+                (residual ?? []).withUnsafeBufferPointer { r in
+                    let biasPointer = bias == nil ? nil : b.baseAddress
+                    let residualPointer = residual == nil ? nil : r.baseAddress
+                    expected.withUnsafeMutableBufferPointer {
+                        convolutionReference(g, input: i.baseAddress!, weights: w.baseAddress!, bias: biasPointer, activation: activation,
+                                             output: $0.baseAddress!, residual: residualPointer)
+                    }
+                    actual.withUnsafeMutableBufferPointer { o in
+                        workspace.withUnsafeMutableBufferPointer { ws in
+                            packed.run(g, input: i.baseAddress!, output: o.baseAddress!, workspace: ws.baseAddress, residual: residualPointer)
+                        }
+                    }
+                }
+            }
+        }
+    }
+    expectClose(actual, expected, "\(g) \(activation) bias \(withBias) residual \(withResidual)", sourceLocation: sourceLocation)
+}
+
+@Suite struct KernelConvolutionTests {
+    @Test func randomizedGeometriesMatchReference() {
+        var rng = SeededGenerator(seed: 2024)
+        var cases = 0
+        while cases < 60 {
+            let kernel = [1, 3, 5, 7].randomElement(using: &rng)!
+            let kind = Int.random(in: 0..<4, using: &rng)
+            let groupsChannels = Int.random(in: 1...3, using: &rng)
+            var g = ConvGeometry(batch: [1, 3].randomElement(using: &rng)!, inChannels: 1, inHeight: Int.random(in: 3...19, using: &rng),
+                                 inWidth: Int.random(in: 3...41, using: &rng), outChannels: 1, kernelHeight: kernel,
+                                 kernelWidth: Int.random(in: 0..<3, using: &rng) == 0 ? 1 : kernel,
+                                 strideHeight: Int.random(in: 1...2, using: &rng), strideWidth: Int.random(in: 1...2, using: &rng),
+                                 dilationHeight: Int.random(in: 1...2, using: &rng), dilationWidth: Int.random(in: 1...2, using: &rng),
+                                 padTop: Int.random(in: 0...3, using: &rng), padLeft: Int.random(in: 0...3, using: &rng),
+                                 padBottom: Int.random(in: 0...3, using: &rng), padRight: Int.random(in: 0...3, using: &rng))
+            switch kind {
+            case 0: g.groups = 1; g.inChannels = Int.random(in: 1...5, using: &rng); g.outChannels = Int.random(in: 1...6, using: &rng)
+            case 1: g.groups = 2; g.inChannels = 2 * groupsChannels; g.outChannels = 2 * Int.random(in: 1...3, using: &rng)
+            case 2: g.inChannels = Int.random(in: 2...6, using: &rng); g.groups = g.inChannels; g.outChannels = g.inChannels
+            default: g.inChannels = Int.random(in: 2...4, using: &rng); g.groups = g.inChannels; g.outChannels = 2 * g.inChannels
+            }
+            guard g.outHeight >= 1 && g.outWidth >= 1 else { continue }
+            let activation = allActivations.randomElement(using: &rng)!
+            checkConvolution(g, activation: activation, withBias: Bool.random(using: &rng), withResidual: Bool.random(using: &rng), rng: &rng)
+            cases += 1
+        }
+    }
+
+    @Test(arguments: allActivations)
+    func fastPathsMatchReferenceForEveryActivation(_ activation: Activation) {
+        var rng = SeededGenerator(seed: 99)
+        // Pointwise (direct sgemm), 3x3 unfolded, depthwise 3x3 s1/s2 wide enough for the vector loops, depthwise 5x5 dilated.
+        let geometries = [
+            ConvGeometry(batch: 2, inChannels: 5, inHeight: 6, inWidth: 7, outChannels: 4, kernelHeight: 1, kernelWidth: 1),
+            ConvGeometry(batch: 1, inChannels: 3, inHeight: 9, inWidth: 11, outChannels: 5, kernelHeight: 3, kernelWidth: 3,
+                         strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: 1, padBottom: 1, padRight: 1),
+            ConvGeometry(batch: 1, inChannels: 3, inHeight: 5, inWidth: 37, outChannels: 3, kernelHeight: 3, kernelWidth: 3,
+                         padTop: 1, padLeft: 1, padBottom: 1, padRight: 1, groups: 3),
+            ConvGeometry(batch: 2, inChannels: 2, inHeight: 7, inWidth: 70, outChannels: 2, kernelHeight: 3, kernelWidth: 3,
+                         strideHeight: 2, strideWidth: 2, padTop: 0, padLeft: 1, padBottom: 1, padRight: 0, groups: 2),
+            ConvGeometry(batch: 1, inChannels: 2, inHeight: 9, inWidth: 45, outChannels: 2, kernelHeight: 5, kernelWidth: 5,
+                         strideHeight: 1, strideWidth: 2, dilationHeight: 2, dilationWidth: 2, padTop: 4, padLeft: 3, padBottom: 2, padRight: 4, groups: 2),
+        ]
+        for g in geometries {
+            checkConvolution(g, activation: activation, withBias: true, withResidual: false, rng: &rng)
+            checkConvolution(g, activation: activation, withBias: false, withResidual: true, rng: &rng)
+        }
+    }
+
+    @Test func singleThreadMatchesReference() {
+        var rng = SeededGenerator(seed: 5)
+        EngineThreads.configure(threads: 1)
+        defer { EngineThreads.configure(threads: 2) }
+        checkConvolution(ConvGeometry(batch: 3, inChannels: 4, inHeight: 12, inWidth: 20, outChannels: 4, kernelHeight: 3, kernelWidth: 3,
+                                      padTop: 1, padLeft: 1, padBottom: 1, padRight: 1, groups: 4),
+                         activation: .clip(min: 0, max: 6), withBias: true, withResidual: true, rng: &rng)
+    }
+}
+
+/// Runs the packed transposed convolution and its reference twin on the same random data and compares them.
+private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, withBias: Bool, withResidual: Bool,
+                            rng: inout SeededGenerator, sourceLocation: SourceLocation = #_sourceLocation) {
+    let input = rng.floats(g.batch * g.inChannels * g.inHeight * g.inWidth)
+    let weights = rng.floats(g.inChannels * g.outChannelsPerGroup * g.kernelHeight * g.kernelWidth)
+    let bias = withBias ? rng.floats(g.outChannels) : nil
+    let outCount = g.batch * g.outChannels * g.outHeight * g.outWidth
+    let residual = withResidual ? rng.floats(outCount) : nil
+    var expected = [Float](repeating: 0, count: outCount)
+    var actual = [Float](repeating: .nan, count: outCount)
+    let packed = weights.withUnsafeBufferPointer { w in
+        PackedConvolutionTranspose(weights: w, bias: bias?.withUnsafeBufferPointer { $0 }, inChannels: g.inChannels, outChannels: g.outChannels,
+                                   kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, groups: g.groups, activation: activation)
+    }
+    var workspace = [Float](repeating: .nan, count: packed.workspaceCount(for: g))
+    input.withUnsafeBufferPointer { i in
+        weights.withUnsafeBufferPointer { w in
+            (bias ?? []).withUnsafeBufferPointer { b in
+                (residual ?? []).withUnsafeBufferPointer { r in
+                    let biasPointer = bias == nil ? nil : b.baseAddress
+                    let residualPointer = residual == nil ? nil : r.baseAddress
+                    expected.withUnsafeMutableBufferPointer {
+                        convolutionTransposeReference(g, input: i.baseAddress!, weights: w.baseAddress!, bias: biasPointer, activation: activation,
+                                                      output: $0.baseAddress!, residual: residualPointer)
+                    }
+                    actual.withUnsafeMutableBufferPointer { o in
+                        workspace.withUnsafeMutableBufferPointer { ws in
+                            packed.run(g, input: i.baseAddress!, output: o.baseAddress!, workspace: ws.baseAddress!, residual: residualPointer)
+                        }
+                    }
+                }
+            }
+        }
+    }
+    expectClose(actual, expected, "\(g) \(activation)", sourceLocation: sourceLocation)
+}
+
+@Suite struct KernelConvolutionTransposeTests {
+    @Test func randomizedGeometriesMatchReference() {
+        var rng = SeededGenerator(seed: 77)
+        var cases = 0
+        while cases < 40 {
+            let groups = [1, 2].randomElement(using: &rng)!
+            let kernel = [1, 2, 3, 4, 5].randomElement(using: &rng)!
+            var g = ConvTransposeGeometry(batch: [1, 3].randomElement(using: &rng)!, inChannels: groups * Int.random(in: 1...3, using: &rng),
+                                          inHeight: Int.random(in: 1...7, using: &rng), inWidth: Int.random(in: 1...23, using: &rng),
+                                          outChannels: groups * Int.random(in: 1...3, using: &rng), kernelHeight: kernel,
+                                          kernelWidth: Int.random(in: 1...4, using: &rng),
+                                          strideHeight: Int.random(in: 1...3, using: &rng), strideWidth: Int.random(in: 1...2, using: &rng),
+                                          dilationHeight: Int.random(in: 1...2, using: &rng), dilationWidth: Int.random(in: 1...2, using: &rng),
+                                          padTop: Int.random(in: 0...2, using: &rng), padLeft: Int.random(in: 0...2, using: &rng),
+                                          padBottom: Int.random(in: 0...2, using: &rng), padRight: Int.random(in: 0...2, using: &rng),
+                                          groups: groups)
+            // ONNX requires output_padding below the stride or the dilation.
+            g.outputPaddingHeight = Int.random(in: 0..<max(g.strideHeight, g.dilationHeight), using: &rng)
+            g.outputPaddingWidth = Int.random(in: 0..<max(g.strideWidth, g.dilationWidth), using: &rng)
+            guard g.outHeight >= 1 && g.outWidth >= 1 else { continue }
+            checkTranspose(g, activation: allActivations.randomElement(using: &rng)!, withBias: Bool.random(using: &rng),
+                           withResidual: Bool.random(using: &rng), rng: &rng)
+            cases += 1
+        }
+    }
+}

@@ -1,0 +1,42 @@
+import Testing
+@testable import Engine
+
+/// SplitMix64: a tiny deterministic generator so every randomized kernel test is reproducible.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension SeededGenerator {
+    /// `count` floats uniform in [-1, 1).
+    mutating func floats(_ count: Int) -> [Float] {
+        (0..<count).map { _ in Float.random(in: -1..<1, using: &self) }
+    }
+}
+
+/// Expects every element within 1e-4 relative (absolute near zero) of the reference, naming the first mismatch.
+func expectClose(_ actual: [Float], _ expected: [Float], _ context: @autoclosure () -> String,
+                 sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(actual.count == expected.count, "\(context()): count", sourceLocation: sourceLocation)
+    for i in 0..<min(actual.count, expected.count) {
+        let a = actual[i], e = expected[i]
+        if a == e { continue }
+        if !(abs(a - e) <= 1e-4 * max(1, abs(e))) {
+            Issue.record("\(context()): element \(i) is \(a), expected \(e)", sourceLocation: sourceLocation)
+            return
+        }
+    }
+}
+
+/// Every activation, with parameters that exercise both sides of each kink.
+let allActivations: [Activation] = [
+    .none, .relu, .leakyRelu(alpha: 0.1), .clip(min: 0, max: 6), .clip(min: -0.5, max: 0.25), .sigmoid,
+    .hardSigmoid(alpha: 0.2, beta: 0.5), .hardSwish, .tanh,
+]
