@@ -120,3 +120,35 @@ import Tensor
         }
     }
 }
+
+@Suite struct ExtremeGeometryTests {
+    static let sizes = [(1, 1), (1, 500), (500, 1), (3, 2), (640, 480)]
+
+    @Test(arguments: [PreprocessConfig.ResizeMode.stretch, .centerCrop, .letterbox])
+    func anySourceSizeProducesAFullTensor(mode: PreprocessConfig.ResizeMode) throws {
+        var rng = SplitMix(seed: 3)
+        for (w, h) in ExtremeGeometryTests.sizes {
+            let pixels = (0..<(w * h * 3)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            let image = RGBImage(width: w, height: h, pixels: pixels)
+            for interpolation in [PreprocessConfig.Interpolation.bilinear, .nearest, .area] {
+                for (tw, th, shorter) in [(7, 5, nil), (16, 16, 20), (3, 9, 2)] as [(Int, Int, Int?)] {
+                    let config = PreprocessConfig(width: tw, height: th, resizeMode: mode, resizeShorterSide: shorter,
+                                                  interpolation: interpolation, layout: .nhwc, dtype: .uint8, padValue: 9)
+                    let t = try preprocess(image, config: config)
+                    #expect(t.shape == [1, th, tw, 3])
+                    let f = try preprocess(image, config: PreprocessConfig(width: tw, height: th, resizeMode: mode,
+                                                                          resizeShorterSide: shorter, interpolation: interpolation))
+                    #expect(f.scalars(as: Float.self).allSatisfy { $0 >= -1e-4 && $0 <= 1.0001 })
+                }
+            }
+        }
+    }
+
+    @Test func uniformImageStaysUniform() throws {
+        let image = RGBImage(width: 37, height: 23, pixels: [UInt8](repeating: 200, count: 37 * 23 * 3))
+        for mode in [PreprocessConfig.ResizeMode.stretch, .centerCrop] {
+            let t = try preprocess(image, config: PreprocessConfig(width: 13, height: 11, resizeMode: mode, scale: 1))
+            #expect(t.scalars(as: Float.self).allSatisfy { abs($0 - 200) < 1e-3 })
+        }
+    }
+}
