@@ -1,0 +1,45 @@
+// Times decode + preprocess of one JPEG to a 224x224 float tensor with the Imaging module.
+// Usage: imaging-bench FILE [iterations]
+import Foundation
+import Imaging
+
+let args = CommandLine.arguments
+guard args.count >= 2, let data = FileManager.default.contents(atPath: args[1]) else {
+    FileHandle.standardError.write(Data("usage: imaging-bench FILE [iterations]\n".utf8))
+    exit(2)
+}
+let bytes = [UInt8](data)
+let iterations = args.count >= 3 ? Int(args[2]) ?? 20 : 20
+let configs: [(String, PreprocessConfig)] = [
+    ("stretch 224 bilinear", PreprocessConfig(width: 224, height: 224, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225])),
+    ("resize 256 + center_crop 224", PreprocessConfig(width: 224, height: 224, resizeMode: .centerCrop, resizeShorterSide: 256,
+                                                      mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225])),
+]
+
+func median(_ xs: [Double]) -> Double { xs.sorted()[xs.count / 2] }
+func time(_ body: () throws -> Void) rethrows -> Double {
+    let start = DispatchTime.now().uptimeNanoseconds
+    try body()
+    return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+}
+
+for (name, config) in configs {
+    for margin in [1.0, 2.0] {
+        var total = [Double](), decode = [Double](), prep = [Double]()
+        for _ in 0..<iterations {
+            var image: RGBImage!
+            let options = DecodeOptions(sizeHint: config, scalingMargin: margin)
+            let d = try time { image = try ImageDecoder.decode(bytes, options: options) }
+            let p = try time { _ = try preprocess(image, config: config) }
+            decode.append(d); prep.append(p); total.append(d + p)
+        }
+        let image = try ImageDecoder.decode(bytes, options: DecodeOptions(sizeHint: config, scalingMargin: margin))
+        print(String(format: "osprey  %-30@ margin %.0f: decoded %dx%d  decode %.2f ms  preprocess %.2f ms  total %.2f ms (median of %d)",
+                     name as NSString, margin, image.width, image.height, median(decode), median(prep), median(total), iterations))
+    }
+    var full = [Double]()
+    for _ in 0..<max(3, iterations / 4) {
+        full.append(try time { _ = try preprocess(try ImageDecoder.decode(bytes), config: config) })
+    }
+    print(String(format: "osprey  %-30@ full-size decode + preprocess: %.2f ms", name as NSString, median(full)))
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Peer measurement: Pillow (+numpy) decode + resize + normalise of the same JPEG to a 224x224 float tensor."""
+import sys
+import time
+
+import numpy as np
+from PIL import Image
+
+path = sys.argv[1]
+iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+data = open(path, "rb").read()
+MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+STD = np.array([0.229, 0.224, 0.225], np.float32)
+import io
+
+
+def run(draft, crop):
+    im = Image.open(io.BytesIO(data))
+    if draft:
+        im.draft("RGB", (448, 448) if not crop else (512, 512))
+    im = im.convert("RGB")
+    if crop:
+        w, h = im.size
+        s = 256
+        nw, nh = (s, int(s * h / w)) if w <= h else (int(s * w / h), s)
+        im = im.resize((nw, nh), Image.Resampling.BILINEAR)
+        left, top = int(round((nw - 224) / 2)), int(round((nh - 224) / 2))
+        im = im.crop((left, top, left + 224, top + 224))
+    else:
+        im = im.resize((224, 224), Image.Resampling.BILINEAR)
+    x = (np.asarray(im, np.float32) / 255.0 - MEAN) / STD
+    return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
+
+
+for crop, name in [(False, "stretch 224 bilinear"), (True, "resize 256 + center_crop 224")]:
+    for draft in (True, False):
+        times = []
+        for _ in range(iterations if draft else max(3, iterations // 4)):
+            t = time.perf_counter()
+            run(draft, crop)
+            times.append((time.perf_counter() - t) * 1000)
+        times.sort()
+        print(f"pillow  {name:30s} {'draft (DCT scaling)' if draft else 'full-size decode'}: {times[len(times) // 2]:.2f} ms")

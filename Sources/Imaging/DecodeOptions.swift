@@ -1,0 +1,31 @@
+/// Limits and hints for `ImageDecoder.decode`.
+public struct DecodeOptions: Sendable {
+    /// Largest accepted `width * height` as declared by the header (a decompression-bomb guard).
+    public var maxPixels: Int
+    /// RGB colour that transparent pixels are composited onto.
+    public var background: (UInt8, UInt8, UInt8)
+    /// When set, JPEGs may be decoded at 1/2, 1/4 or 1/8 scale as long as this preprocessing still
+    /// downsamples the result by at least `scalingMargin` (the IDCT does the first, cheap reduction).
+    public var sizeHint: PreprocessConfig?
+    /// How much larger than the final resampled size a DCT-scaled decode must stay (1 = never upsample).
+    public var scalingMargin: Double
+
+    /// Default limit: 50 megapixels.
+    public static let defaultMaxPixels = 50_000_000
+
+    /// Options with the given limit, background and optional scaling hint.
+    public init(maxPixels: Int = DecodeOptions.defaultMaxPixels, background: (UInt8, UInt8, UInt8) = (255, 255, 255),
+                sizeHint: PreprocessConfig? = nil, scalingMargin: Double = 2.0) {
+        self.maxPixels = maxPixels
+        self.background = background
+        self.sizeHint = sizeHint
+        self.scalingMargin = scalingMargin
+    }
+
+    /// Throws `.tooLarge` when a header's dimensions exceed `maxPixels`.
+    func checkSize(width: Int, height: Int) throws {
+        let (pixels, overflow) = width.multipliedReportingOverflow(by: height)
+        if overflow || pixels > maxPixels { throw ImagingError.tooLarge(pixels: overflow ? Int.max : pixels, limit: maxPixels) }
+        if width <= 0 || height <= 0 { throw ImagingError.corrupt("image has zero size (\(width)x\(height))") }
+    }
+}
