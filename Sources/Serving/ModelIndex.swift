@@ -1,0 +1,48 @@
+/// Lifecycle state of a model version, as the repository index reports it.
+public enum ModelState: String, Sendable, CaseIterable {
+    /// Being read, compiled or warmed up.
+    case loading = "LOADING"
+    /// Warmed up and accepting requests.
+    case ready = "READY"
+    /// Not loaded (not selected by the version policy, unloaded, or no version on disk).
+    case unavailable = "UNAVAILABLE"
+    /// The last load attempt failed; `reason` says why.
+    case failed = "FAILED"
+}
+
+/// One row of the repository index: a model version (or a model with no version) and its state.
+public struct ModelIndexEntry: Sendable, Equatable {
+    /// Model name.
+    public var name: String
+    /// Version number; nil for a model with no version on disk.
+    public var version: Int?
+    /// Current state.
+    public var state: ModelState
+    /// Why the version is not READY (nil when ready or loading).
+    public var reason: String?
+
+    /// An index row.
+    public init(name: String, version: Int?, state: ModelState, reason: String?) {
+        self.name = name
+        self.version = version
+        self.state = state
+        self.reason = reason
+    }
+}
+
+/// Registry settings.
+public struct RegistryOptions: Sendable {
+    /// Model executions allowed at once in the process (each on a batcher thread); 1 suits a 2-core box.
+    public var computeSlots: Int
+    /// How often `run()` rescans the repository for added, removed or replaced models and versions; nil disables polling.
+    public var pollInterval: Duration?
+    /// Run each new version once on zero inputs before marking it READY.
+    public var warmUp: Bool
+
+    /// Options with one compute slot, no polling and warm-up on.
+    public init(computeSlots: Int = 1, pollInterval: Duration? = nil, warmUp: Bool = true) {
+        self.computeSlots = computeSlots
+        self.pollInterval = pollInterval
+        self.warmUp = warmUp
+    }
+}

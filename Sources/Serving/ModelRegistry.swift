@@ -1,0 +1,499 @@
+import Engine
+import Tensor
+
+/// The model repository at run time: which versions are loaded, which one serves each model, and their lifecycle.
+///
+/// Loads run on a dedicated loader thread; the actor only swaps which `ServedVersion` new requests get, so a swap is
+/// atomic and never touches requests already admitted. Lookups (`resolve`, `index`, `isReady`) read a lock-guarded
+/// routing table and never await. Mutations of one model are serialized; state is re-checked after every await.
+public actor ModelRegistry {
+    /// Root of the model repository.
+    public nonisolated let repositoryPath: String
+    /// Where per-version series are recorded (nil: none).
+    public nonisolated let metrics: Metrics?
+
+    private struct VersionSlot {
+        var served: ServedVersion?
+        var fingerprint: FileFingerprint?
+        var loadingToken: UInt64?
+        var failure: String?
+        var failedAttempt: (FileFingerprint, ModelConfig, [String])?
+        var note: String?
+
+        var state: ModelState {
+            if served != nil { return .ready }
+            if loadingToken != nil { return .loading }
+            if failure != nil { return .failed }
+            return .unavailable
+        }
+
+        var reason: String? {
+            switch state {
+            case .ready, .loading: return nil
+            case .failed: return failure
+            case .unavailable: return note ?? "not loaded"
+            }
+        }
+    }
+
+    private struct ModelRecord {
+        var config = ModelConfig()
+        var labels: [String] = []
+        var configError: String?
+        var versions: [Int: VersionSlot] = [:]
+        var pinned: Int?
+        var unloaded = false
+    }
+
+    /// What lookups see: published after every change.
+    private struct Route {
+        var defaultVersion: ServedVersion?
+        var versions: [Int: (state: ModelState, reason: String?, served: ServedVersion?)]
+        var reason: String
+        var entries: [ModelIndexEntry]
+        var unloaded: Bool
+    }
+
+    private let repository: ModelRepository
+    private let loader: ModelLoader
+    private let options: RegistryOptions
+    private let logger: ServingLogger
+    private let worker = BlockingWorker(name: "osprey-loader")
+    private let gate: ComputeGate
+    private var models: [String: ModelRecord] = [:]
+    private var nextToken: UInt64 = 0
+    private var busyModels: Set<String> = []
+    private var lockWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+    private var publishedVersions: [String: Set<Int>] = [:]
+    private nonisolated let routes = Locked<[String: Route]>([:])
+
+    /// A registry over `repositoryPath`; call `loadAll()` to load the models, `run()` to poll for changes.
+    public init(repositoryPath: String, loader: @escaping ModelLoader, options: RegistryOptions = RegistryOptions(),
+                metrics: Metrics? = nil, logger: @escaping ServingLogger = { _, _ in }) {
+        self.repositoryPath = repositoryPath
+        repository = ModelRepository(root: repositoryPath)
+        self.loader = loader
+        self.options = options
+        self.metrics = metrics
+        self.logger = logger
+        gate = ComputeGate(slots: options.computeSlots)
+    }
+
+    // MARK: - Lookups (no await)
+
+    /// The version a request should run on: `version`, or the default (pinned, else highest READY) when nil.
+    ///
+    /// Throws `.modelNotFound`, `.versionNotFound` or `.notReady`.
+    public nonisolated func resolve(model: String, version: Int? = nil) throws -> ServedVersion {
+        guard let route = routes.withLock({ $0[model] }) else { throw ServingError.modelNotFound(model: model) }
+        guard let version else {
+            guard let served = route.defaultVersion else { throw ServingError.notReady(model: model, version: nil, reason: route.reason) }
+            return served
+        }
+        guard let entry = route.versions[version] else { throw ServingError.versionNotFound(model: model, version: version) }
+        guard let served = entry.served else {
+            throw ServingError.notReady(model: model, version: version, reason: entry.reason ?? entry.state.rawValue.lowercased())
+        }
+        return served
+    }
+
+    /// Every model version known to the repository with its state, sorted by name then version.
+    public nonisolated func index() -> [ModelIndexEntry] {
+        let snapshot = routes.withLock { $0 }
+        return snapshot.keys.sorted().flatMap { snapshot[$0]!.entries }
+    }
+
+    /// Names of the models in the repository.
+    public nonisolated var modelNames: [String] { routes.withLock { $0.keys.sorted() } }
+
+    /// True when every model in the repository (except ones explicitly unloaded) has a READY version; an empty repository is ready.
+    public nonisolated var isReady: Bool {
+        routes.withLock { $0.values.allSatisfy { $0.unloaded || $0.defaultVersion != nil } }
+    }
+
+    /// Triton-style statistics of the READY versions of `model` (only `version` when given).
+    public nonisolated func statistics(model: String, version: Int? = nil) throws -> [ModelStatistics] {
+        guard let route = routes.withLock({ $0[model] }) else { throw ServingError.modelNotFound(model: model) }
+        if let version {
+            guard let entry = route.versions[version] else { throw ServingError.versionNotFound(model: model, version: version) }
+            return entry.served.map { [$0.statistics] } ?? []
+        }
+        return route.versions.keys.sorted().compactMap { route.versions[$0]?.served?.statistics }
+    }
+
+    // MARK: - Lifecycle
+
+    /// Scans the repository and loads every model per its version policy (retrying earlier failures); failures are logged, not thrown.
+    public func loadAll() async {
+        await synchronize(retryFailures: true)
+    }
+
+    /// One polling pass: picks up added, removed or replaced models, versions, configs and labels.
+    public func poll() async {
+        await synchronize(retryFailures: false)
+    }
+
+    /// Polls every `options.pollInterval` until the task is cancelled (returns at once when polling is off).
+    public func run() async {
+        guard let interval = options.pollInterval else { return }
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval) } catch { return }
+            await poll()
+        }
+    }
+
+    /// (Re)loads `model` per its version policy, re-reading config.json and labels.txt; throws the first version's load failure.
+    public func load(model: String) async throws {
+        try ModelRepository.checkModelName(model)
+        await lock(model)
+        defer { unlock(model) }
+        models[model]?.unloaded = false
+        let failures = try await reconcile(model, retryFailures: true)
+        guard models[model] != nil else { throw ServingError.modelNotFound(model: model) }
+        if let first = failures.keys.max(), let error = failures[first] { throw error }
+    }
+
+    /// Unloads every version of `model`; requests already admitted finish, then the versions are freed. Polling leaves it unloaded.
+    public func unload(model: String) throws {
+        guard models[model] != nil else { throw ServingError.modelNotFound(model: model) }
+        models[model]!.unloaded = true
+        models[model]!.pinned = nil
+        for version in models[model]!.versions.keys {
+            models[model]!.versions[version] = VersionSlot(note: "unloaded")
+        }
+        logger(.info, "unloaded model '\(model)'")
+        publish(model)
+    }
+
+    /// Unloads every model (for shutdown).
+    public func unloadAll() {
+        for model in models.keys { try? unload(model: model) }
+    }
+
+    /// Stores `bytes` as `model`/`version`/model.onnx (atomically; verified against `sha256` hex when given) and loads it.
+    ///
+    /// The version then serves per the version policy; if it fails to load, the previously served version keeps
+    /// serving and this throws `.loadFailed`. Throws `.invalidName`, `.digestMismatch`, `.io` before touching the disk.
+    public func putVersion(model: String, version: Int, bytes: [UInt8], sha256: String? = nil) async throws {
+        try ModelRepository.checkModelName(model)
+        guard version > 0 else { throw ServingError.invalidName("invalid version \(version): expected a positive integer") }
+        if let expected = sha256.map({ $0.lowercased().trimmingPrefix("sha256:") }) {
+            let got = try await worker.run { SHA256.hexDigest(bytes) }
+            guard got == expected else { throw ServingError.digestMismatch(expected: String(expected), got: got) }
+        }
+        await lock(model)
+        defer { unlock(model) }
+        let repository = self.repository
+        try await worker.run { try repository.writeVersion(model: model, version: version, bytes: bytes) }
+        logger(.info, "stored model '\(model)' version \(version) (\(bytes.count) bytes)")
+        models[model]?.unloaded = false
+        let failures = try await reconcile(model, retryFailures: true)
+        if let error = failures[version] { throw error }
+    }
+
+    /// Makes `version` the default of `model` (loading it if needed), e.g. to roll back; throws if it cannot be made READY.
+    public func pin(model: String, version: Int) async throws {
+        await lock(model)
+        defer { unlock(model) }
+        guard let record = models[model] else { throw ServingError.modelNotFound(model: model) }
+        guard record.versions[version] != nil else { throw ServingError.versionNotFound(model: model, version: version) }
+        let previous = record.pinned
+        models[model]!.pinned = version
+        models[model]!.unloaded = false
+        let failures = try await reconcile(model, retryFailures: true)
+        if models[model]?.versions[version]?.served == nil {
+            models[model]?.pinned = previous
+            publish(model)
+            throw failures[version] ?? ServingError.notReady(model: model, version: version,
+                                                             reason: models[model]?.versions[version]?.reason ?? "not loaded")
+        }
+        logger(.info, "model '\(model)' pinned to version \(version)")
+    }
+
+    /// Returns `model` to serving its highest READY version and applies the version policy again.
+    public func unpin(model: String) async throws {
+        await lock(model)
+        defer { unlock(model) }
+        guard models[model] != nil else { throw ServingError.modelNotFound(model: model) }
+        models[model]!.pinned = nil
+        _ = try await reconcile(model, retryFailures: false)
+        logger(.info, "model '\(model)' unpinned")
+    }
+
+    /// The pinned version of `model`, if any.
+    public func pinnedVersion(model: String) -> Int? { models[model]?.pinned }
+
+    // MARK: - Reconciliation
+
+    private func synchronize(retryFailures: Bool) async {
+        let repository = self.repository
+        let listing: (valid: [String], invalid: [String])
+        do {
+            listing = try await worker.run { try repository.listModels() }
+        } catch {
+            logger(.error, "\(error)")
+            return
+        }
+        for name in listing.invalid where !retryFailures {
+            logger(.debug, "ignoring directory '\(name)': not a valid model name")
+        }
+        for name in listing.invalid where retryFailures {
+            logger(.warning, "ignoring directory '\(name)': model names must be 1-64 characters of [A-Za-z0-9_.-]")
+        }
+        for model in Set(models.keys).union(listing.valid).sorted() {
+            await lock(model)
+            if models[model]?.unloaded != true {
+                _ = try? await reconcile(model, retryFailures: retryFailures)
+            } else if !listing.valid.contains(model) {
+                forget(model)
+            }
+            unlock(model)
+        }
+    }
+
+    /// Brings `model` in line with the disk and its policy; returns the load failures by version. Caller holds the model lock.
+    private func reconcile(_ model: String, retryFailures: Bool) async throws -> [Int: ServingError] {
+        let repository = self.repository
+        guard let scan = try await worker.run({ try repository.scan(model: model) }) else {
+            forget(model)
+            return [:]
+        }
+        var record = models[model] ?? ModelRecord()
+        let config: ModelConfig
+        do {
+            config = try scan.configBytes.map { try ModelConfig(json: $0) } ?? ModelConfig()
+            record.configError = nil
+        } catch {
+            let reason = "invalid config.json: \(error)"
+            if record.configError != reason { logger(.error, "model '\(model)': \(reason)") }
+            record.configError = reason
+            for version in scan.versions.keys where record.versions[version]?.served == nil {
+                record.versions[version] = VersionSlot(failure: reason)
+            }
+            for version in record.versions.keys where scan.versions[version] == nil { record.versions[version] = nil }
+            models[model] = record
+            publish(model)
+            throw error
+        }
+        record.config = config
+        record.labels = scan.labels
+        for version in record.versions.keys where scan.versions[version] == nil {
+            if record.versions[version]?.served != nil { logger(.info, "model '\(model)' version \(version) removed from the repository") }
+            record.versions[version] = nil
+        }
+        for version in scan.versions.keys where record.versions[version] == nil {
+            record.versions[version] = VersionSlot()
+        }
+        models[model] = record
+        if record.unloaded {
+            publish(model)
+            return [:]
+        }
+        var desired = Set(config.versionPolicy.select(from: Array(scan.versions.keys)))
+        if let pinned = record.pinned, scan.versions[pinned] != nil { desired.insert(pinned) }
+        publish(model)
+
+        var failures: [Int: ServingError] = [:]
+        for version in desired.sorted(by: >) {
+            guard let slot = models[model]?.versions[version], slot.loadingToken == nil,
+                  let fingerprint = scan.versions[version] else { continue }
+            if let served = slot.served, slot.fingerprint == fingerprint, served.config == config, served.labels == scan.labels { continue }
+            if !retryFailures, slot.served == nil, let attempt = slot.failedAttempt,
+               attempt.0 == fingerprint, attempt.1 == config, attempt.2 == scan.labels { continue }
+            nextToken += 1
+            let token = nextToken
+            models[model]!.versions[version]!.loadingToken = token
+            publish(model)
+            let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels)
+            // The model may have been unloaded, removed or reloaded while we waited.
+            guard models[model]?.versions[version]?.loadingToken == token else { continue }
+            models[model]!.versions[version]!.loadingToken = nil
+            switch outcome {
+            case .success(let served):
+                let previousDefault = routes.withLock { $0[model]?.defaultVersion?.version }
+                models[model]!.versions[version] = VersionSlot(served: served, fingerprint: fingerprint)
+                metrics?.gauge("osprey_model_load_duration_seconds", help: "Time the last load and warm-up of a version took, in seconds.",
+                               labels: ["model": model, "version": String(version)]).set(served.loadSeconds)
+                logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s"
+                       + (served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""))
+                publish(model)
+                let newDefault = routes.withLock { $0[model]?.defaultVersion?.version }
+                if newDefault != previousDefault, let newDefault {
+                    logger(.info, "model '\(model)' now serves version \(newDefault)")
+                }
+            case .failure(let error):
+                failures[version] = error
+                models[model]!.versions[version]!.failedAttempt = (fingerprint, config, scan.labels)
+                let current = routes.withLock { $0[model]?.defaultVersion?.version }
+                if models[model]!.versions[version]!.served == nil {
+                    models[model]!.versions[version]!.failure = "\(error)"
+                }
+                logger(.error, "\(error)" + (current.map { "; still serving version \($0)" } ?? ""))
+                publish(model)
+            }
+        }
+        retire(model, desired: desired)
+        return failures
+    }
+
+    /// Unloads versions outside `desired`, except the one serving when no desired version is READY (a failed new version never disturbs the old).
+    private func retire(_ model: String, desired: Set<Int>) {
+        guard var record = models[model], !record.unloaded else { return }
+        let desiredReady = desired.contains { record.versions[$0]?.served != nil }
+        let fallback = desiredReady ? nil : record.versions.filter { $0.value.served != nil }.keys.max()
+        for version in record.versions.keys.sorted() where !desired.contains(version) && version != fallback {
+            guard let slot = record.versions[version], slot.loadingToken == nil else { continue }
+            if slot.served != nil { logger(.info, "unloading model '\(model)' version \(version) (not selected by the version policy)") }
+            record.versions[version] = VersionSlot(note: "not selected by the version policy")
+        }
+        if let fallback {
+            logger(.warning, "model '\(model)': no version selected by the policy is ready; version \(fallback) keeps serving")
+        }
+        models[model] = record
+        publish(model)
+    }
+
+    /// Reads, loads and warms up one version on the loader thread.
+    private func loadVersion(model: String, version: Int, config: ModelConfig, labels: [String]) async -> Result<ServedVersion, ServingError> {
+        let path = repository.modelFile(model, version: version)
+        let loader = self.loader
+        let gate = self.gate
+        let metrics = self.metrics
+        let warmUp = options.warmUp
+        do {
+            let served = try await worker.run { () throws -> ServedVersion in
+                let started = monotonicNanos()
+                let runtime: any ModelRuntime
+                do {
+                    runtime = try loader(path)
+                } catch {
+                    throw ServingError.loadFailed(model: model, version: version, reason: Self.describe(error))
+                }
+                if warmUp {
+                    let feeds = Self.warmUpFeeds(runtime.inputs)
+                    gate.acquire()
+                    defer { gate.release() }
+                    do {
+                        _ = try runtime.run(feeds)
+                    } catch {
+                        throw ServingError.loadFailed(model: model, version: version, reason: "warm-up run failed: \(Self.describe(error))")
+                    }
+                }
+                let seconds = Double(monotonicNanos() - started) / 1e9
+                do {
+                    return try ServedVersion(name: model, version: version, config: config, labels: labels, runtime: runtime,
+                                             gate: gate, metrics: metrics, loadSeconds: seconds)
+                } catch {
+                    throw ServingError.loadFailed(model: model, version: version, reason: "config does not fit the model: \(Self.describe(error))")
+                }
+            }
+            return .success(served)
+        } catch let error as ServingError {
+            return .failure(error)
+        } catch {
+            return .failure(.loadFailed(model: model, version: version, reason: Self.describe(error)))
+        }
+    }
+
+    /// Zero tensors of each input's declared shape, dynamic dimensions set to 1.
+    static func warmUpFeeds(_ inputs: [TensorSpec]) -> [String: Tensor] {
+        var feeds: [String: Tensor] = [:]
+        for spec in inputs {
+            let shape = spec.shape.map { $0.value ?? 1 }
+            if spec.dtype == .string {
+                feeds[spec.name] = Tensor(shape: shape, strings: Array(repeating: [], count: Tensor.elementCount(shape)))
+            } else {
+                feeds[spec.name] = Tensor(dtype: spec.dtype, shape: shape)
+            }
+        }
+        return feeds
+    }
+
+    private static func describe(_ error: Error) -> String {
+        if let serving = error as? ServingError { return serving.description }
+        return String(describing: error)
+    }
+
+    private func forget(_ model: String) {
+        if models.removeValue(forKey: model) != nil { logger(.info, "model '\(model)' removed from the repository") }
+        publish(model)
+    }
+
+    // MARK: - Publishing
+
+    private func publish(_ model: String) {
+        guard let record = models[model] else {
+            routes.withLock { _ = $0.removeValue(forKey: model) }
+            for version in publishedVersions.removeValue(forKey: model) ?? [] { removeStateSeries(model, version) }
+            return
+        }
+        var versions: [Int: (state: ModelState, reason: String?, served: ServedVersion?)] = [:]
+        var entries: [ModelIndexEntry] = []
+        for version in record.versions.keys.sorted() {
+            let slot = record.versions[version]!
+            versions[version] = (slot.state, slot.reason, slot.served)
+            entries.append(ModelIndexEntry(name: model, version: version, state: slot.state, reason: slot.reason))
+        }
+        var defaultVersion: ServedVersion?
+        if let pinned = record.pinned, let served = record.versions[pinned]?.served {
+            defaultVersion = served
+        } else if let best = record.versions.filter({ $0.value.served != nil }).keys.max() {
+            defaultVersion = record.versions[best]?.served
+        }
+        var reason = "no version is ready"
+        if let configError = record.configError {
+            reason = configError
+        } else if record.unloaded {
+            reason = "unloaded"
+        } else if record.versions.isEmpty {
+            reason = "no versions in the repository (expected \(model)/<version>/\(ModelRepository.modelFileName))"
+        } else if let newest = record.versions.keys.max(), let slot = record.versions[newest] {
+            reason = "version \(newest) is \(slot.state.rawValue)" + (slot.reason.map { ": \($0)" } ?? "")
+        }
+        if record.versions.isEmpty {
+            entries.append(ModelIndexEntry(name: model, version: nil, state: .unavailable, reason: reason))
+        }
+        let route = Route(defaultVersion: defaultVersion, versions: versions, reason: reason, entries: entries, unloaded: record.unloaded)
+        routes.withLock { $0[model] = route }
+
+        if let metrics {
+            let current = Set(record.versions.keys)
+            for version in publishedVersions[model, default: []].subtracting(current) { removeStateSeries(model, version) }
+            publishedVersions[model] = current
+            for (version, slot) in record.versions {
+                for state in ModelState.allCases {
+                    metrics.gauge("osprey_model_state", help: "1 for the current state of each model version.",
+                                  labels: ["model": model, "version": String(version), "state": state.rawValue])
+                        .set(slot.state == state ? 1 : 0)
+                }
+            }
+        }
+    }
+
+    private func removeStateSeries(_ model: String, _ version: Int) {
+        for state in ModelState.allCases {
+            metrics?.remove("osprey_model_state", labels: ["model": model, "version": String(version), "state": state.rawValue])
+        }
+    }
+
+    // MARK: - Per-model serialization
+
+    private func lock(_ model: String) async {
+        if busyModels.contains(model) {
+            // Ownership is handed over by `unlock`, so nothing to re-check here.
+            await withCheckedContinuation { lockWaiters[model, default: []].append($0) }
+        } else {
+            busyModels.insert(model)
+        }
+    }
+
+    private func unlock(_ model: String) {
+        if var waiters = lockWaiters[model], !waiters.isEmpty {
+            let next = waiters.removeFirst()
+            lockWaiters[model] = waiters.isEmpty ? nil : waiters
+            next.resume()
+        } else {
+            busyModels.remove(model)
+        }
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Size and modification time of a model file, to notice when it was replaced.
+struct FileFingerprint: Sendable, Equatable {
+    /// A rename-into-place gives a new inode even when size and time match.
+    var inode: UInt64
+    var size: Int64
+    var modified: Double
+}
+
+/// What a model directory holds: config, labels and version files.
+struct ModelScan: Sendable {
+    /// Bytes of config.json, nil when absent.
+    var configBytes: [UInt8]?
+    /// Lines of labels.txt (empty when absent).
+    var labels: [String]
+    /// Version directories that contain model.onnx.
+    var versions: [Int: FileFingerprint]
+}
+
+/// The on-disk layout `<root>/<model>/{config.json,labels.txt,<version>/model.onnx}`; all calls block (run them on a worker).
+struct ModelRepository: Sendable {
+    /// The model file name inside a version directory.
+    static let modelFileName = "model.onnx"
+
+    let root: String
+
+    /// True for names matching `[A-Za-z0-9_.-]{1,64}` other than `.` and `..` (so a name can never leave the repository).
+    static func isValidModelName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard (1...64).contains(bytes.count), name != ".", name != ".." else { return false }
+        return bytes.allSatisfy { c in
+            (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 95 || c == 46 || c == 45
+        }
+    }
+
+    /// Throws `.invalidName` unless `name` is a valid model name.
+    static func checkModelName(_ name: String) throws {
+        guard isValidModelName(name) else {
+            throw ServingError.invalidName("invalid model name '\(name.prefix(80))': expected 1-64 characters of [A-Za-z0-9_.-], not '.' or '..'")
+        }
+    }
+
+    /// A version directory name is a positive decimal integer in canonical form ("7", not "07").
+    static func version(fromDirectoryName name: String) -> Int? {
+        guard let value = Int(name), value > 0, String(value) == name else { return nil }
+        return value
+    }
+
+    func modelDirectory(_ model: String) -> String { root + "/" + model }
+
+    func modelFile(_ model: String, version: Int) -> String {
+        modelDirectory(model) + "/" + String(version) + "/" + Self.modelFileName
+    }
+
+    /// Directory names under the root, split into valid model names and rejected ones.
+    func listModels() throws -> (valid: [String], invalid: [String]) {
+        let entries: [String]
+        do {
+            entries = try FileManager.default.contentsOfDirectory(atPath: root)
+        } catch {
+            throw ServingError.io("cannot read model repository '\(root)': \(error.localizedDescription)")
+        }
+        var valid: [String] = []
+        var invalid: [String] = []
+        for entry in entries.sorted() where !entry.hasPrefix(".") && isDirectory(root + "/" + entry) {
+            if Self.isValidModelName(entry) { valid.append(entry) } else { invalid.append(entry) }
+        }
+        return (valid, invalid)
+    }
+
+    /// The model directory's contents, or nil when it does not exist.
+    func scan(model: String) throws -> ModelScan? {
+        let directory = modelDirectory(model)
+        guard isDirectory(directory) else { return nil }
+        let fm = FileManager.default
+        var scan = ModelScan(configBytes: nil, labels: [], versions: [:])
+        if let data = fm.contents(atPath: directory + "/config.json") { scan.configBytes = [UInt8](data) }
+        if let data = fm.contents(atPath: directory + "/labels.txt") {
+            var lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+                .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
+            while lines.last?.isEmpty == true { lines.removeLast() }
+            scan.labels = lines
+        }
+        let entries = (try? fm.contentsOfDirectory(atPath: directory)) ?? []
+        for entry in entries {
+            guard let version = Self.version(fromDirectoryName: entry),
+                  let fingerprint = fingerprint(modelFile(model, version: version)) else { continue }
+            scan.versions[version] = fingerprint
+        }
+        return scan
+    }
+
+    /// Writes `bytes` as the model file of `version` atomically: a temp file in the same directory, flushed, then renamed.
+    func writeVersion(model: String, version: Int, bytes: [UInt8]) throws {
+        let directory = modelDirectory(model) + "/" + String(version)
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw ServingError.io("cannot create '\(directory)': \(error.localizedDescription)")
+        }
+        let temporary = directory + "/.\(Self.modelFileName).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        guard fd >= 0 else { throw ServingError.io("cannot create '\(temporary)': errno \(errno)") }
+        var written = 0
+        var failure: Int32 = 0
+        bytes.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let n = write(fd, buffer.baseAddress! + written, buffer.count - written)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                written += n
+            }
+        }
+        if failure == 0 && fsync(fd) != 0 { failure = errno }
+        close(fd)
+        if failure == 0 && rename(temporary, directory + "/" + Self.modelFileName) != 0 { failure = errno }
+        if failure != 0 {
+            unlink(temporary)
+            throw ServingError.io("cannot write model file for '\(model)' version \(version): errno \(failure)")
+        }
+    }
+
+    private func isDirectory(_ path: String) -> Bool {
+        var isDir: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
+    }
+
+    private func fingerprint(_ path: String) -> FileFingerprint? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return FileFingerprint(inode: UInt64(info.st_ino), size: Int64(info.st_size),
+                               modified: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+    }
+}

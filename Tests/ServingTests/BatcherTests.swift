@@ -1,0 +1,272 @@
+import Foundation
+import XCTest
+import Engine
+import Tensor
+@testable import Serving
+
+final class BatcherTests: XCTestCase {
+    func testConcurrentRequestsAreBatchedAndEachGetsItsOwnRows() async throws {
+        let runtime = ScaleRuntime(scale: 3, sleepMilliseconds: 5)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#)
+        XCTAssertTrue(version.batchingEnabled)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<24 {
+                group.addTask {
+                    let rows = i % 3 + 1
+                    let input = rowsTensor(rows: rows, marker: Float(i * 10))
+                    let output = try await version.infer(["x": input])
+                    let y = try XCTUnwrap(output["y"])
+                    XCTAssertEqual(y.shape, [rows, 4])
+                    XCTAssertEqual(y.scalars(as: Float.self), input.scalars(as: Float.self).map { $0 * 3 })
+                }
+            }
+            try await group.waitForAll()
+        }
+        let batches = runtime.batches.withLock { $0 }
+        XCTAssertEqual(batches.reduce(0, +), (0..<24).reduce(0) { $0 + $1 % 3 + 1 })
+        XCTAssertTrue(batches.allSatisfy { $0 <= 8 }, "\(batches)")
+        XCTAssertTrue(batches.contains { $0 > 3 }, "some executions coalesce several requests: \(batches)")
+        let stats = version.statistics
+        XCTAssertEqual(stats.success.count, 24)
+        XCTAssertEqual(stats.inferenceCount, 48)
+        XCTAssertEqual(stats.executionCount, UInt64(batches.count))
+        XCTAssertLessThan(stats.executionCount, 24)
+        XCTAssertEqual(stats.batchStatistics.reduce(0) { $0 + $1.computeInfer.count }, stats.executionCount)
+    }
+
+    func testOnlyRequestsWithIdenticalTrailingShapesBatchTogether() async throws {
+        // A model with a free second dimension: rows of different widths must not be stacked.
+        final class WidthRuntime: ModelRuntime, @unchecked Sendable {
+            let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .symbolic("W")])]
+            let outputs = [TensorSpec(name: "y", dtype: .float32, shape: [.symbolic("N"), .symbolic("W")])]
+            let shapes = Locked<[[Int]]>([])
+            func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+                shapes.withLock { $0.append(feeds["x"]!.shape) }
+                return ["y": feeds["x"]!]
+            }
+        }
+        let runtime = WidthRuntime()
+        let version = try ServedVersion(name: "w", version: 1, config: try ModelConfig(json: Array(#"{"dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#.utf8)),
+                                        labels: [], runtime: runtime, gate: ComputeGate(), metrics: nil, loadSeconds: 0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<8 {
+                group.addTask {
+                    let width = i % 2 == 0 ? 2 : 3
+                    let input = Tensor(shape: [1, width], scalars: (0..<width).map { Float(i * 100 + $0) })
+                    let y = try await version.infer(["x": input])["y"]!
+                    XCTAssertEqual(y.shape, [1, width])
+                    XCTAssertEqual(y.scalars(as: Float.self), input.scalars(as: Float.self))
+                }
+            }
+            try await group.waitForAll()
+        }
+        let shapes = runtime.shapes.withLock { $0 }
+        XCTAssertEqual(shapes.reduce(0) { $0 + $1[0] }, 8)
+        XCTAssertTrue(shapes.contains { $0[0] > 1 }, "\(shapes)")
+    }
+
+    func testMaxQueueDelayIsHonoured() async throws {
+        let runtime = ScaleRuntime(scale: 1)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 80000}}"#)
+        let start = Date()
+        _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 1)])
+        let elapsed = Date().timeIntervalSince(start)
+        XCTAssertGreaterThanOrEqual(elapsed, 0.075, "a lone request waits for company up to the delay")
+        XCTAssertLessThan(elapsed, 1.5)
+    }
+
+    func testFullBatchOrPreferredSizeRunsWithoutWaitingForTheDelay() async throws {
+        let runtime = ScaleRuntime(scale: 1)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 5000000, "preferred_batch_size": [2]}}"#)
+        let start = Date()
+        async let a = version.infer(["x": rowsTensor(rows: 1, marker: 1)])
+        async let b = version.infer(["x": rowsTensor(rows: 1, marker: 2)])
+        _ = try await (a, b)
+        XCTAssertLessThan(Date().timeIntervalSince(start), 2.0)
+        // A request that fills max_batch_size alone also runs at once.
+        let full = Date()
+        _ = try await version.infer(["x": rowsTensor(rows: 8, marker: 3)])
+        XCTAssertLessThan(Date().timeIntervalSince(full), 2.0)
+    }
+
+    func testUnbatchedModelsRunRequestsOneByOne() async throws {
+        let runtime = ScaleRuntime(scale: 2, sleepMilliseconds: 2)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 1}"#)
+        XCTAssertFalse(version.batchingEnabled)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<6 {
+                group.addTask { _ = try await version.infer(["x": rowsTensor(rows: 1, marker: Float(i))]) }
+            }
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(runtime.batches.withLock { $0 }, Array(repeating: 1, count: 6))
+
+        let fixed = ScaleRuntime(scale: 2, fixedBatch: true)
+        let fixedVersion = try makeVersion(fixed)
+        XCTAssertFalse(fixedVersion.batchingEnabled)
+        XCTAssertEqual(fixedVersion.maxBatchSize, 0)
+        let y = try await fixedVersion.infer(["x": rowsTensor(rows: 1, marker: 5)])["y"]!
+        XCTAssertEqual(y.scalars(as: Float.self), [10, 10, 10, 10])
+    }
+
+    func testFixedBatchModelRejectsBatchingConfig() {
+        XCTAssertThrowsError(try makeVersion(ScaleRuntime(scale: 1, fixedBatch: true), config: #"{"max_batch_size": 8}"#)) { error in
+            guard case ServingError.invalidConfig(let key, _, _) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(key, "max_batch_size")
+        }
+    }
+
+    func testQueueFullIsRefusedImmediately() async throws {
+        let runtime = ScaleRuntime(scale: 1, sleepMilliseconds: 300)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 1, "dynamic_batching": {"max_queue_size": 2}}"#)
+        let running = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
+        // Wait until the first request executes, so the queue is empty again.
+        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        let queued1 = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 2)]) }
+        let queued2 = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 3)]) }
+        let filled = await eventually { version.queueDepth == 2 }
+        XCTAssertTrue(filled)
+        let start = Date()
+        do {
+            _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 4)])
+            XCTFail("expected queueFull")
+        } catch ServingError.queueFull(let model, let v, let capacity) {
+            XCTAssertEqual(model, "m")
+            XCTAssertEqual(v, 1)
+            XCTAssertEqual(capacity, 2)
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(start), 0.2, "refused without waiting")
+        for task in [running, queued1, queued2] { _ = try await task.value }
+        XCTAssertEqual(version.statistics.fail.count, 1)
+    }
+
+    func testTimedOutRequestsAreAnsweredAndNeverExecuted() async throws {
+        let runtime = ScaleRuntime(scale: 1, sleepMilliseconds: 300)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 1}"#)
+        let running = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
+        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        let start = Date()
+        do {
+            _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 99)], timeout: .milliseconds(30))
+            XCTFail("expected timeout")
+        } catch ServingError.timeout(_, _, let microseconds) {
+            XCTAssertEqual(microseconds, 30000)
+        }
+        let waited = Date().timeIntervalSince(start)
+        XCTAssertLessThan(waited, 0.25, "answered at its deadline, not after the running batch")
+        _ = try await running.value
+        try await Task.sleep(nanoseconds: 50_000_000)
+        XCTAssertFalse(runtime.executedRowMarkers.withLock { $0 }.contains(99), "an expired request is not executed")
+    }
+
+    func testConfigDefaultTimeoutApplies() async throws {
+        let runtime = ScaleRuntime(scale: 1, sleepMilliseconds: 200)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 1, "dynamic_batching": {"default_timeout_microseconds": 20000}}"#)
+        let first = Task { try? await version.infer(["x": rowsTensor(rows: 1, marker: 1)], timeout: .seconds(5)) }
+        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        do {
+            _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 2)])
+            XCTFail("expected timeout")
+        } catch ServingError.timeout {}
+        _ = await first.value
+    }
+
+    func testCancelledRequestLeavesTheQueue() async throws {
+        let runtime = ScaleRuntime(scale: 1, sleepMilliseconds: 200)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 1}"#)
+        let first = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
+        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        let second = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 77)]) }
+        let queued = await eventually { version.queueDepth == 1 }
+        XCTAssertTrue(queued)
+        second.cancel()
+        let result = await second.result
+        XCTAssertThrowsError(try result.get()) { XCTAssertTrue($0 is CancellationError, "\($0)") }
+        _ = try await first.value
+        XCTAssertFalse(runtime.executedRowMarkers.withLock { $0 }.contains(77))
+    }
+
+    func testInputValidationSaysExpectedAndGot() async throws {
+        let version = try makeVersion(ScaleRuntime(scale: 1), config: #"{"max_batch_size": 4}"#)
+        func message(_ feeds: [String: Tensor], outputs: [String]? = nil) async -> String {
+            do {
+                _ = try await version.infer(feeds, outputs: outputs)
+                return "no error"
+            } catch ServingError.invalidInput(let message) {
+                return message
+            } catch {
+                return "wrong error \(error)"
+            }
+        }
+        let wrongType = await message(["x": Tensor(shape: [1, 4], scalars: [Int64](repeating: 0, count: 4))])
+        XCTAssertEqual(wrongType, "input 'x': expected dtype float32, got int64")
+        let wrongRank = await message(["x": Tensor(shape: [4], scalars: [Float](repeating: 0, count: 4))])
+        XCTAssertEqual(wrongRank, "input 'x': expected rank 2 shape [N, 4], got rank 1 shape [4]")
+        let wrongDim = await message(["x": Tensor(shape: [1, 3], scalars: [Float](repeating: 0, count: 3))])
+        XCTAssertEqual(wrongDim, "input 'x': expected shape [N, 4], got [1, 3] (dimension 1 must be 4)")
+        let missing = await message([:])
+        XCTAssertEqual(missing, "missing input 'x': model 'm' expects inputs [x]")
+        let unknown = await message(["x": rowsTensor(rows: 1, marker: 0), "z": rowsTensor(rows: 1, marker: 0)])
+        XCTAssertEqual(unknown, "unknown input 'z': model 'm' expects inputs [x]")
+        let tooMany = await message(["x": rowsTensor(rows: 5, marker: 0)])
+        XCTAssertEqual(tooMany, "batch size must be between 1 and 4 (max_batch_size), got 5")
+        let empty = await message(["x": Tensor(dtype: .float32, shape: [0, 4])])
+        XCTAssertEqual(empty, "batch size must be between 1 and 4 (max_batch_size), got 0")
+        let badOutput = await message(["x": rowsTensor(rows: 1, marker: 0)], outputs: ["nope"])
+        XCTAssertEqual(badOutput, "unknown output 'nope': model 'm' has outputs [y]")
+        XCTAssertEqual(version.statistics.fail.count, 8)
+    }
+
+    func testExecutionFailureReachesEveryWaiter() async throws {
+        let version = try makeVersion(ScaleRuntime(scale: 1, failRuns: true), config: #"{"dynamic_batching": {"max_queue_delay_microseconds": 10000}}"#)
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<4 {
+                group.addTask {
+                    do {
+                        _ = try await version.infer(["x": rowsTensor(rows: 1, marker: Float(i))])
+                        XCTFail("expected failure")
+                    } catch ServingError.executionFailed(let model, let v, let reason) {
+                        XCTAssertEqual(model, "m")
+                        XCTAssertEqual(v, 1)
+                        XCTAssertTrue(reason.contains("runFailed"), reason)
+                    } catch {
+                        XCTFail("\(error)")
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(version.statistics.fail.count, 4)
+    }
+
+    func testComputeGateSerializesExecutionsAcrossVersions() async throws {
+        final class Overlap: @unchecked Sendable {
+            let lock = NSLock(); var running = 0; var maximum = 0
+            func enter() { lock.lock(); running += 1; maximum = max(maximum, running); lock.unlock() }
+            func leave() { lock.lock(); running -= 1; lock.unlock() }
+        }
+        final class TrackingRuntime: ModelRuntime, @unchecked Sendable {
+            let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(4)])]
+            let outputs = [TensorSpec(name: "y", dtype: .float32, shape: [.symbolic("N"), .fixed(4)])]
+            let overlap: Overlap
+            init(_ overlap: Overlap) { self.overlap = overlap }
+            func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+                overlap.enter(); defer { overlap.leave() }
+                usleep(10_000)
+                return ["y": feeds["x"]!]
+            }
+        }
+        let overlap = Overlap()
+        let gate = ComputeGate(slots: 1)
+        let config = try ModelConfig(json: Array(#"{"max_batch_size": 1}"#.utf8))
+        let versions = try (1...3).map {
+            try ServedVersion(name: "m\($0)", version: 1, config: config, labels: [], runtime: TrackingRuntime(overlap), gate: gate, metrics: nil, loadSeconds: 0)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<9 {
+                group.addTask { _ = try await versions[i % 3].infer(["x": rowsTensor(rows: 1, marker: 0)]) }
+            }
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(overlap.maximum, 1)
+    }
+}

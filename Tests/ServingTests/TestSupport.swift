@@ -1,0 +1,154 @@
+import Foundation
+import XCTest
+import Engine
+import Tensor
+@testable import Serving
+
+/// A fake model: `y = x * scale` over rows of 4 floats, optionally slow or failing, recording every execution.
+final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
+    let inputs: [TensorSpec]
+    let outputs: [TensorSpec]
+    let scale: Float
+    let sleepMilliseconds: Int
+    let failRuns: Bool
+    /// Rows of each execution, in order (the warm-up included).
+    let batches = Locked<[Int]>([])
+    /// First value of every executed row.
+    let executedRowMarkers = Locked<[Float]>([])
+    /// Signalled when a run starts.
+    let started = DispatchSemaphore(value: 0)
+
+    init(scale: Float, sleepMilliseconds: Int = 0, fixedBatch: Bool = false, failRuns: Bool = false) {
+        self.scale = scale
+        self.sleepMilliseconds = sleepMilliseconds
+        self.failRuns = failRuns
+        let spec = TensorSpec(name: "x", dtype: .float32, shape: fixedBatch ? [.fixed(1), .fixed(4)] : [.symbolic("N"), .fixed(4)])
+        inputs = [spec]
+        outputs = [TensorSpec(name: "y", dtype: .float32, shape: spec.shape)]
+    }
+
+    func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+        started.signal()
+        let x = feeds["x"]!
+        batches.withLock { $0.append(x.shape[0]) }
+        let values = x.scalars(as: Float.self)
+        executedRowMarkers.withLock { markers in
+            for row in 0..<x.shape[0] { markers.append(values[row * 4]) }
+        }
+        if sleepMilliseconds > 0 { usleep(UInt32(sleepMilliseconds * 1000)) }
+        if failRuns { throw FakeError.runFailed }
+        return ["y": Tensor(shape: x.shape, scalars: values.map { $0 * scale })]
+    }
+}
+
+enum FakeError: Error { case corrupt(String), runFailed }
+
+/// Keeps weak references to every runtime the fake loader made.
+final class LoadedRuntimes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: [(path: String, runtime: Weak)] = []
+    final class Weak { weak var value: ScaleRuntime?; init(_ v: ScaleRuntime) { value = v } }
+
+    func add(_ path: String, _ runtime: ScaleRuntime) {
+        lock.lock(); defer { lock.unlock() }
+        entries.append((path, Weak(runtime)))
+    }
+
+    /// The most recent runtime loaded from `<model>/<version>/model.onnx`, weakly held.
+    func latest(_ model: String, _ version: Int) -> Weak? {
+        lock.lock(); defer { lock.unlock() }
+        return entries.last { $0.path.hasSuffix("/\(model)/\(version)/model.onnx") }?.runtime
+    }
+}
+
+/// A loader reading fake "model files": `scale=2 sleep=0 fixed=0 fail=0`, or anything else to fail.
+func fakeLoader(_ registry: LoadedRuntimes = LoadedRuntimes()) -> ModelLoader {
+    return { path in
+        guard let data = FileManager.default.contents(atPath: path) else { throw FakeError.corrupt("unreadable \(path)") }
+        let text = String(decoding: data, as: UTF8.self)
+        var fields: [String: String] = [:]
+        for part in text.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2 else { throw FakeError.corrupt("not a model file: \(text.prefix(20))") }
+            fields[String(pair[0])] = String(pair[1])
+        }
+        guard let scale = fields["scale"].flatMap(Float.init) else { throw FakeError.corrupt("no scale") }
+        let runtime = ScaleRuntime(scale: scale, sleepMilliseconds: Int(fields["sleep"] ?? "0") ?? 0,
+                                   fixedBatch: fields["fixed"] == "1", failRuns: fields["fail"] == "1")
+        registry.add(path, runtime)
+        return runtime
+    }
+}
+
+/// A temporary model repository on disk, removed at deinit.
+final class TempRepository {
+    let path: String
+
+    init() {
+        path = NSTemporaryDirectory() + "osprey-serving-\(UUID().uuidString)"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func addVersion(_ model: String, _ version: Int, _ contents: String) {
+        let directory = "\(path)/\(model)/\(version)"
+        try! FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try! Data(contents.utf8).write(to: URL(fileURLWithPath: directory + "/model.onnx"))
+    }
+
+    func setConfig(_ model: String, _ json: String) {
+        try! FileManager.default.createDirectory(atPath: "\(path)/\(model)", withIntermediateDirectories: true)
+        try! Data(json.utf8).write(to: URL(fileURLWithPath: "\(path)/\(model)/config.json"))
+    }
+
+    func setLabels(_ model: String, _ text: String) {
+        try! Data(text.utf8).write(to: URL(fileURLWithPath: "\(path)/\(model)/labels.txt"))
+    }
+
+    func removeVersion(_ model: String, _ version: Int) {
+        try! FileManager.default.removeItem(atPath: "\(path)/\(model)/\(version)")
+    }
+}
+
+/// Collects log lines.
+final class LogSink: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [(LogLevel, String)] = []
+
+    var logger: ServingLogger { { level, message in self.append(level, message) } }
+
+    func append(_ level: LogLevel, _ message: String) {
+        lock.lock(); defer { lock.unlock() }
+        lines.append((level, message))
+    }
+
+    func messages(atLeast level: LogLevel) -> [String] {
+        lock.lock(); defer { lock.unlock() }
+        return lines.filter { $0.0 >= level }.map(\.1)
+    }
+}
+
+/// One request of `rows` rows whose row r is [marker + r, marker + r, ...].
+func rowsTensor(rows: Int, marker: Float) -> Tensor {
+    var values: [Float] = []
+    for r in 0..<rows { values += Array(repeating: marker + Float(r), count: 4) }
+    return Tensor(shape: [rows, 4], scalars: values)
+}
+
+/// Waits (polling) until `condition` holds or `seconds` pass.
+func eventually(_ seconds: Double = 2, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(nanoseconds: 5_000_000)
+    }
+    return condition()
+}
+
+/// Builds a served version directly, for batcher tests.
+func makeVersion(_ runtime: ScaleRuntime, config: String = "{}", name: String = "m", version: Int = 1,
+                 gate: ComputeGate = ComputeGate(slots: 1), metrics: Metrics? = nil) throws -> ServedVersion {
+    try ServedVersion(name: name, version: version, config: try ModelConfig(json: Array(config.utf8)), labels: [],
+                      runtime: runtime, gate: gate, metrics: metrics, loadSeconds: 0)
+}
