@@ -1,0 +1,86 @@
+import HTTP
+
+/// An error that knows the HTTP status and client message it maps to.
+///
+/// Domain modules stay HTTP-free: the API module conforms their error types in extensions.
+public protocol HTTPErrorConvertible: Error {
+    /// Status code (4xx/5xx).
+    var httpStatus: Int { get }
+    /// Message for the `{"error": ...}` body: what was expected and what arrived.
+    var httpMessage: String { get }
+    /// Extra headers (e.g. `Retry-After`, `Allow`).
+    var httpHeaders: HTTPHeaders { get }
+}
+
+extension HTTPErrorConvertible {
+    /// No extra headers by default.
+    public var httpHeaders: HTTPHeaders { HTTPHeaders() }
+
+    /// The JSON error response for this error.
+    public var response: HTTPResponse { .jsonError(httpStatus, httpMessage, headers: httpHeaders) }
+}
+
+/// A ready-made API error for handlers: status, message, headers.
+public struct APIError: HTTPErrorConvertible, Equatable, CustomStringConvertible {
+    /// Status code.
+    public var httpStatus: Int
+    /// Client-facing message.
+    public var httpMessage: String
+    /// Extra headers.
+    public var httpHeaders: HTTPHeaders
+
+    /// An error with any status.
+    public init(status: Int, _ message: String, headers: HTTPHeaders = HTTPHeaders()) {
+        httpStatus = status
+        httpMessage = message
+        httpHeaders = headers
+    }
+
+    /// `status: message`.
+    public var description: String { "\(httpStatus): \(httpMessage)" }
+
+    /// Equal status, message and header fields.
+    public static func == (a: APIError, b: APIError) -> Bool {
+        a.httpStatus == b.httpStatus && a.httpMessage == b.httpMessage
+            && a.httpHeaders.fields.map { "\($0.name):\($0.value)" } == b.httpHeaders.fields.map { "\($0.name):\($0.value)" }
+    }
+
+    /// 400.
+    public static func badRequest(_ message: String) -> APIError { APIError(status: 400, message) }
+    /// 401.
+    public static func unauthorized(_ message: String) -> APIError { APIError(status: 401, message, headers: ["WWW-Authenticate": "Bearer"]) }
+    /// 403.
+    public static func forbidden(_ message: String) -> APIError { APIError(status: 403, message) }
+    /// 404.
+    public static func notFound(_ message: String) -> APIError { APIError(status: 404, message) }
+    /// 409.
+    public static func conflict(_ message: String) -> APIError { APIError(status: 409, message) }
+    /// 413.
+    public static func payloadTooLarge(_ message: String) -> APIError { APIError(status: 413, message) }
+    /// 415.
+    public static func unsupportedMediaType(_ message: String) -> APIError { APIError(status: 415, message) }
+    /// 429 with `Retry-After` seconds.
+    public static func tooManyRequests(_ message: String, retryAfter seconds: Int) -> APIError {
+        APIError(status: 429, message, headers: ["Retry-After": String(seconds)])
+    }
+    /// 503, with `Retry-After` seconds when given.
+    public static func unavailable(_ message: String, retryAfter seconds: Int? = nil) -> APIError {
+        APIError(status: 503, message, headers: seconds.map { ["Retry-After": String($0)] } ?? HTTPHeaders())
+    }
+    /// 504.
+    public static func timeout(_ message: String) -> APIError { APIError(status: 504, message) }
+}
+
+extension JSONError: HTTPErrorConvertible {
+    /// Malformed JSON is the client's fault.
+    public var httpStatus: Int { 400 }
+    /// `invalid JSON: ... at byte N`.
+    public var httpMessage: String { "invalid JSON: \(description)" }
+}
+
+extension V2CodecError: HTTPErrorConvertible {
+    /// Every codec failure is a bad request.
+    public var httpStatus: Int { 400 }
+    /// The codec's message.
+    public var httpMessage: String { message }
+}

@@ -1,1 +1,0 @@
-// Placeholder so the target builds until the module's first file lands.

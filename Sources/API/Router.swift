@@ -1,0 +1,201 @@
+import HTTP
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A request handler: the request and its validated path parameters in, a response out.
+public typealias RouteHandler = @Sendable (HTTPRequest, PathParameters) async throws -> HTTPResponse
+
+/// Path parameters captured by a route pattern, already validated.
+public struct PathParameters: Sendable, Equatable {
+    /// Captured values by parameter name, in pattern order.
+    public private(set) var values: [String: String]
+
+    /// Parameters from captured pairs.
+    public init(_ values: [String: String] = [:]) { self.values = values }
+
+    /// The raw value of `{name}`.
+    public subscript(name: String) -> String? { values[name] }
+
+    /// `{model}`.
+    public var model: String? { values["model"] }
+
+    /// `{version}` as a number (validated positive), nil when the route has none.
+    public var version: Int? { values["version"].flatMap { Int($0) } }
+}
+
+/// Matches method + path against registered patterns and runs the handler, mapping errors to JSON.
+///
+/// Unknown paths answer 404; a known path with another method answers 405 with `Allow` (HEAD is served
+/// by the GET handler, OPTIONS lists the methods); invalid `{model}`/`{version}` values answer 400.
+public struct Router: Sendable {
+    private struct Entry: Sendable {
+        var method: String
+        var pattern: String
+        var segments: [Segment]
+        var operation: OperationID?
+        var handler: RouteHandler?
+    }
+
+    private enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+    }
+
+    private var entries: [Entry] = []
+    private let log: @Sendable (String) -> Void
+
+    /// An empty router; `log` receives one line per unmapped (500) error.
+    public init(log: @escaping @Sendable (String) -> Void = Router.logToStandardError) {
+        self.log = log
+    }
+
+    /// Writes a line to standard error, unbuffered.
+    public static let logToStandardError: @Sendable (String) -> Void = { line in
+        var text = line + "\n"
+        text.withUTF8 { buffer in
+            #if canImport(Glibc)
+            _ = Glibc.write(2, buffer.baseAddress, buffer.count)
+            #endif
+        }
+    }
+
+    /// Adds a route; `handler` nil keeps the route known (405/404 logic) but answers 501.
+    public mutating func register(method: String, path pattern: String, operation: OperationID? = nil, handler: RouteHandler?) {
+        let segments: [Segment] = pattern.split(separator: "/", omittingEmptySubsequences: true).map { part in
+            if part.hasPrefix("{") && part.hasSuffix("}") { return .parameter(String(part.dropFirst().dropLast())) }
+            return .literal(String(part))
+        }
+        let method = method.uppercased()
+        if let i = entries.firstIndex(where: { $0.method == method && $0.pattern == pattern }) {
+            entries[i].handler = handler
+            entries[i].operation = operation ?? entries[i].operation
+        } else {
+            entries.append(Entry(method: method, pattern: pattern, segments: segments, operation: operation, handler: handler))
+        }
+    }
+
+    /// Adds a route with a handler.
+    public mutating func register(method: String, path pattern: String, handler: @escaping RouteHandler) {
+        register(method: method, path: pattern, operation: nil, handler: Optional(handler))
+    }
+
+    /// Binds a handler to one of Osprey's operations (route taken from `Routes.all`).
+    public mutating func attach(_ operation: OperationID, handler: @escaping RouteHandler) {
+        let spec = Routes.spec(for: operation)
+        register(method: spec.method, path: spec.pattern, operation: operation, handler: Optional(handler))
+    }
+
+    /// Registered (method, pattern) pairs in order.
+    public var routes: [(method: String, pattern: String)] { entries.map { (method: $0.method, pattern: $0.pattern) } }
+
+    /// Operations registered without a handler (they answer 501 until attached).
+    public var unhandledOperations: [OperationID] { entries.filter { $0.handler == nil }.compactMap(\.operation) }
+
+    /// This router as the server's responder.
+    public var responder: HTTPResponder {
+        let router = self
+        return { request in await router.respond(request) }
+    }
+
+    /// Routes one request; never throws: every failure becomes a JSON error response.
+    public func respond(_ request: HTTPRequest) async -> HTTPResponse {
+        let pathSegments = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        guard request.path.hasPrefix("/") else {
+            return .jsonError(404, "no route for \(request.method) \(request.path)")
+        }
+        // Candidates: patterns that match the path, the most literal one first.
+        var matches: [(entry: Entry, captures: [String: String], score: [Bool])] = []
+        for entry in entries {
+            guard entry.segments.count == pathSegments.count else { continue }
+            var captures: [String: String] = [:]
+            var score: [Bool] = []
+            var ok = true
+            for (segment, actual) in zip(entry.segments, pathSegments) {
+                switch segment {
+                case .literal(let text):
+                    if text != actual { ok = false }
+                    score.append(true)
+                case .parameter(let name):
+                    if actual.isEmpty { ok = false }
+                    captures[name] = String(actual)
+                    score.append(false)
+                }
+                if !ok { break }
+            }
+            if ok { matches.append((entry, captures, score)) }
+        }
+        guard !matches.isEmpty else {
+            return .jsonError(404, "no route for \(request.method) \(request.path)")
+        }
+        let method = request.method.uppercased()
+        let best = matches.filter { m in m.score == matches.map(\.score).max(by: { lexicallyLess($0, $1) })! }
+        let lookup = method == "HEAD" ? ["HEAD", "GET"] : [method]
+        guard let chosen = lookup.lazy.compactMap({ m in best.first { $0.entry.method == m } }).first else {
+            var allowed: [String] = []
+            for m in best.map(\.entry.method) where !allowed.contains(m) { allowed.append(m) }
+            if allowed.contains("GET") && !allowed.contains("HEAD") { allowed.append("HEAD") }
+            allowed.append("OPTIONS")
+            let allow = allowed.joined(separator: ", ")
+            if method == "OPTIONS" { return HTTPResponse(status: 204, headers: ["Allow": allow]) }
+            return .jsonError(405, "method \(request.method) is not allowed on \(request.path); allowed: \(allow)", headers: ["Allow": allow])
+        }
+        for (name, value) in chosen.captures {
+            if let problem = PathParameterRules.problem(name: name, value: value) { return .jsonError(400, problem) }
+        }
+        guard let handler = chosen.entry.handler else {
+            return .jsonError(501, "\(chosen.entry.operation?.rawValue ?? chosen.entry.pattern) is not implemented")
+        }
+        do {
+            return try await handler(request, PathParameters(chosen.captures))
+        } catch let error as HTTPErrorConvertible {
+            return error.response
+        } catch {
+            let id = request.requestID.isEmpty ? "-" : request.requestID
+            log("request \(id): \(request.method) \(request.path) failed with unmapped error: \(String(reflecting: error))")
+            return .jsonError(500, "internal server error (request id \(id))")
+        }
+    }
+}
+
+/// True when `a` sorts before `b` (false < true, left to right): literal segments win over parameters.
+private func lexicallyLess(_ a: [Bool], _ b: [Bool]) -> Bool {
+    for (x, y) in zip(a, b) where x != y { return !x }
+    return false
+}
+
+/// Validation of well-known path parameters.
+public enum PathParameterRules {
+    /// Longest accepted model name.
+    public static let maxModelNameLength = 64
+
+    /// Nil when `value` is acceptable for `{name}`, else the 400 message.
+    public static func problem(name: String, value: String) -> String? {
+        switch name {
+        case "model":
+            return isValidModelName(value) ? nil
+                : "invalid model name '\(value.prefix(80))': expected 1-\(maxModelNameLength) characters from A-Z a-z 0-9 _ . - (not '.' or '..')"
+        case "version":
+            return isValidVersion(value) ? nil : "invalid version '\(value.prefix(40))': expected a positive integer"
+        default:
+            return nil
+        }
+    }
+
+    /// `[A-Za-z0-9_.-]{1,64}`, excluding `.` and `..` (they would name directories on disk).
+    public static func isValidModelName(_ name: String) -> Bool {
+        let u = name.utf8
+        guard (1...maxModelNameLength).contains(u.count), name != ".", name != ".." else { return false }
+        return u.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                || c == UInt8(ascii: "_") || c == UInt8(ascii: ".") || c == UInt8(ascii: "-")
+        }
+    }
+
+    /// A positive decimal integer without sign or leading zeros, at most 18 digits.
+    public static func isValidVersion(_ text: String) -> Bool {
+        let u = Array(text.utf8)
+        guard (1...18).contains(u.count), u[0] != UInt8(ascii: "0") else { return false }
+        return u.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+    }
+}

@@ -1,0 +1,73 @@
+import Tensor
+
+extension V2Codec {
+    /// True when every value of `source` is exactly representable in `target` (integer/float widening).
+    public static func isLosslessConversion(from source: DType, to target: DType) -> Bool {
+        if source == target { return true }
+        switch source {
+        case .int8: return [.int16, .int32, .int64, .float16, .float32, .float64].contains(target)
+        case .uint8: return [.uint16, .uint32, .uint64, .int16, .int32, .int64, .float16, .float32, .float64].contains(target)
+        case .int16: return [.int32, .int64, .float32, .float64].contains(target)
+        case .uint16: return [.uint32, .uint64, .int32, .int64, .float32, .float64].contains(target)
+        case .int32: return [.int64, .float64].contains(target)
+        case .uint32: return [.uint64, .int64, .float64].contains(target)
+        case .float16, .bfloat16: return [.float32, .float64].contains(target)
+        case .float32: return target == .float64
+        default: return false
+        }
+    }
+
+    /// The input converted to the model's dtype when that is lossless, else an error naming both types.
+    ///
+    /// Like Triton, a datatype that does not match the model is rejected; widening that cannot change
+    /// a value (INT32 data for an INT64 input, FP32 for FP64) is accepted as a convenience.
+    public static func convert(_ input: V2Input, to target: DType) throws -> Tensor {
+        let source = input.tensor.dtype
+        if source == target { return input.tensor }
+        guard isLosslessConversion(from: source, to: target) else {
+            throw V2CodecError(.datatypeMismatch, "input '\(input.name)': expected \(V2Datatype(target).rawValue), got \(input.datatype.rawValue)")
+        }
+        let count = input.tensor.count
+        var result = Tensor(uninitialized: target, shape: input.tensor.shape)
+        input.tensor.withUnsafeBytes { src in
+            result.withUnsafeMutableBytes { dst in
+                for i in 0..<count { store(load(src, source, i), dst, target, i) }
+            }
+        }
+        return result
+    }
+}
+
+/// Element `i` of a numeric buffer as Double (exact for every source `isLosslessConversion` admits).
+private func load(_ raw: UnsafeRawBufferPointer, _ dtype: DType, _ i: Int) -> Double {
+    switch dtype {
+    case .int8: return Double(raw.load(fromByteOffset: i, as: Int8.self))
+    case .uint8, .bool: return Double(raw[i])
+    case .int16: return Double(raw.loadUnaligned(fromByteOffset: i * 2, as: Int16.self))
+    case .uint16: return Double(raw.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self))
+    case .int32: return Double(raw.loadUnaligned(fromByteOffset: i * 4, as: Int32.self))
+    case .uint32: return Double(raw.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self))
+    case .int64: return Double(raw.loadUnaligned(fromByteOffset: i * 8, as: Int64.self))
+    case .uint64: return Double(raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))
+    case .float16: return Double(raw.loadUnaligned(fromByteOffset: i * 2, as: Float16.self))
+    case .bfloat16: return Double(Float(bitPattern: UInt32(raw.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self)) << 16))
+    case .float32: return Double(raw.loadUnaligned(fromByteOffset: i * 4, as: Float.self))
+    case .float64: return raw.loadUnaligned(fromByteOffset: i * 8, as: Double.self)
+    case .string: preconditionFailure("string tensors are not numeric")
+    }
+}
+
+private func store(_ value: Double, _ raw: UnsafeMutableRawBufferPointer, _ dtype: DType, _ i: Int) {
+    switch dtype {
+    case .int16: raw.storeBytes(of: Int16(value), toByteOffset: i * 2, as: Int16.self)
+    case .uint16: raw.storeBytes(of: UInt16(value), toByteOffset: i * 2, as: UInt16.self)
+    case .int32: raw.storeBytes(of: Int32(value), toByteOffset: i * 4, as: Int32.self)
+    case .uint32: raw.storeBytes(of: UInt32(value), toByteOffset: i * 4, as: UInt32.self)
+    case .int64: raw.storeBytes(of: Int64(value), toByteOffset: i * 8, as: Int64.self)
+    case .uint64: raw.storeBytes(of: UInt64(value), toByteOffset: i * 8, as: UInt64.self)
+    case .float16: raw.storeBytes(of: Float16(value), toByteOffset: i * 2, as: Float16.self)
+    case .float32: raw.storeBytes(of: Float(value), toByteOffset: i * 4, as: Float.self)
+    case .float64: raw.storeBytes(of: value, toByteOffset: i * 8, as: Double.self)
+    default: preconditionFailure("no lossless conversion writes \(dtype)")
+    }
+}
