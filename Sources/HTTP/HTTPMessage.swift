@@ -9,6 +9,9 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     /// Headers from pairs, in order.
     public init(_ fields: [(String, String)]) { self.fields = fields.map { (name: $0.0, value: $0.1) } }
 
+    /// Headers that already are (name, value) pairs: no copy.
+    init(fields: [(name: String, value: String)]) { self.fields = fields }
+
     /// Headers from a literal, in order.
     public init(dictionaryLiteral elements: (String, String)...) { self.init(elements) }
 

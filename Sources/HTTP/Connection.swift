@@ -1,0 +1,395 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLibUV
+
+/// One accepted TCP connection; every member is touched only on its loop's thread.
+///
+/// Requests are answered strictly in arrival order: each gets a slot; responses fill slots in any order and
+/// are written as soon as every earlier slot has been written.
+final class Connection {
+    /// A request awaiting (or holding) its response, with what the access log needs.
+    private struct Slot {
+        var method: String
+        var path: String
+        var requestID: String
+        var startedAt: UInt64
+        var isHead: Bool
+        var http10: Bool
+        var keepAlive: Bool
+        var response: HTTPResponse?
+    }
+
+    /// Id unique within the loop; responses are addressed by it.
+    let id: UInt64
+    private unowned(unsafe) let loop: EventLoop
+    private let handle: UnsafeMutablePointer<uv_tcp_t>
+    private let parser: RequestParser
+    /// Peer as `ip:port`.
+    let remote: String
+
+    private var slots: [Slot] = []
+    private var headSequence: UInt64 = 0
+    /// No further requests are taken: the last one said close, an error was answered, or the peer half-closed.
+    private var finishing = false
+    private var draining = false
+    private var readEOF = false
+    private var reading = false
+    private var closing = false
+    private var lingering = false
+    private var lingerStart: UInt64 = 0
+    private var continueOwed = false
+    private var writeInFlight = false
+    private var lastWriteProgress: UInt64 = 0
+    private var idleSince: UInt64
+    /// Output not yet handed to the socket: `queued` chunks first, then `out`.
+    private var queued: [[UInt8]] = []
+    private var out: [UInt8] = []
+
+    /// Bodies above this size are written from their own array instead of being copied behind the headers.
+    private static let detachThreshold = 64 * 1024
+
+    init(id: UInt64, loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>, remote: String) {
+        self.id = id
+        self.loop = loop
+        self.handle = handle
+        self.remote = remote
+        let configuration = loop.context.configuration
+        parser = RequestParser(maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
+        idleSince = WallClock.monotonicNanoseconds()
+        out.reserveCapacity(1024)
+        handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    private var stream: UnsafeMutablePointer<uv_stream_t> {
+        UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_stream_t.self)
+    }
+
+    // MARK: - Reading
+
+    /// Begins reading.
+    func start() { startReading() }
+
+    private func startReading() {
+        guard !reading, !closing, !readEOF else { return }
+        reading = uv_read_start(stream, Connection.allocCallback, Connection.readCallback) == 0
+    }
+
+    private func stopReading() {
+        guard reading else { return }
+        uv_read_stop(stream)
+        reading = false
+    }
+
+    fileprivate func onRead(_ nread: Int, _ base: UnsafeMutablePointer<CChar>?) {
+        if nread < 0 {
+            if nread == Int(UV_EOF.rawValue) {
+                readEOF = true
+                stopReading()
+                // A half-closed client may still read the answers to complete requests.
+                if lingering || (slots.isEmpty && !writeInFlight && queued.isEmpty && out.isEmpty) { close(); return }
+                finishing = true
+            } else {
+                close()
+            }
+            return
+        }
+        guard nread > 0, !finishing, !closing else { return }
+        parser.feed(UnsafeRawBufferPointer(start: base, count: nread))
+        processParserEvents()
+    }
+
+    private func processParserEvents() {
+        for event in parser.events {
+            if finishing { break }
+            switch event {
+            case .expectContinue:
+                continueOwed = true
+            case .request(let parsed):
+                continueOwed = false
+                enqueue(parsed)
+            case .error(let error):
+                continueOwed = false
+                enqueueError(status: error.status, message: error.message)
+            }
+        }
+        parser.events.removeAll(keepingCapacity: true)
+        if parser.stopped { finishing = true }
+        writeReady()
+        if slots.count >= loop.context.configuration.maxPipelinedRequests { stopReading() }
+    }
+
+    private func enqueue(_ parsed: ParsedRequest) {
+        var request = parsed.request
+        if request.requestID.isEmpty { request.requestID = RequestID.generate() }
+        request.remoteAddress = remote
+        let keepAlive = parsed.keepAlive && !draining
+        slots.append(Slot(method: request.method, path: request.path, requestID: request.requestID, startedAt: parsed.startedAt,
+                          isHead: request.method == "HEAD", http10: request.version.major == 1 && request.version.minor == 0,
+                          keepAlive: keepAlive, response: nil))
+        if !keepAlive { finishing = true }
+        let sequence = headSequence + UInt64(slots.count - 1)
+        let context = loop.context
+        if let inline = context.inlineResponder, let response = inline(request) {
+            slots[slots.count - 1].response = response
+            return
+        }
+        let mailbox = loop.mailbox
+        let responder = context.responder
+        let connection = id
+        Task {
+            let response = await responder(request)
+            mailbox.post(Mailbox.Completion(connection: connection, sequence: sequence, response: response))
+        }
+    }
+
+    /// Queues an error answer after any earlier responses, and takes no more requests.
+    private func enqueueError(status: Int, message: String) {
+        slots.append(Slot(method: "-", path: "-", requestID: RequestID.generate(), startedAt: parser.messageStartedAt,
+                          isHead: false, http10: false, keepAlive: false,
+                          response: ResponseSerializer.errorResponse(status: status, message: message)))
+        finishing = true
+    }
+
+    // MARK: - Responses
+
+    /// Stores the response for `sequence` and writes whatever is now in order.
+    func complete(sequence: UInt64, response: HTTPResponse) {
+        guard !closing, sequence >= headSequence else { return }
+        let index = Int(sequence - headSequence)
+        guard index < slots.count else { return }
+        slots[index].response = response
+        if index == 0 { writeReady() }
+    }
+
+    /// Serializes every leading slot that has its response, then flushes.
+    private func writeReady() {
+        guard !closing else { return }
+        if let first = slots.first, first.response != nil { loop.refreshDate() }
+        while let first = slots.first, let response = first.response {
+            slots.removeFirst()
+            headSequence += 1
+            let context = ResponseSerializer.Context(date: loop.dateCache.httpDate, serverLine: loop.context.serverLine,
+                                                     requestID: first.requestID, keepAlive: first.keepAlive,
+                                                     http10: first.http10, isHead: first.isHead)
+            let result = ResponseSerializer.append(response, context: context, to: &out, detachLargeBody: Connection.detachThreshold)
+            if result.bodyDetached {
+                queued.append(out)
+                queued.append(response.body)
+                out = []
+                out.reserveCapacity(1024)
+            }
+            loop.logAccess(method: first.method, path: first.path, status: response.status,
+                           bytes: first.isHead ? 0 : response.body.count, startedAt: first.startedAt,
+                           requestID: first.requestID, remote: remote)
+            if result.handlerClosed || !first.keepAlive {
+                // Nothing after a closing response is answered.
+                finishing = true
+                for dropped in slots { logAborted(dropped) }
+                slots.removeAll()
+                break
+            }
+        }
+        if continueOwed, slots.isEmpty, parser.inMessage, !finishing {
+            out.append(contentsOf: ResponseSerializer.continueResponse)
+            continueOwed = false
+        }
+        flush()
+    }
+
+    /// Hands queued output to the socket: uv_try_write first, one uv_write of a copied remainder otherwise.
+    private func flush() {
+        guard !writeInFlight, !closing else { return }
+        var index = 0
+        while index < queued.count {
+            let written = tryWrite(queued[index])
+            if written < 0 { close(); return }
+            if written < queued[index].count {
+                var rest = [ArraySlice(queued[index][written...])]
+                rest.append(contentsOf: queued[(index + 1)...].map { ArraySlice($0) })
+                rest.append(ArraySlice(out))
+                queued.removeAll()
+                out.removeAll(keepingCapacity: true)
+                startWrite(rest)
+                return
+            }
+            index += 1
+        }
+        queued.removeAll()
+        if !out.isEmpty {
+            let written = tryWrite(out)
+            if written < 0 { close(); return }
+            if written < out.count {
+                let rest = [out[written...]]
+                out.removeAll(keepingCapacity: true)
+                startWrite(rest)
+                return
+            }
+            out.removeAll(keepingCapacity: true)
+        }
+        writesDrained()
+    }
+
+    /// Bytes written now (0 when the socket is full), or -1 on a write error.
+    private func tryWrite(_ bytes: [UInt8]) -> Int {
+        guard !bytes.isEmpty else { return 0 }
+        let result = bytes.withUnsafeBufferPointer { buffer -> Int32 in
+            var buf = uv_buf_init(UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
+            return uv_try_write(stream, &buf, 1)
+        }
+        if result >= 0 { return Int(result) }
+        return result == UV_EAGAIN.rawValue ? 0 : -1
+    }
+
+    /// Copies `chunks` into one malloc'd block that lives until the write callback.
+    private func startWrite(_ chunks: [ArraySlice<UInt8>]) {
+        let total = chunks.reduce(0) { $0 + $1.count }
+        let block = UnsafeMutableRawPointer.allocate(byteCount: max(total, 1), alignment: 1)
+        var offset = 0
+        for chunk in chunks {
+            chunk.withUnsafeBytes { (block + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            offset += chunk.count
+        }
+        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+        request.pointee.data = block
+        var buf = uv_buf_init(block.assumingMemoryBound(to: CChar.self), UInt32(total))
+        writeInFlight = true
+        lastWriteProgress = WallClock.monotonicNanoseconds()
+        if uv_write(request, stream, &buf, 1, Connection.writeCallback) != 0 {
+            block.deallocate()
+            request.deallocate()
+            writeInFlight = false
+            close()
+        }
+    }
+
+    fileprivate func onWriteComplete(_ status: Int32) {
+        writeInFlight = false
+        guard status >= 0, !closing else { close(); return }
+        lastWriteProgress = WallClock.monotonicNanoseconds()
+        flush()
+    }
+
+    /// Everything queued is on the socket: go idle, resume reading, or finish the connection.
+    private func writesDrained() {
+        guard slots.isEmpty else {
+            if !reading, !finishing, slots.count < max(1, loop.context.configuration.maxPipelinedRequests / 2) { startReading() }
+            return
+        }
+        if finishing {
+            finishConnection()
+        } else if draining && !parser.inMessage {
+            close()
+        } else {
+            idleSince = WallClock.monotonicNanoseconds()
+            startReading()
+        }
+    }
+
+    /// After the final response: shut the write side and discard input briefly, so the peer reads our answer
+    /// instead of a reset caused by unread bytes.
+    private func finishConnection() {
+        guard !closing, !lingering else { return }
+        if readEOF { close(); return }
+        lingering = true
+        lingerStart = WallClock.monotonicNanoseconds()
+        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        if uv_shutdown(request, stream, Connection.shutdownCallback) != 0 {
+            request.deallocate()
+            close()
+            return
+        }
+        startReading()
+    }
+
+    // MARK: - Lifecycle
+
+    /// Server shutdown: close if idle, otherwise make the request in progress the last one.
+    func beginDrain() {
+        guard !draining, !closing else { return }
+        draining = true
+        if parser.inMessage && !finishing { return }
+        if !slots.isEmpty {
+            slots[slots.count - 1].keepAlive = false
+            finishing = true
+        } else if writeInFlight {
+            finishing = true
+        } else if !lingering {
+            close()
+        }
+    }
+
+    /// What the connection waits for, for the timeout sweep.
+    var phase: ConnectionPhase {
+        if lingering { return .lingering(since: lingerStart) }
+        if writeInFlight { return .writing(since: lastWriteProgress) }
+        if !finishing && parser.inMessage { return .reading(since: parser.messageStartedAt) }
+        if !slots.isEmpty { return .awaitingResponder }
+        return .idle(since: idleSince)
+    }
+
+    /// Applies a timeout decided by the sweep.
+    func apply(_ action: TimeoutAction) {
+        switch action {
+        case .none: return
+        case .close: close()
+        case .requestTimeout:
+            let seconds = Double(loop.context.policy.read) / 1e9
+            enqueueError(status: 408, message: "request not completed within \(seconds) s")
+            writeReady()
+        }
+    }
+
+    /// Closes the socket now; unanswered requests are logged as aborted (499).
+    func close() {
+        guard !closing else { return }
+        closing = true
+        reading = false
+        for slot in slots { logAborted(slot) }
+        slots.removeAll()
+        uv_close(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self), Connection.closeCallback)
+    }
+
+    private func logAborted(_ slot: Slot) {
+        loop.logAccess(method: slot.method, path: slot.path, status: 499, bytes: 0, startedAt: slot.startedAt,
+                       requestID: slot.requestID, remote: remote)
+    }
+
+    // MARK: - C callbacks (capture nothing; find the connection through handle.data)
+
+    @inline(__always)
+    private static func from(_ handle: UnsafeMutableRawPointer) -> Connection {
+        Unmanaged<Connection>.fromOpaque(handle.assumingMemoryBound(to: uv_handle_t.self).pointee.data).takeUnretainedValue()
+    }
+
+    private static let allocCallback: uv_alloc_cb = { handle, _, buf in
+        let loop = from(UnsafeMutableRawPointer(handle!)).loop
+        buf!.pointee = uv_buf_init(loop.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(EventLoop.readBufferSize))
+    }
+
+    private static let readCallback: uv_read_cb = { stream, nread, buf in
+        from(UnsafeMutableRawPointer(stream!)).onRead(nread, buf?.pointee.base)
+    }
+
+    private static let writeCallback: uv_write_cb = { request, status in
+        guard let request else { return }
+        request.pointee.data.deallocate()
+        let connection = from(UnsafeMutableRawPointer(request.pointee.handle!))
+        request.deallocate()
+        connection.onWriteComplete(status)
+    }
+
+    private static let shutdownCallback: uv_shutdown_cb = { request, status in
+        guard let request else { return }
+        let connection = from(UnsafeMutableRawPointer(request.pointee.handle!))
+        request.deallocate()
+        if status < 0 { connection.close() }
+    }
+
+    private static let closeCallback: uv_close_cb = { handle in
+        guard let handle else { return }
+        let connection = from(UnsafeMutableRawPointer(handle))
+        connection.loop.connectionClosed(connection)
+        UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_tcp_t.self).deallocate()
+    }
+}

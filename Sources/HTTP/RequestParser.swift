@@ -1,0 +1,377 @@
+import CHTTPParser
+
+/// A request read off the wire, before the connection adds its id and peer address.
+struct ParsedRequest {
+    /// The request (requestID is the client's sane `X-Request-ID` or empty).
+    var request: HTTPRequest
+    /// False when this must be the last request on the connection.
+    var keepAlive: Bool
+    /// Monotonic time the first byte of the request was parsed.
+    var startedAt: UInt64
+}
+
+/// What feeding bytes produced, in wire order.
+enum ParserEvent {
+    /// A complete request.
+    case request(ParsedRequest)
+    /// Headers of a request that waits for `100 Continue` and whose body will be accepted.
+    case expectContinue
+    /// The stream is unusable from here on; answer with the error and close.
+    case error(HTTPParseError)
+}
+
+/// Incremental HTTP/1.x request parser over http-parser with our own limits; confined to one thread.
+///
+/// Everything is copied out of the parser's buffers into owned values, so events outlive the bytes fed.
+final class RequestParser {
+    private let parser: UnsafeMutablePointer<http_parser>
+    private let maxHeaderBytes: Int
+    private let maxBodyBytes: Int
+
+    /// Events produced by the last `feed` calls; the caller drains them.
+    var events: [ParserEvent] = []
+    /// True between the first byte of a request and its end.
+    private(set) var inMessage = false
+    /// Monotonic time the current request began.
+    private(set) var messageStartedAt: UInt64 = 0
+    /// True once the parser hit an error or an upgrade: no more bytes are parsed.
+    private(set) var stopped = false
+
+    // Per-message accumulation, reused between messages.
+    private var url: [UInt8] = []
+    private var field: [UInt8] = []
+    private var value: [UInt8] = []
+    private var lastWasValue = false
+    private var headers: [(name: String, value: String)] = []
+    private var body: [UInt8] = []
+    private var headerBytes = 0
+    private var contentLengths: [String] = []
+    private var transferEncodings: [String] = []
+    private var expectation: String?
+    private var requestID = ""
+    private var pendingError: HTTPParseError?
+
+    /// A parser enforcing `maxHeaderBytes` (request line + headers) and `maxBodyBytes`.
+    init(maxHeaderBytes: Int, maxBodyBytes: Int) {
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxBodyBytes = maxBodyBytes
+        RequestParser.raiseLibraryHeaderLimit(above: maxHeaderBytes)
+        parser = .allocate(capacity: 1)
+        http_parser_init(parser, HTTP_REQUEST)
+        parser.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    deinit { parser.deallocate() }
+
+    /// Parses `bytes`, appending to `events`; after an error or upgrade further bytes are ignored.
+    func feed(_ bytes: UnsafeRawBufferPointer) {
+        guard !stopped, bytes.count > 0 else { return }
+        let consumed = http_parser_execute(parser, RequestParser.settings, bytes.baseAddress!.assumingMemoryBound(to: CChar.self), bytes.count)
+        let errno = http_errno(rawValue: parser.pointee.http_errno)
+        if errno != HPE_OK {
+            stopped = true
+            events.append(.error(pendingError ?? mapLibraryError(errno)))
+        } else if parser.pointee.upgrade == 1 {
+            // Protocol switches (Upgrade, CONNECT) are not supported: answer what was parsed, then stop reading.
+            stopped = true
+            if inMessage { events.append(.error(.unsupportedMethod("CONNECT"))) }
+        } else if consumed != bytes.count {
+            stopped = true
+            events.append(.error(.malformed("parser stopped after \(consumed) of \(bytes.count) bytes")))
+        }
+    }
+
+    /// Convenience for tests: feeds an array.
+    func feed(_ bytes: [UInt8]) { bytes.withUnsafeBytes { feed($0) } }
+
+    // MARK: - Callbacks (run inside http_parser_execute)
+
+    private func beginMessage() {
+        inMessage = true
+        messageStartedAt = WallClock.monotonicNanoseconds()
+        url.removeAll(keepingCapacity: true)
+        field.removeAll(keepingCapacity: true)
+        value.removeAll(keepingCapacity: true)
+        lastWasValue = false
+        headers = []
+        body = []
+        headerBytes = 0
+        contentLengths.removeAll(keepingCapacity: true)
+        transferEncodings.removeAll(keepingCapacity: true)
+        expectation = nil
+        requestID = ""
+        pendingError = nil
+    }
+
+    /// Counts header-section bytes and fails the parse once over the limit.
+    private func countHeaderBytes(_ count: Int) -> Int32 {
+        headerBytes += count
+        if headerBytes > maxHeaderBytes {
+            pendingError = .headerTooLarge(limit: maxHeaderBytes)
+            return 1
+        }
+        return 0
+    }
+
+    private func onURL(_ data: UnsafeRawBufferPointer) -> Int32 {
+        if countHeaderBytes(data.count) != 0 { return 1 }
+        url.append(contentsOf: data)
+        return 0
+    }
+
+    private func onHeaderField(_ data: UnsafeRawBufferPointer) -> Int32 {
+        if lastWasValue { commitHeader() }
+        // ": " and CRLF around each field count toward the header section too.
+        if field.isEmpty, countHeaderBytes(4) != 0 { return 1 }
+        if countHeaderBytes(data.count) != 0 { return 1 }
+        field.append(contentsOf: data)
+        return 0
+    }
+
+    private func onHeaderValue(_ data: UnsafeRawBufferPointer) -> Int32 {
+        if countHeaderBytes(data.count) != 0 { return 1 }
+        value.append(contentsOf: data)
+        lastWasValue = true
+        return 0
+    }
+
+    private func commitHeader() {
+        while let last = value.last, last == 0x20 || last == 0x09 { value.removeLast() }
+        let name = String(decoding: field, as: UTF8.self)
+        let text = String(decoding: value, as: UTF8.self)
+        switch field.count {
+        case 6 where asciiLowercaseEquals(field, "expect"): expectation = text
+        case 12 where asciiLowercaseEquals(field, "x-request-id"): if RequestID.isSane(value) { requestID = text }
+        case 14 where asciiLowercaseEquals(field, "content-length"): contentLengths.append(text)
+        case 17 where asciiLowercaseEquals(field, "transfer-encoding"): transferEncodings.append(text)
+        default: break
+        }
+        headers.append((name: name, value: text))
+        field.removeAll(keepingCapacity: true)
+        value.removeAll(keepingCapacity: true)
+        lastWasValue = false
+    }
+
+    private func onHeadersComplete() -> Int32 {
+        if lastWasValue || !field.isEmpty { commitHeader() }
+        if let error = framingError() {
+            pendingError = error
+            return -1
+        }
+        if let expectation {
+            guard expectation.lowercased() == "100-continue" else {
+                pendingError = .unsupportedExpectation(expectation)
+                return -1
+            }
+            // HTTP/1.0 clients do not understand 1xx; only 1.1 gets the interim response.
+            if parser.pointee.http_major == 1, parser.pointee.http_minor >= 1 { events.append(.expectContinue) }
+        }
+        let declared = contentLengths.isEmpty ? 0 : Int(parser.pointee.content_length)
+        if declared > 0 { body.reserveCapacity(min(declared, 256 * 1024)) }
+        return 0
+    }
+
+    /// Smuggling and size guards that http-parser either does not make or does not explain.
+    private func framingError() -> HTTPParseError? {
+        let method = http_method(rawValue: parser.pointee.method)
+        if method == HTTP_CONNECT { return .unsupportedMethod("CONNECT") }
+        if !transferEncodings.isEmpty && !contentLengths.isEmpty {
+            return .conflictingFraming("Content-Length and Transfer-Encoding are both present")
+        }
+        if Set(contentLengths.map { $0.trimmingSpaces }).count > 1 {
+            return .conflictingFraming("differing Content-Length values \(contentLengths)")
+        }
+        if !transferEncodings.isEmpty {
+            let codings = transferEncodings.flatMap { $0.split(separator: ",") }.map { String($0).trimmingSpaces.lowercased() }
+            guard codings.last == "chunked" else {
+                return .malformed("Transfer-Encoding '\(transferEncodings.joined(separator: ", "))' does not end with chunked")
+            }
+            if let other = codings.first(where: { $0 != "chunked" }) { return .unsupportedTransferEncoding(other) }
+            if codings.count > 1 { return .malformed("chunked applied more than once") }
+        }
+        if !contentLengths.isEmpty, parser.pointee.content_length > UInt64(maxBodyBytes) {
+            return .bodyTooLarge(limit: maxBodyBytes, declared: Int(clamping: parser.pointee.content_length))
+        }
+        return nil
+    }
+
+    private func onChunkHeader() -> Int32 {
+        // Refuse a chunk that would overflow the limit before reading it.
+        let next = parser.pointee.content_length
+        if next > UInt64(maxBodyBytes - body.count) {
+            pendingError = .bodyTooLarge(limit: maxBodyBytes, declared: nil)
+            return 1
+        }
+        return 0
+    }
+
+    private func onBody(_ data: UnsafeRawBufferPointer) -> Int32 {
+        if data.count > maxBodyBytes - body.count {
+            pendingError = .bodyTooLarge(limit: maxBodyBytes, declared: nil)
+            return 1
+        }
+        if body.capacity < body.count + data.count, !contentLengths.isEmpty {
+            // The client has proven it is sending: size the buffer for the declared length once.
+            body.reserveCapacity(Int(clamping: parser.pointee.content_length))
+        }
+        body.append(contentsOf: data)
+        return 0
+    }
+
+    private func onMessageComplete() -> Int32 {
+        let (path, query) = splitTarget()
+        guard let path else {
+            pendingError = .malformed("request target '\(String(decoding: url.prefix(200), as: UTF8.self))' is not a valid URI")
+            return 1
+        }
+        let version = (major: Int(parser.pointee.http_major), minor: Int(parser.pointee.http_minor))
+        let request = HTTPRequest(method: RequestParser.methodName(parser.pointee.method), path: path, query: query,
+                                  version: version, headers: HTTPHeaders(fields: headers), body: body, requestID: requestID)
+        let keepAlive = http_should_keep_alive(parser) != 0
+        events.append(.request(ParsedRequest(request: request, keepAlive: keepAlive, startedAt: messageStartedAt)))
+        headers = []
+        body = []
+        inMessage = false
+        return 0
+    }
+
+    /// Splits the request target into decoded path and raw query; nil when it is not a usable URI.
+    private func splitTarget() -> (String?, String) {
+        guard let first = url.first else { return (nil, "") }
+        if first == UInt8(ascii: "/") {
+            var end = url.count
+            if let hash = url.firstIndex(of: UInt8(ascii: "#")) { end = hash }
+            if let mark = url[..<end].firstIndex(of: UInt8(ascii: "?")) {
+                return (decodePath(url[..<mark]), String(decoding: url[(mark + 1)..<end], as: UTF8.self))
+            }
+            return (decodePath(url[..<end]), "")
+        }
+        if url == [UInt8(ascii: "*")] { return ("*", "") }
+        // Absolute form (`http://host/path?q`), as proxies send it.
+        var parts = http_parser_url()
+        http_parser_url_init(&parts)
+        let failed = url.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { http_parser_parse_url($0.baseAddress, $0.count, 0, &parts) }
+        }
+        guard failed == 0 else { return (nil, "") }
+        func component(_ field: http_parser_url_fields) -> ArraySlice<UInt8>? {
+            guard parts.field_set & (1 << UInt16(field.rawValue)) != 0 else { return nil }
+            // field_data (an array of anonymous {off, len} structs) does not import; it follows field_set and port.
+            let data = withUnsafeBytes(of: parts) { raw in
+                (raw.load(fromByteOffset: 4 + Int(field.rawValue) * 4, as: UInt16.self),
+                 raw.load(fromByteOffset: 6 + Int(field.rawValue) * 4, as: UInt16.self))
+            }
+            return url[Int(data.0)..<(Int(data.0) + Int(data.1))]
+        }
+        let path = component(UF_PATH).map { decodePath($0) } ?? "/"
+        let query = component(UF_QUERY).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return (path, query)
+    }
+
+    private func mapLibraryError(_ errno: http_errno) -> HTTPParseError {
+        switch errno {
+        case HPE_HEADER_OVERFLOW: return .headerTooLarge(limit: maxHeaderBytes)
+        case HPE_UNEXPECTED_CONTENT_LENGTH:
+            if !transferEncodings.isEmpty { return .conflictingFraming("Content-Length and Transfer-Encoding are both present") }
+            return .conflictingFraming("more than one Content-Length")
+        case HPE_INVALID_TRANSFER_ENCODING:
+            return .malformed("Transfer-Encoding '\(transferEncodings.joined(separator: ", "))' does not end with chunked")
+        default:
+            return .malformed(String(cString: http_errno_description(errno)))
+        }
+    }
+
+    // MARK: - C glue
+
+    /// Recovers the parser object from `http_parser.data`.
+    @inline(__always)
+    private static func context(_ p: UnsafeMutablePointer<http_parser>?) -> RequestParser {
+        Unmanaged<RequestParser>.fromOpaque(p!.pointee.data).takeUnretainedValue()
+    }
+
+    @inline(__always)
+    private static func buffer(_ at: UnsafePointer<CChar>?, _ length: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: at, count: length)
+    }
+
+    /// Callbacks capture nothing; each finds its parser through `data`.
+    private nonisolated(unsafe) static let settings: UnsafeMutablePointer<http_parser_settings> = {
+        let s = UnsafeMutablePointer<http_parser_settings>.allocate(capacity: 1)
+        http_parser_settings_init(s)
+        s.pointee.on_message_begin = { p in context(p).beginMessage(); return 0 }
+        s.pointee.on_url = { p, at, n in context(p).onURL(buffer(at, n)) }
+        s.pointee.on_header_field = { p, at, n in context(p).onHeaderField(buffer(at, n)) }
+        s.pointee.on_header_value = { p, at, n in context(p).onHeaderValue(buffer(at, n)) }
+        s.pointee.on_headers_complete = { p in context(p).onHeadersComplete() }
+        s.pointee.on_body = { p, at, n in context(p).onBody(buffer(at, n)) }
+        s.pointee.on_message_complete = { p in context(p).onMessageComplete() }
+        s.pointee.on_chunk_header = { p in context(p).onChunkHeader() }
+        return s
+    }()
+
+    /// Method names as Swift strings, built once so requests do not re-decode C strings.
+    private static let methodNames: [String] = (0..<64).map { String(cString: http_method_str(http_method(rawValue: UInt32($0)))) }
+
+    private static func methodName(_ raw: UInt32) -> String { raw < 64 ? methodNames[Int(raw)] : "UNKNOWN" }
+
+    /// http-parser's own header limit is process-wide (80 KiB default); it is only ever raised so ours governs.
+    private static func raiseLibraryHeaderLimit(above limit: Int) {
+        let wanted = UInt32(clamping: max(80 * 1024, limit + 4096))
+        libraryLimit.withLock { current in
+            if wanted > current {
+                current = wanted
+                http_parser_set_max_header_size(wanted)
+            }
+        }
+    }
+}
+
+import Synchronization
+private let libraryLimit = Mutex<UInt32>(80 * 1024)
+
+/// Compares bytes with a lowercase ASCII literal, ignoring the bytes' case.
+func asciiLowercaseEquals(_ bytes: [UInt8], _ lower: StaticString) -> Bool {
+    guard bytes.count == lower.utf8CodeUnitCount else { return false }
+    let literal = lower.utf8Start
+    for i in 0..<bytes.count where (bytes[i] | 0x20) != literal[i] && bytes[i] != literal[i] { return false }
+    return true
+}
+
+/// Percent-decodes a path (`+` stays literal, unlike in queries); the common undecoded case copies once.
+func decodePath(_ bytes: ArraySlice<UInt8>) -> String {
+    guard bytes.contains(UInt8(ascii: "%")) else { return String(decoding: bytes, as: UTF8.self) }
+    var out: [UInt8] = []
+    out.reserveCapacity(bytes.count)
+    var i = bytes.startIndex
+    while i < bytes.endIndex {
+        let byte = bytes[i]
+        if byte == UInt8(ascii: "%"), i + 2 < bytes.endIndex,
+           let hi = hexDigit(bytes[i + 1]), let lo = hexDigit(bytes[i + 2]) {
+            out.append(hi << 4 | lo)
+            i += 3
+        } else {
+            out.append(byte)
+            i += 1
+        }
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+private func hexDigit(_ c: UInt8) -> UInt8? {
+    switch c {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces and tabs.
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}

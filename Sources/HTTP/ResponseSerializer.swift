@@ -1,0 +1,167 @@
+/// Writes responses as HTTP/1.1 bytes; adds the framing and identity headers the server owns.
+enum ResponseSerializer {
+    /// `HTTP/1.1 <code> <reason>\r\n` for every code 100...599, built once.
+    static let statusLines: [[UInt8]] = (0..<600).map { code in Array("HTTP/1.1 \(code) \(reasonPhrase(code))\r\n".utf8) }
+
+    /// The interim response sent before reading a body the client holds back with `Expect: 100-continue`.
+    static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    /// Per-request facts the serializer needs besides the response itself.
+    struct Context {
+        /// `Date:` value for this second.
+        var date: [UInt8]
+        /// Complete `Server: name\r\n` line.
+        var serverLine: [UInt8]
+        /// Id echoed as `X-Request-ID` unless the handler set one.
+        var requestID: String
+        /// Whether the connection stays open after this response.
+        var keepAlive: Bool
+        /// HTTP/1.0 clients need `Connection: keep-alive` spelled out.
+        var http10: Bool
+        /// HEAD responses carry headers only.
+        var isHead: Bool
+    }
+
+    /// Appends the status line and headers to `out`, and the body unless `detachBody`; returns whether the
+    /// handler asked to close the connection and whether the body still has to be written separately.
+    static func append(_ response: HTTPResponse, context: Context, to out: inout [UInt8], detachLargeBody: Int) -> (handlerClosed: Bool, bodyDetached: Bool) {
+        let status = (100..<600).contains(response.status) ? response.status : 500
+        out.append(contentsOf: statusLines[status])
+        var handlerClosed = false
+        var sawServer = false, sawDate = false, sawID = false
+        for (name, value) in response.headers.fields {
+            guard isValidHeader(name: name, value: value) else { continue }
+            var nameBytes = name.utf8
+            switch nameBytes.count {
+            case 4 where name.caseInsensitiveEquals("date"): sawDate = true
+            case 6 where name.caseInsensitiveEquals("server"): sawServer = true
+            case 10 where name.caseInsensitiveEquals("connection"):
+                if value.lowercased().contains("close") { handlerClosed = true }
+                continue
+            case 12 where name.caseInsensitiveEquals("x-request-id"): sawID = true
+            case 14 where name.caseInsensitiveEquals("content-length"): continue
+            case 17 where name.caseInsensitiveEquals("transfer-encoding"): continue
+            default: break
+            }
+            out.append(contentsOf: nameBytes)
+            nameBytes = value.utf8
+            out.append(UInt8(ascii: ":"))
+            out.append(UInt8(ascii: " "))
+            out.append(contentsOf: nameBytes)
+            out.append(13); out.append(10)
+        }
+        let bodyAllowed = status >= 200 && status != 204 && status != 304
+        if status >= 200 && status != 204 {
+            out.append(contentsOf: contentLengthPrefix)
+            appendDecimal(&out, response.body.count)
+            out.append(13); out.append(10)
+        }
+        if !sawDate {
+            out.append(contentsOf: datePrefix)
+            out.append(contentsOf: context.date)
+            out.append(13); out.append(10)
+        }
+        if !sawServer { out.append(contentsOf: context.serverLine) }
+        if !sawID {
+            out.append(contentsOf: requestIDPrefix)
+            out.append(contentsOf: context.requestID.utf8)
+            out.append(13); out.append(10)
+        }
+        if !context.keepAlive || handlerClosed {
+            out.append(contentsOf: connectionClose)
+        } else if context.http10 {
+            out.append(contentsOf: connectionKeepAlive)
+        }
+        out.append(13); out.append(10)
+        guard bodyAllowed, !context.isHead, !response.body.isEmpty else { return (handlerClosed, false) }
+        if response.body.count > detachLargeBody { return (handlerClosed, true) }
+        out.append(contentsOf: response.body)
+        return (handlerClosed, false)
+    }
+
+    /// Rejects names and values that would split the response (CR, LF, NUL) or are not tokens.
+    static func isValidHeader(name: String, value: String) -> Bool {
+        guard !name.isEmpty else { return false }
+        for b in name.utf8 where b <= 0x20 || b == UInt8(ascii: ":") || b >= 0x7F { return false }
+        for b in value.utf8 where b == 13 || b == 10 || b == 0 { return false }
+        return true
+    }
+
+    /// A JSON `{"error": "..."}` response with the message escaped.
+    static func errorResponse(status: Int, message: String) -> HTTPResponse {
+        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: jsonErrorBody(message))
+    }
+
+    /// `{"error": "<message>"}` with JSON escaping.
+    static func jsonErrorBody(_ message: String) -> [UInt8] {
+        var body: [UInt8] = Array("{\"error\": \"".utf8)
+        for b in message.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): body.append(contentsOf: [92, 34])
+            case UInt8(ascii: "\\"): body.append(contentsOf: [92, 92])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                body.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex[Int(b >> 4)], hex[Int(b & 15)]])
+            default: body.append(b)
+            }
+        }
+        body.append(contentsOf: Array("\"}".utf8))
+        return body
+    }
+
+    private static let contentLengthPrefix = Array("Content-Length: ".utf8)
+    private static let datePrefix = Array("Date: ".utf8)
+    private static let requestIDPrefix = Array("X-Request-ID: ".utf8)
+    private static let connectionClose = Array("Connection: close\r\n".utf8)
+    private static let connectionKeepAlive = Array("Connection: keep-alive\r\n".utf8)
+
+    /// Reason phrases from RFC 9110 for the codes a model server uses; others get a generic phrase by class.
+    static func reasonPhrase(_ code: Int) -> String {
+        switch code {
+        case 100: "Continue"
+        case 101: "Switching Protocols"
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 204: "No Content"
+        case 206: "Partial Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 304: "Not Modified"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 406: "Not Acceptable"
+        case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 410: "Gone"
+        case 411: "Length Required"
+        case 412: "Precondition Failed"
+        case 413: "Content Too Large"
+        case 414: "URI Too Long"
+        case 415: "Unsupported Media Type"
+        case 416: "Range Not Satisfiable"
+        case 417: "Expectation Failed"
+        case 422: "Unprocessable Content"
+        case 425: "Too Early"
+        case 426: "Upgrade Required"
+        case 429: "Too Many Requests"
+        case 431: "Request Header Fields Too Large"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        case 505: "HTTP Version Not Supported"
+        case 100..<200: "Informational"
+        case 200..<300: "Success"
+        case 300..<400: "Redirection"
+        case 400..<500: "Client Error"
+        default: "Server Error"
+        }
+    }
+}
