@@ -1,0 +1,65 @@
+import HTTP
+import Serving
+
+extension ServiceContext {
+    /// `GET /v2/models/{model}[/versions/{version}]`: name, loaded versions, platform and tensor specs.
+    func modelMetadata(_ p: PathParameters) throws -> HTTPResponse {
+        let model = p.model ?? ""
+        let served = try registry.resolve(model: model, version: p.version)
+        let versions = registry.index().filter { $0.name == model && $0.state == .ready }.compactMap(\.version).sorted().map(String.init)
+        return V2Codec.encodeModelMetadata(
+            name: model, versions: versions.isEmpty ? [String(served.version)] : versions,
+            inputs: served.inputs.map { V2TensorMetadata(name: $0.name, dtype: $0.dtype, dimensions: $0.shape) },
+            outputs: served.outputs.map { V2TensorMetadata(name: $0.name, dtype: $0.dtype, dimensions: $0.shape) })
+    }
+
+    /// `GET .../ready`: 200 when the model (or that version) can serve, else 503; unknown names are 404.
+    func modelReady(_ p: PathParameters) -> HTTPResponse {
+        let model = p.model ?? ""
+        do {
+            _ = try registry.resolve(model: model, version: p.version)
+            return .json(.object(["name": .string(model), "ready": .bool(true)]))
+        } catch let error as ServingError {
+            switch error {
+            case .modelNotFound, .versionNotFound: return error.response
+            default: return .json(.object(["name": .string(model), "ready": .bool(false)]), status: 503)
+            }
+        } catch {
+            return .jsonError(500, "\(error)")
+        }
+    }
+
+    /// `GET .../stats`: Triton's statistics extension shape.
+    func statistics(_ p: PathParameters) throws -> HTTPResponse {
+        let stats = try registry.statistics(model: p.model ?? "", version: p.version)
+        func duration(_ d: DurationStatistic) -> JSONValue {
+            .object(["count": .integer(Int64(d.count)), "ns": .integer(Int64(d.nanoseconds))])
+        }
+        let entries: [JSONValue] = stats.map { s in
+            .object([
+                "name": .string(s.name),
+                "version": .string(String(s.version)),
+                "last_inference": .integer(Int64(s.lastInferenceMilliseconds)),
+                "inference_count": .integer(Int64(s.inferenceCount)),
+                "execution_count": .integer(Int64(s.executionCount)),
+                "inference_stats": .object([
+                    "success": duration(s.success), "fail": duration(s.fail), "queue": duration(s.queue),
+                    "compute_input": duration(s.computeInput), "compute_infer": duration(s.computeInfer),
+                    "compute_output": duration(s.computeOutput),
+                ]),
+                "batch_stats": .array(s.batchStatistics.map { b in
+                    .object(["batch_size": .integer(Int64(b.batchSize)), "compute_input": duration(b.computeInput),
+                             "compute_infer": duration(b.computeInfer), "compute_output": duration(b.computeOutput)])
+                }),
+            ])
+        }
+        return .json(.object(["model_stats": .array(entries)]))
+    }
+
+    /// `GET /metrics`: Prometheus text format 0.0.4.
+    func metricsExposition() -> HTTPResponse {
+        metrics.gauge("osprey_http_open_connections", help: "Open HTTP connections.").set(Double(state.connectionCount()))
+        metrics.gauge("osprey_ready", help: "1 when the server reports ready.").set(isReady ? 1 : 0)
+        return HTTPResponse(status: 200, headers: ["Content-Type": Metrics.contentType], body: Array(metrics.exposition().utf8))
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import HTTP
+import Serving
+
+/// Settings of the HTTP-facing service that are not the HTTP server's own.
+public struct ServiceOptions: Sendable {
+    /// Name reported by `GET /v2`.
+    public var serverName: String
+    /// Version reported by `GET /v2`.
+    public var serverVersion: String
+    /// Bearer token required by the repository endpoints; nil restricts them to loopback clients.
+    public var adminToken: String?
+    /// Largest decoded image accepted, in pixels (checked from the header before decoding).
+    public var maxImagePixels: Int
+    /// `top_k` when a classify request gives none.
+    public var defaultTopK: Int
+
+    /// Options with Osprey's defaults.
+    public init(serverName: String = "osprey", serverVersion: String = ospreyVersion, adminToken: String? = nil,
+                maxImagePixels: Int = 50_000_000, defaultTopK: Int = 5) {
+        self.serverName = serverName
+        self.serverVersion = serverVersion
+        self.adminToken = adminToken
+        self.maxImagePixels = maxImagePixels
+        self.defaultTopK = defaultTopK
+    }
+}
+
+/// Osprey's version string.
+public let ospreyVersion = "0.1.0"
+
+/// The KServe V2 / Triton protocol extensions this server implements (reported by `GET /v2`).
+public let protocolExtensions = ["binary_tensor_data", "classification", "model_repository", "statistics", "schedule_policy"]
+
+/// The application behind the HTTP server: routes from `Routes.all` bound to the model registry.
+public final class OspreyService: Sendable {
+    /// Everything the handlers use.
+    let context: ServiceContext
+    private let router: Router
+
+    /// Assembles the service; `log` receives one line per unmapped (500) error.
+    public init(registry: ModelRegistry, metrics: Metrics, imageWorkers: ImageWorkers, options: ServiceOptions = ServiceOptions(),
+                log: @escaping @Sendable (String) -> Void = Router.logToStandardError) {
+        context = ServiceContext(registry: registry, metrics: metrics, imageWorkers: imageWorkers, options: options, state: ServiceState())
+        router = Routes.makeRouter(handlers: ServiceContext.handlers(context), log: log)
+    }
+
+    /// Models, versions and their batchers.
+    public var registry: ModelRegistry { context.registry }
+    /// Prometheus registry shared with Serving.
+    public var metrics: Metrics { context.metrics }
+
+    /// The router with every operation bound (for tests that check nothing is left unhandled).
+    public var routes: Router { router }
+
+    /// Stops reporting ready (SIGTERM: load balancers drain us while in-flight requests finish).
+    public func beginDraining() { context.state.setDraining() }
+
+    /// Ready when not draining and every model in the repository has a READY version.
+    public var isReady: Bool { context.isReady }
+
+    /// Sets the function that reports open HTTP connections (read at scrape time).
+    public func setConnectionCounter(_ counter: @escaping @Sendable () -> Int) { context.state.setConnectionCounter(counter) }
+
+    /// The responder for the HTTP server: routing, handlers and per-route HTTP metrics.
+    public var responder: HTTPResponder {
+        let router = self.router
+        let metrics = context.metrics
+        return { request in
+            let response = await router.respond(request)
+            let route = Routes.pattern(matching: request.path) ?? "unmatched"
+            metrics.counter("osprey_http_requests_total", help: "HTTP requests by route, method and status.",
+                            labels: ["route": route, "method": request.method, "status": String(response.status)]).increment()
+            return response
+        }
+    }
+}
+
+/// The shared objects every handler works with.
+struct ServiceContext: Sendable {
+    let registry: ModelRegistry
+    let metrics: Metrics
+    let imageWorkers: ImageWorkers
+    let options: ServiceOptions
+    let state: ServiceState
+
+    var isReady: Bool { !state.isDraining && registry.isReady }
+}
+
+/// Mutable service state read from any thread: a lock, no awaiting.
+final class ServiceState: @unchecked Sendable {
+    private let lock = NSLock()
+    private var draining = false
+    private var counter: @Sendable () -> Int = { 0 }
+
+    var isDraining: Bool { lock.withLock { draining } }
+    func setDraining() { lock.withLock { draining = true } }
+    func setConnectionCounter(_ c: @escaping @Sendable () -> Int) { lock.withLock { counter = c } }
+    func connectionCount() -> Int { lock.withLock { counter }() }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import HTTP
+import Serving
+
+extension ServiceContext {
+    /// `POST /v2/repository/index`: every model and version with its state (and reason when not READY).
+    /// Body `{"ready": true}` keeps only READY entries, as in Triton.
+    func repositoryIndex(_ request: HTTPRequest) throws -> HTTPResponse {
+        try authorizeAdmin(request)
+        var onlyReady = false
+        if !request.body.isEmpty {
+            let body = try JSONValue.parse(request.body)
+            guard case .object = body else { throw APIError.badRequest("index body: expected a JSON object, got \(body.kindName)") }
+            if let flag = body["ready"] {
+                guard let value = flag.boolValue else { throw APIError.badRequest("index field 'ready': expected a boolean, got \(flag.kindName)") }
+                onlyReady = value
+            }
+        }
+        let entries: [JSONValue] = registry.index().filter { !onlyReady || $0.state == .ready }.map { entry in
+            var object: JSONObject = ["name": .string(entry.name), "state": .string(entry.state.rawValue)]
+            if let version = entry.version { object["version"] = .string(String(version)) }
+            if let reason = entry.reason { object["reason"] = .string(reason) }
+            return .object(object)
+        }
+        return .json(.array(entries))
+    }
+
+    /// `POST /v2/repository/models/{model}/load`: (re)load per the version policy, re-reading config and labels.
+    func loadModel(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
+        try authorizeAdmin(request)
+        let model = p.model ?? ""
+        try await registry.load(model: model)
+        return modelIndexResponse(model)
+    }
+
+    /// `POST /v2/repository/models/{model}/unload`: stop serving; admitted requests finish first.
+    func unloadModel(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
+        try authorizeAdmin(request)
+        let model = p.model ?? ""
+        try await registry.unload(model: model)
+        return modelIndexResponse(model)
+    }
+
+    /// `PUT /v2/repository/models/{model}/versions/{version}`: store the ONNX body atomically (verifying `Digest`) and load it.
+    func uploadVersion(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
+        try authorizeAdmin(request)
+        let model = p.model ?? ""
+        guard let version = p.version else { throw APIError.badRequest("version: expected a positive integer") }
+        guard !request.body.isEmpty else { throw APIError.badRequest("empty body: expected the ONNX model bytes") }
+        let digest = try request.headers["Digest"].map(Self.sha256Hex(fromDigestHeader:))
+        try await registry.putVersion(model: model, version: version, bytes: request.body, sha256: digest ?? nil)
+        return modelIndexResponse(model, status: 201)
+    }
+
+    /// `POST /v2/repository/models/{model}/default` with `{"version": "2"}`: pin (roll back or forward) in one call.
+    func setDefault(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
+        try authorizeAdmin(request)
+        let model = p.model ?? ""
+        let body = try JSONValue.parse(request.body)
+        guard let field = body["version"] else { throw APIError.badRequest("body: expected {\"version\": \"N\"}, got no 'version' field") }
+        let version: Int?
+        switch field {
+        case .string(let text): version = Int(text)
+        case .integer(let number): version = Int(exactly: number)
+        default: version = nil
+        }
+        guard let version, version > 0 else {
+            throw APIError.badRequest("field 'version': expected a positive integer (string or number), got \(field.kindName)")
+        }
+        try await registry.pin(model: model, version: version)
+        return modelIndexResponse(model)
+    }
+
+    /// `DELETE /v2/repository/models/{model}/default`: unpin; the highest READY version serves again.
+    func clearDefault(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
+        try authorizeAdmin(request)
+        let model = p.model ?? ""
+        try await registry.unpin(model: model)
+        return modelIndexResponse(model)
+    }
+
+    /// `{"name", "default_version", "pinned", "versions": [{version, state, reason}]}` after a change.
+    private func modelIndexResponse(_ model: String, status: Int = 200) -> HTTPResponse {
+        let entries = registry.index().filter { $0.name == model }
+        let current = try? registry.resolve(model: model, version: nil)
+        var object: JSONObject = ["name": .string(model)]
+        object["default_version"] = current.map { .string(String($0.version)) } ?? .null
+        object["versions"] = .array(entries.map { entry in
+            var item: JSONObject = ["state": .string(entry.state.rawValue)]
+            if let version = entry.version { item["version"] = .string(String(version)) }
+            if let reason = entry.reason { item["reason"] = .string(reason) }
+            return .object(item)
+        })
+        return .json(.object(object), status: status)
+    }
+
+    /// Admin endpoints: with a token, `Authorization: Bearer <token>` is required; without one, loopback clients only.
+    func authorizeAdmin(_ request: HTTPRequest) throws {
+        if let token = options.adminToken {
+            guard let header = request.headers["Authorization"] else {
+                throw APIError.unauthorized("repository endpoints require 'Authorization: Bearer <token>'")
+            }
+            let parts = header.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer", constantTimeEquals(Array(parts[1].utf8), Array(token.utf8)) else {
+                throw APIError.unauthorized("invalid admin token")
+            }
+            return
+        }
+        guard Self.isLoopback(request.remoteAddress) else {
+            throw APIError.forbidden("repository endpoints answer loopback clients only unless --admin-token is set; request came from \(request.remoteAddress)")
+        }
+    }
+
+    /// True for 127.0.0.0/8 and ::1 peers (with or without a port, IPv6 possibly bracketed or v4-mapped).
+    static func isLoopback(_ address: String) -> Bool {
+        var host = address
+        if host.hasPrefix("[") , let close = host.firstIndex(of: "]") {
+            host = String(host[host.index(after: host.startIndex)..<close])
+        } else if host.filter({ $0 == ":" }).count == 1, let colon = host.lastIndex(of: ":") {
+            host = String(host[..<colon])
+        }
+        if host.hasPrefix("::ffff:") { host = String(host.dropFirst(7)) }
+        return host.hasPrefix("127.") || host == "::1" || host == "localhost"
+    }
+
+    /// The hex SHA-256 from a `Digest` header (`sha-256=<base64>` per RFC 3230; hex accepted too); nil when it names no SHA-256.
+    static func sha256Hex(fromDigestHeader header: String) throws -> String? {
+        for item in header.split(separator: ",") {
+            let pair = item.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, pair[0].lowercased() == "sha-256" else { continue }
+            let value = String(pair[1])
+            if value.count == 64, value.allSatisfy(\.isHexDigit) { return value.lowercased() }
+            guard let data = Data(base64Encoded: value), data.count == 32 else {
+                throw APIError.badRequest("Digest header: expected sha-256=<base64 of 32 bytes>, got '\(value)'")
+            }
+            return data.map { String(format: "%02x", $0) }.joined()
+        }
+        return nil
+    }
+}
+
+/// Compares secrets without an early exit, so timing does not reveal how much of a guess was right.
+private func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for (x, y) in zip(a, b) { difference |= x ^ y }
+    return difference == 0
+}

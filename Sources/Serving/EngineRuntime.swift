@@ -1,0 +1,8 @@
+import Engine
+import Tensor
+
+/// The engine's compiled model is the production runtime: its `run` already matches the protocol.
+extension CompiledModel: ModelRuntime {}
+
+/// Loads `path` with the ONNX engine (decode, compile, pre-pack); the registry calls it on its loader thread.
+public let engineLoader: ModelLoader = { path in try CompiledModel(contentsOf: path) }

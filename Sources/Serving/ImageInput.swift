@@ -1,0 +1,138 @@
+import Engine
+import Foundation
+import Imaging
+import Tensor
+
+/// An image that could not be decoded or preprocessed, with its position in the request.
+public struct ImageInputError: Error, Sendable, CustomStringConvertible {
+    /// Zero-based position of the image in the request.
+    public let index: Int
+    /// What the decoder or preprocessor refused.
+    public let reason: ImagingError
+
+    /// `image 2: corrupt image: ...`.
+    public var description: String { "image \(index): \(reason)" }
+}
+
+/// Which input of a model takes images and how raw pixels become that tensor.
+public struct ImageInputPlan: Sendable {
+    /// The model input the images feed.
+    public let input: TensorSpec
+    /// Preprocessing: the config's `image` section over defaults derived from the input's shape.
+    public let preprocessing: PreprocessConfig
+}
+
+extension ServedVersion {
+    /// The image input of this version, or nil when no input is image-shaped (rank 4 with 1 or 3 channels).
+    ///
+    /// With several inputs, the config must contain an `image` section and exactly one input may look like an image.
+    public func imageInputPlan() throws -> ImageInputPlan? {
+        let candidates = inputs.compactMap { spec in
+            PreprocessConfig.defaults(inputShape: spec.shape, dtype: spec.dtype).map { (spec, $0) }
+        }
+        guard candidates.count == 1, let (spec, defaults) = candidates.first else { return nil }
+        guard let section = config.image else { return ImageInputPlan(input: spec, preprocessing: defaults) }
+        guard let object = section.foundationObject as? [String: Any] else {
+            throw ServingError.invalidConfig(key: "image", expected: "an object", got: section.typeName)
+        }
+        do {
+            return ImageInputPlan(input: spec, preprocessing: try PreprocessConfig(json: object, defaults: defaults))
+        } catch let error as ImagingError {
+            throw ServingError.invalidConfig(key: "image", expected: "a valid preprocessing section", got: error.description)
+        }
+    }
+
+    /// Decodes and preprocesses encoded PNG/JPEG `images` on `workers` into one batch for the image input.
+    ///
+    /// Each image is written straight into its row of the batch tensor; throws `ImageInputError` naming the image.
+    public func imageBatch(_ images: [[UInt8]], plan: ImageInputPlan, maxPixels: Int, workers: ImageWorkers) async throws -> Tensor {
+        let config = plan.preprocessing
+        let rows = try await withThrowingTaskGroup(of: (Int, Tensor).self) { group in
+            for (index, bytes) in images.enumerated() {
+                group.addTask {
+                    try await workers.run {
+                        do {
+                            return (index, try decodeAndPreprocess(bytes, config: config, maxPixels: maxPixels))
+                        } catch let error as ImagingError {
+                            throw ImageInputError(index: index, reason: error)
+                        }
+                    }
+                }
+            }
+            var ordered = [Tensor?](repeating: nil, count: images.count)
+            for try await (index, tensor) in group { ordered[index] = tensor }
+            return ordered.compactMap { $0 }
+        }
+        return Tensor.concatenatingRows(rows)
+    }
+
+    /// Runs encoded images through the batcher and returns class probabilities, one row per image.
+    ///
+    /// The scores come from the model's first output; softmax is applied when the config says the model
+    /// emits logits, or when it does not say and the rows are not already probability distributions.
+    public func classify(_ images: [[UInt8]], maxPixels: Int, workers: ImageWorkers, timeout: Duration? = nil) async throws -> Tensor {
+        guard let plan = try imageInputPlan() else {
+            let shapes = inputs.map { "\($0.name) \($0.dtype)[\($0.shape.map(\.description).joined(separator: ", "))]" }
+            throw ServingError.invalidInput("model '\(name)' has no image input: expected one rank-4 input with 1 or 3 channels, got \(shapes.joined(separator: "; "))")
+        }
+        guard inputs.count == 1 else {
+            throw ServingError.invalidInput("model '\(name)' takes \(inputs.count) inputs; classify needs a model with a single image input")
+        }
+        guard let output = outputs.first else {
+            throw ServingError.executionFailed(model: name, version: version, reason: "the model has no outputs")
+        }
+        if !batchingEnabled && images.count > 1 {
+            // Unbatched models run one image per execution.
+            var rows: [Tensor] = []
+            for image in images {
+                rows.append(try await classify([image], maxPixels: maxPixels, workers: workers, timeout: timeout))
+            }
+            return Tensor.concatenatingRows(rows)
+        }
+        let batch = try await imageBatch(images, plan: plan, maxPixels: maxPixels, workers: workers)
+        let result = try await infer([plan.input.name: batch], outputs: [output.name], timeout: timeout)
+        guard let scores = result[output.name] else {
+            throw ServingError.executionFailed(model: name, version: version, reason: "no output '\(output.name)'")
+        }
+        return try probabilities(scores, rows: images.count)
+    }
+
+    /// Flattens `scores` to [rows, classes] float32 and applies softmax unless they are already probabilities.
+    func probabilities(_ scores: Tensor, rows: Int) throws -> Tensor {
+        guard scores.dtype == .float32, rows > 0, scores.count % rows == 0, scores.count > 0 else {
+            throw ServingError.executionFailed(model: name, version: version,
+                                               reason: "classification output must be float32 with one row per image, got \(scores)")
+        }
+        let classes = scores.count / rows
+        var values = scores.scalars(as: Float.self)
+        let alreadyProbabilities = config.outputsAreProbabilities ?? isDistribution(values, classes: classes)
+        if !alreadyProbabilities {
+            for row in 0..<rows { softmaxInPlace(&values, start: row * classes, count: classes) }
+        }
+        return Tensor(shape: [rows, classes], scalars: values)
+    }
+}
+
+/// True when every row is non-negative and sums to 1 (within float error): the model already applied softmax.
+func isDistribution(_ values: [Float], classes: Int) -> Bool {
+    stride(from: 0, to: values.count, by: classes).allSatisfy { start in
+        var sum: Float = 0
+        for v in values[start..<(start + classes)] {
+            if !(v >= 0 && v <= 1) { return false }
+            sum += v
+        }
+        return abs(sum - 1) < 1e-3
+    }
+}
+
+/// Numerically stable softmax of `count` values starting at `start`.
+func softmaxInPlace(_ values: inout [Float], start: Int, count: Int) {
+    let slice = start..<(start + count)
+    let peak = values[slice].max() ?? 0
+    var sum: Float = 0
+    for i in slice {
+        values[i] = Float(Foundation.exp(Double(values[i] - peak)))
+        sum += values[i]
+    }
+    for i in slice { values[i] /= sum }
+}
