@@ -18,6 +18,7 @@ struct ProtoDecoder {
         var modelVersion: Int64 = 0
         var metadata: [(key: String, value: String)] = []
         var graphBytes: UnsafeRawBufferPointer?
+        var functionFields: [WireField] = []
         while let field = try reader.next() {
             switch field.number {
             case 1: irVersion = try field.int64("ir_version")
@@ -31,6 +32,7 @@ struct ProtoDecoder {
                 let (opsetDomain, version) = try decodeOpset(field)
                 opsets[opsetDomain] = version
             case 14: metadata.append(try decodeStringPair(field, "metadata_props"))
+            case 25: functionFields.append(field)
             default: break
             }
         }
@@ -38,7 +40,12 @@ struct ProtoDecoder {
         guard let graphBytes else { throw ONNXError(.malformed, "model has no graph") }
         guard irVersion < 3 || !opsets.isEmpty else { throw ONNXError(.malformed, "model (IR version \(irVersion)) has no opset_import") }
         if opsets.isEmpty { opsets[""] = 1 }
-        let graph = try decodeGraph(graphBytes, depth: 0)
+        var graph = try decodeGraph(graphBytes, depth: 0)
+        if !functionFields.isEmpty {
+            // Model-local functions are expanded here so the engine only ever sees primitive operators.
+            let functions = try functionFields.map(decodeFunction)
+            graph = try FunctionInliner(functions: functions).inline(graph)
+        }
         return Model(irVersion: irVersion, opsetImports: opsets, producerName: producerName, producerVersion: producerVersion,
                      domain: domain, modelVersion: modelVersion, docString: docString, metadataProps: metadata, graph: graph)
     }
@@ -97,13 +104,14 @@ struct ProtoDecoder {
             graph.valueInfo = try valueInfoFields.map { try decodeValueInfo($0, "value_info") }
             graph.nodes.reserveCapacity(nodeFields.count)
             for (index, field) in nodeFields.enumerated() {
-                graph.nodes.append(try decodeNode(field, index: index, depth: depth))
+                graph.nodes.append(try decodeNode(field, index: index, depth: depth, inFunction: false).node)
             }
             return graph
         }
     }
 
-    private func decodeNode(_ field: WireField, index: Int, depth: Int) throws -> Node {
+    /// A `NodeProto`; inside a function body, attributes may be references to the caller's attributes.
+    private func decodeNode(_ field: WireField, index: Int, depth: Int, inFunction: Bool) throws -> (node: Node, references: [String: String]) {
         var reader = try field.message("node #\(index)")
         var node = Node(opType: "", inputs: [], outputs: [])
         var attributeFields: [WireField] = []
@@ -122,16 +130,58 @@ struct ProtoDecoder {
         }
         if node.domain == "ai.onnx" { node.domain = "" }
         let label = node.name.isEmpty ? "node #\(index) (\(node.opType))" : "node '\(node.name)' (\(node.opType))"
+        var references: [String: String] = [:]
         try withContext(label) {
             guard !node.opType.isEmpty else { throw ONNXError(.malformed, "has no op_type") }
             for entry in attributeFields {
-                let (name, value) = try decodeAttribute(entry, depth: depth)
-                guard node.attributes.updateValue(value, forKey: name) == nil else {
-                    throw ONNXError(.malformed, "attribute '\(name)' appears twice")
+                let (name, value) = try decodeAttribute(entry, depth: depth, inFunction: inFunction)
+                let duplicate: Bool
+                switch value {
+                case .value(let attribute): duplicate = node.attributes.updateValue(attribute, forKey: name) != nil || references[name] != nil
+                case .reference(let target): duplicate = references.updateValue(target, forKey: name) != nil || node.attributes[name] != nil
                 }
+                guard !duplicate else { throw ONNXError(.malformed, "attribute '\(name)' appears twice") }
             }
         }
-        return node
+        return (node, references)
+    }
+
+    /// A decoded attribute, or (inside a function body) a reference to one of the function's attributes.
+    private enum DecodedAttribute {
+        case value(Attribute)
+        case reference(String)
+    }
+
+    /// A model-local `FunctionProto`.
+    private func decodeFunction(_ field: WireField) throws -> LocalFunction {
+        var reader = try field.message("functions")
+        var function = LocalFunction()
+        var nodeFields: [WireField] = []
+        var defaultFields: [WireField] = []
+        while let entry = try reader.next() {
+            switch entry.number {
+            case 1: function.name = try entry.string("function.name")
+            case 4: function.inputs.append(try entry.string("function.input"))
+            case 5: function.outputs.append(try entry.string("function.output"))
+            case 7: nodeFields.append(entry)
+            case 10: function.domain = try entry.string("function.domain")
+            case 11: defaultFields.append(entry)
+            case 13: function.overload = try entry.string("function.overload")
+            default: break
+            }
+        }
+        try withContext("function '\(function.domain):\(function.name)'") {
+            for entry in defaultFields {
+                if case let (name, .value(attribute)) = try decodeAttribute(entry, depth: 0, inFunction: false) {
+                    function.defaults[name] = attribute
+                }
+            }
+            for (index, entry) in nodeFields.enumerated() {
+                let (node, references) = try decodeNode(entry, index: index, depth: 0, inFunction: true)
+                function.body.append((node, references))
+            }
+        }
+        return function
     }
 
     /// The raw fields of one `AttributeProto`, decoded only once the type is known.
@@ -154,7 +204,7 @@ struct ProtoDecoder {
         var hasTypeProto = false
     }
 
-    private func decodeAttribute(_ field: WireField, depth: Int) throws -> (String, Attribute) {
+    private func decodeAttribute(_ field: WireField, depth: Int, inFunction: Bool) throws -> (String, DecodedAttribute) {
         var reader = try field.message("attribute")
         var a = AttributeFields()
         while let entry = try reader.next() {
@@ -178,11 +228,14 @@ struct ProtoDecoder {
             default: break
             }
         }
-        let value = try withContext("attribute '\(a.name)'") { () throws -> Attribute in
-            guard a.refAttrName.isEmpty else {
-                throw ONNXError(.malformed, "refers to function attribute '\(a.refAttrName)' outside a function")
+        let value = try withContext("attribute '\(a.name)'") { () throws -> DecodedAttribute in
+            if !a.refAttrName.isEmpty {
+                guard inFunction else {
+                    throw ONNXError(.malformed, "refers to function attribute '\(a.refAttrName)' outside a function")
+                }
+                return .reference(a.refAttrName)
             }
-            return try attributeValue(a, type: a.type == 0 ? inferredType(a) : a.type, depth: depth)
+            return .value(try attributeValue(a, type: a.type == 0 ? inferredType(a) : a.type, depth: depth))
         }
         return (a.name, value)
     }
