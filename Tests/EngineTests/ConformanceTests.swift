@@ -43,7 +43,7 @@ import Glibc
         let exempt = Self.knownUnsupported()
         var passed: [String] = [], failed: [String] = [], skipped: [String: Int] = [:], wanted: [String: Int] = [:]
         for name in Self.directories(root).filter({ $0.hasPrefix("test_") }) {
-            if let reason = exempt[name] { skipped["listed: \(reason)", default: 0] += 1; continue }
+            if exempt[name] != nil { skipped["listed in conformance-known-unsupported.txt", default: 0] += 1; continue }
             switch Self.run(case: root + "/" + name) {
             case .passed: passed.append(name)
             case .skipped(let reason): skipped[reason, default: 0] += 1
