@@ -107,15 +107,19 @@ struct TensorDecoder {
             guard got == count else { throw mismatch(got, name) }
             var tensor = Tensor(uninitialized: dtype, shape: shape)
             try tensor.withUnsafeMutableBytes { out in
-                var index = 0
+                var offset = 0
                 let width = dtype.byteSize
+                let isBool = dtype == .bool
                 try RepeatedFields.forEachVarint(source, name) { value in
                     // Narrow types travel widened in int32_data; keep the low bytes (bool normalised to 0/1).
-                    let stored = dtype == .bool ? (value != 0 ? 1 : 0) : value
-                    withUnsafeBytes(of: stored.littleEndian) { bytes in
-                        (out.baseAddress! + index * width).copyMemory(from: bytes.baseAddress!, byteCount: width)
+                    let stored = isBool ? (value != 0 ? 1 : 0) : value
+                    switch width {
+                    case 1: out.storeBytes(of: UInt8(truncatingIfNeeded: stored), toByteOffset: offset, as: UInt8.self)
+                    case 2: out.storeBytes(of: UInt16(truncatingIfNeeded: stored).littleEndian, toByteOffset: offset, as: UInt16.self)
+                    case 4: out.storeBytes(of: UInt32(truncatingIfNeeded: stored).littleEndian, toByteOffset: offset, as: UInt32.self)
+                    default: out.storeBytes(of: stored.littleEndian, toByteOffset: offset, as: UInt64.self)
                     }
-                    index += 1
+                    offset += width
                 }
             }
             return tensor
