@@ -31,6 +31,20 @@ private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DT
             }
         }
         return out
+    case .bfloat16:
+        let f = convert(t, S.self, Float.self)
+        var out = Tensor(uninitialized: .bfloat16, shape: t.shape)
+        f.withUnsafeBufferPointer(of: Float.self) { src in
+            out.withUnsafeMutableBytes { raw in
+                let dst = raw.bindMemory(to: UInt16.self)
+                for i in 0..<src.count {
+                    // Round to nearest even on the dropped 16 bits; NaN stays NaN.
+                    let bits = src[i].bitPattern
+                    dst[i] = src[i].isNaN ? 0x7fc0 : UInt16(truncatingIfNeeded: (bits &+ 0x7fff &+ ((bits >> 16) & 1)) >> 16)
+                }
+            }
+        }
+        return out
     default: return nil
     }
 }

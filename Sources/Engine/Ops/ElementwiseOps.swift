@@ -17,7 +17,14 @@ func arithmetic(_ ctx: OpContext, _ a: Tensor, _ b: Tensor,
     case .int32: return try broadcastBinary(a, b, ctx, i)
     case .uint8: return try broadcastBinary(a, b, ctx) { (x: UInt8, y: UInt8) in UInt8(truncatingIfNeeded: l(Int64(x), Int64(y))) }
     case .int8: return try broadcastBinary(a, b, ctx) { (x: Int8, y: Int8) in Int8(truncatingIfNeeded: l(Int64(x), Int64(y))) }
-    default: throw ctx.error(.unsupportedDType, "dtype \(a.dtype) is not supported (float32, float64, int64, int32, int8, uint8)")
+    case .int16, .uint16, .uint32, .uint64:
+        // Rare widths compute in int64 and narrow back.
+        let r = try broadcastBinary(castTensor(a, to: .int64, ctx), castTensor(b, to: .int64, ctx), ctx, l)
+        return try castTensor(r, to: a.dtype, ctx)
+    case .float16, .bfloat16:
+        let r = try broadcastBinary(castTensor(a, to: .float32, ctx), castTensor(b, to: .float32, ctx), ctx, f)
+        return try castTensor(r, to: a.dtype, ctx)
+    default: throw ctx.error(.unsupportedDType, "dtype \(a.dtype) is not supported")
     }
 }
 
@@ -229,6 +236,10 @@ let elementwiseOperators: OperatorTable = {
             case .int32:
                 let l = lo.map { Int32($0) } ?? .min, h = hi.map { Int32($0) } ?? .max
                 return [mapElements(x) { (v: Int32) in Swift.min(Swift.max(v, l), h) }]
+            case .float64, .int8, .uint8, .int16, .uint16, .uint32, .uint64:
+                let l = lo ?? -.infinity, h = hi ?? .infinity
+                let wide = try castTensor(x, to: .float64, ctx)
+                return [try castTensor(mapElements(wide) { (v: Double) in Swift.min(Swift.max(v, l), h) }, to: x.dtype, ctx)]
             default: throw ctx.error(.unsupportedDType, "dtype \(x.dtype) is not supported")
             }
         }

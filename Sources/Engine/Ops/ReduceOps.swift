@@ -72,11 +72,7 @@ private func reduceFactory(_ name: String, axesInputFrom: Int) -> @Sendable (OpC
         let keepDims = try ctx.int("keepdims", 1) == 1
         let noop = try ctx.int("noop_with_empty_axes", 0) == 1
         let attrAxes = try ctx.ints("axes")
-        return PreparedKernel { inputs in
-            let x = try inputs.required(0, ctx)
-            let given = axesParameter(ctx, inputs, attribute: attrAxes, inputIndex: 1, fromOpset: axesInputFrom)
-            if (given?.isEmpty ?? true) && noop && ctx.opset >= axesInputFrom { return [x] }
-            let axes = try Set((given.flatMap { $0.isEmpty ? nil : $0 } ?? Array(0..<x.rank)).map { try ctx.axis($0, rank: x.rank) })
+        @Sendable func compute(_ x: Tensor, _ axes: Set<Int>) throws -> [Tensor] {
             switch x.dtype {
             case .float32:
                 switch name {
@@ -105,8 +101,19 @@ private func reduceFactory(_ name: String, axesInputFrom: Int) -> @Sendable (OpC
                 case "ReduceProd": return [reduce(x, axes: axes, keepDims: keepDims, initial: Int64(1), pre: { $0 }, combine: &*, post: { a, _ in a })]
                 default: throw ctx.error(.unsupportedDType, "int64 input is not supported")
                 }
+            case .float64, .float16, .int32:
+                // Less common dtypes reduce through float32/int64 and convert back.
+                let r = try compute(castTensor(x, to: x.dtype == .int32 ? .int64 : .float32, ctx), axes)
+                return [try castTensor(r[0], to: x.dtype, ctx)]
             default: throw ctx.error(.unsupportedDType, "input dtype \(x.dtype) is not supported (float32, int64)")
             }
+        }
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx)
+            let given = axesParameter(ctx, inputs, attribute: attrAxes, inputIndex: 1, fromOpset: axesInputFrom)
+            if (given?.isEmpty ?? true) && noop && ctx.opset >= axesInputFrom { return [x] }
+            let axes = try Set((given.flatMap { $0.isEmpty ? nil : $0 } ?? Array(0..<x.rank)).map { try ctx.axis($0, rank: x.rank) })
+            return try compute(x, axes)
         }
     }
 }

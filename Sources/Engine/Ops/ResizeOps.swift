@@ -27,14 +27,14 @@ private func cubicWeights(_ t: Float, _ a: Float) -> [Float] {
 }
 
 /// Source taps of every output position on one axis, plus which positions extrapolate (tf_crop_and_resize).
-private func axisTaps(input: Int, output: Int, scale: Float, roiStart: Float, roiEnd: Float, _ r: ResizeAttributes) -> ([[Tap]], [Bool]) {
+private func axisTaps(input: Int, output: Int, resizedLength: Float, scale: Float, roiStart: Float, roiEnd: Float, _ r: ResizeAttributes) -> ([[Tap]], [Bool]) {
     var taps: [[Tap]] = [], outside: [Bool] = []
     for o in 0..<output {
         let x = Float(o)
         var src: Float
         switch r.coordinateMode {
         case "asymmetric": src = x / scale
-        case "align_corners": src = output == 1 ? 0 : x * Float(input - 1) / Float(output - 1)
+        case "align_corners": src = output == 1 ? 0 : x * Float(input - 1) / (resizedLength - 1)
         case "pytorch_half_pixel": src = output > 1 ? (x + 0.5) / scale - 0.5 : 0
         case "tf_half_pixel_for_nn": src = (x + 0.5) / scale
         case "half_pixel_symmetric":
@@ -42,7 +42,7 @@ private func axisTaps(input: Int, output: Int, scale: Float, roiStart: Float, ro
             let center = Float(input) / 2
             src = center * (1 - adjustment) + (x + 0.5) / scale - 0.5
         case "tf_crop_and_resize":
-            src = output > 1 ? roiStart * Float(input - 1) + x * (roiEnd - roiStart) * Float(input - 1) / Float(output - 1)
+            src = output > 1 ? roiStart * Float(input - 1) + x * (roiEnd - roiStart) * Float(input - 1) / (resizedLength - 1)
                 : 0.5 * (roiStart + roiEnd) * Float(input - 1)
         default: src = (x + 0.5) / scale - 0.5
         }
@@ -80,7 +80,8 @@ private func axisTaps(input: Int, output: Int, scale: Float, roiStart: Float, ro
 }
 
 /// Resizes float32 `x` to `outShape` one axis at a time (separable nearest/linear/cubic).
-func resize(_ x: Tensor, outShape: [Int], scales: [Float], roi: [Float]?, _ r: ResizeAttributes, _ ctx: OpContext) throws -> Tensor {
+/// `scalesGiven` means lengths came from scales: align_corners then divides by the unrounded length, as the ONNX reference does.
+func resize(_ x: Tensor, outShape: [Int], scales: [Float], scalesGiven: Bool = false, roi: [Float]?, _ r: ResizeAttributes, _ ctx: OpContext) throws -> Tensor {
     guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
     var current = x
     var outsideMasks: [(Int, [Bool])] = []
@@ -95,7 +96,8 @@ func resize(_ x: Tensor, outShape: [Int], scales: [Float], roi: [Float]?, _ r: R
             continue
         }
         let roiStart = roi.map { $0[axis] } ?? 0, roiEnd = roi.map { $0[axis + x.rank] } ?? 1
-        let (taps, outside) = axisTaps(input: input, output: output, scale: scales[axis], roiStart: roiStart, roiEnd: roiEnd, r)
+        let length = scalesGiven ? Float(input) * scales[axis] : Float(output)
+        let (taps, outside) = axisTaps(input: input, output: output, resizedLength: length, scale: scales[axis], roiStart: roiStart, roiEnd: roiEnd, r)
         if outside.contains(true) { outsideMasks.append((axis, outside)) }
         var shape = current.shape
         shape[axis] = output
@@ -193,7 +195,7 @@ let resizeOperators: OperatorTable = [
                     roi = full
                 } else { throw ctx.error(.executionFailed, "roi \(given) does not match rank \(x.rank)") }
             }
-            return [try resize(x, outShape: outShape, scales: scales, roi: roi, attrs, ctx)]
+            return [try resize(x, outShape: outShape, scales: scales, scalesGiven: sizesT == nil || sizesT!.count == 0, roi: roi, attrs, ctx)]
         }
     },
     "Upsample": { ctx in
