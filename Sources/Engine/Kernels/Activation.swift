@@ -54,17 +54,17 @@ public enum Activation: Sendable, Hashable {
             transform(buffer, count, addend, residual, { $0.replacing(with: $0 * a, where: $0 .< zero) }, { $0 >= 0 ? $0 : alpha * $0 })
         case .clip(let lo, let hi):
             let l = FloatVector(repeating: lo), h = FloatVector(repeating: hi)
-            transform(buffer, count, addend, residual, { $0.clamped(lowerBound: l, upperBound: h) }, { Swift.min(Swift.max($0, lo), hi) })
+            transform(buffer, count, addend, residual, { clamp($0, l, h) }, { Swift.min(Swift.max($0, lo), hi) })
         case .hardSigmoid(let alpha, let beta):
             let zero = FloatVector(repeating: 0), one = FloatVector(repeating: 1)
             let a = FloatVector(repeating: alpha), b = FloatVector(repeating: beta)
-            transform(buffer, count, addend, residual, { ($0 * a + b).clamped(lowerBound: zero, upperBound: one) }, {
+            transform(buffer, count, addend, residual, { clamp($0 * a + b, zero, one) }, {
                 Swift.max(0, Swift.min(1, alpha * $0 + beta))
             })
         case .hardSwish:
             let zero = FloatVector(repeating: 0), one = FloatVector(repeating: 1)
             let sixth = FloatVector(repeating: 1 / 6 as Float), half = FloatVector(repeating: 0.5)
-            transform(buffer, count, addend, residual, { $0 * ($0 * sixth + half).clamped(lowerBound: zero, upperBound: one) }, {
+            transform(buffer, count, addend, residual, { $0 * clamp($0 * sixth + half, zero, one) }, {
                 $0 * Swift.max(0, Swift.min(1, $0 / 6 + 0.5))
             })
         case .sigmoid, .tanh:
@@ -74,6 +74,16 @@ public enum Activation: Sendable, Hashable {
             }
         }
     }
+}
+
+/// Lane-wise min(max(v, lo), hi) as compare + blend: the standard library's `clamped` and `pointwiseMin`, and
+/// generic comparisons, do not vectorise (concrete types only).
+@inline(__always)
+func clamp(_ v: FloatVector, _ lo: FloatVector, _ hi: FloatVector) -> FloatVector {
+    var r = v
+    r.replace(with: lo, where: r .< lo)
+    r.replace(with: hi, where: r .> hi)
+    return r
 }
 
 /// buffer[i] = vector(buffer[i] + addend + residual[i]) in 16-float steps, `scalar` on the tail.

@@ -60,12 +60,20 @@ public final class PackedConvolution: @unchecked Sendable {
         return .unfolded
     }
 
+    /// Small output planes (ResNet's 14x14 and 7x7) make narrow gemms; batches of them run as one wide gemm per group.
+    private func batchesImages(_ g: ConvGeometry) -> Bool {
+        g.batch > 1 && g.outHeight * g.outWidth < 256
+    }
+
     /// Floats of scratch memory `run` needs for this geometry (the caller's memory plan provides it).
     public func workspaceCount(for geometry: ConvGeometry) -> Int {
-        switch path(for: geometry) {
-        case .pointwise, .depthwise: return 0
-        case .unfolded:
-            return geometry.inChannelsPerGroup * kernelHeight * kernelWidth * geometry.outHeight * geometry.outWidth
+        let g = geometry
+        let k = g.inChannelsPerGroup * kernelHeight * kernelWidth, outPlane = g.outHeight * g.outWidth
+        switch path(for: g) {
+        case .depthwise: return 0
+        case .pointwise, .unfolded:
+            if batchesImages(g) { return (k + g.outChannelsPerGroup) * g.batch * outPlane }
+            return path(for: g) == .pointwise ? 0 : k * outPlane
         }
     }
 
@@ -84,26 +92,68 @@ public final class PackedConvolution: @unchecked Sendable {
             depthwiseConvolution(g, input: input, weights: weights, bias: bias, residual: residual, activation: activation, output: output)
             return
         }
+        let needed = workspaceCount(for: g)
+        precondition(needed == 0 || workspace != nil, "convolution needs a workspace of \(needed) floats")
+        if batchesImages(g) {
+            runBatched(g, path: path, input: input, output: output, workspace: workspace!)
+        } else {
+            runPerImage(g, path: path, input: input, output: output, workspace: workspace)
+        }
+        let outPlane = oh * ow
+        for n in 0..<g.batch {
+            applyChannelEpilogue(output + n * outChannels * outPlane, channels: outChannels, planeSize: outPlane, bias: bias,
+                                 residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
+        }
+    }
+
+    /// One gemm per image and group: weights [mg, k] x columns [k, outPlane] straight into the output planes.
+    private func runPerImage(_ g: ConvGeometry, path: Path, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
+                             workspace: UnsafeMutablePointer<Float>?) {
         let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
         let k = cg * kernelHeight * kernelWidth
-        let outPlane = oh * ow, inPlane = g.inHeight * g.inWidth
+        let outPlane = g.outHeight * g.outWidth, inPlane = g.inHeight * g.inWidth
         for n in 0..<g.batch {
             let image = input + n * inChannels * inPlane
             let result = output + n * outChannels * outPlane
             for group in 0..<groups {
                 let b: UnsafePointer<Float>
                 if path == .pointwise {
-                    b = UnsafePointer(image + group * cg * inPlane)
+                    b = image + group * cg * inPlane
                 } else {
-                    guard let workspace else { preconditionFailure("convolution needs a workspace of \(workspaceCount(for: g)) floats") }
-                    im2col(g, image: image, firstChannel: group * cg, columns: workspace)
-                    b = UnsafePointer(workspace)
+                    im2col(g, image: image, firstChannel: group * cg, columns: workspace!)
+                    b = UnsafePointer(workspace!)
                 }
                 sgemm(transposeA: false, transposeB: false, m: mg, n: outPlane, k: k, alpha: 1,
                       a: weights + group * mg * k, lda: k, b: b, ldb: outPlane, beta: 0, c: result + group * mg * outPlane, ldc: outPlane)
             }
-            applyChannelEpilogue(result, channels: outChannels, planeSize: outPlane, bias: bias,
-                                 residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
+        }
+    }
+
+    /// One gemm per group over all images: columns [k, batch*outPlane] side by side, the product [mg, batch*outPlane]
+    /// in the workspace, then scattered into each image's planes.
+    private func runBatched(_ g: ConvGeometry, path: Path, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
+                            workspace: UnsafeMutablePointer<Float>) {
+        let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
+        let k = cg * kernelHeight * kernelWidth
+        let outPlane = g.outHeight * g.outWidth, inPlane = g.inHeight * g.inWidth
+        let wide = g.batch * outPlane
+        let columns = workspace, product = workspace + k * wide
+        for group in 0..<groups {
+            for n in 0..<g.batch {
+                let image = input + n * inChannels * inPlane
+                if path == .pointwise {
+                    for c in 0..<cg { (columns + c * wide + n * outPlane).update(from: image + (group * cg + c) * inPlane, count: inPlane) }
+                } else {
+                    im2col(g, image: image, firstChannel: group * cg, columns: columns + n * outPlane, rowStride: wide)
+                }
+            }
+            sgemm(transposeA: false, transposeB: false, m: mg, n: wide, k: k, alpha: 1,
+                  a: weights + group * mg * k, lda: k, b: columns, ldb: wide, beta: 0, c: product, ldc: wide)
+            for n in 0..<g.batch {
+                for i in 0..<mg {
+                    (output + (n * outChannels + group * mg + i) * outPlane).update(from: product + i * wide + n * outPlane, count: outPlane)
+                }
+            }
         }
     }
 }

@@ -1,22 +1,43 @@
 /// Depthwise convolution (one input channel per group, outChannels = multiplier * inChannels), any kernel, stride,
 /// dilation and pads. input NCHW, weights [M, kh*kw], bias [M] or nil, residual and output N x M x outH x outW.
 ///
-/// Each input plane is copied once into a zero-bordered scratch plane so every output row is computed with
-/// unconditional vector loads; planes are split across the compute pool.
+/// Each input plane is copied once into a zero-bordered scratch plane P of width PW. At stride 1, output (y, x) reads
+/// P[(y*PW + x) + ky*dh*PW + kx*dw], so the plane is a 1-D filter over the flat index j = y*PW + x, computed in full
+/// 16-lane vectors with no row tails even on 7x7 planes; columns x >= outWidth are dropped when rows are copied out
+/// through the epilogue. At stride 2, P is first split into its four (row, column) parity planes of width SW, which
+/// turns the filter into the same stride-1 flat form over j = y*SW + x. Planes are split across the compute pool.
 func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
                           residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
     let oh = g.outHeight, ow = g.outWidth
     let multiplier = g.outChannels / g.inChannels
-    let paddedHeight = g.padTop + g.inHeight + g.padBottom
-    let paddedWidth = g.padLeft + g.inWidth + g.padRight
+    let paddedHeight = g.padTop + g.inHeight + g.padBottom, paddedWidth = g.padLeft + g.inWidth + g.padRight
     let planes = g.batch * g.outChannels
     let inPlane = g.inHeight * g.inWidth, outPlane = oh * ow
+    let taps = g.kernelHeight * g.kernelWidth
+    // Equal strides 1 or 2 take the flat form; anything else computes the same sums one output at a time.
+    let stride = g.strideHeight == g.strideWidth && g.strideHeight <= 2 ? g.strideHeight : 0
+    let phaseHeight = (paddedHeight + 1) / 2, phaseWidth = (paddedWidth + 1) / 2
+    let phaseStride = (phaseHeight + 1) * phaseWidth + vectorReadSlack
+    let rowWidth = stride == 2 ? phaseWidth : paddedWidth
+    let flatCount = (oh * rowWidth + 15) & ~15
+    let paddedCount = (2 * phaseHeight + 2) * paddedWidth + flatCount + 2 * vectorReadSlack
+    let phaseCount = stride == 2 ? 4 * phaseStride : 0
     parallelRanges(planes, minimumChunk: max(1, 4096 / max(1, outPlane))) { range in
-        let scratchCount = paddedCount(paddedHeight * paddedWidth)
-        let scratch = allocateFloats(scratchCount)
+        let scratch = allocateFloats(paddedCount + phaseCount + flatCount)
         defer { scratch.deallocate() }
+        let phases = scratch + paddedCount, flat = phases + phaseCount
         // Borders stay zero across planes: only the interior is rewritten.
-        scratch.initialize(repeating: 0, count: scratchCount)
+        scratch.initialize(repeating: 0, count: paddedCount + phaseCount)
+        // Where tap t reads for flat index 0.
+        var bases = [UnsafePointer<Float>](repeating: UnsafePointer(scratch), count: taps)
+        for ky in 0..<g.kernelHeight {
+            for kx in 0..<g.kernelWidth {
+                let r = ky * g.dilationHeight, c = kx * g.dilationWidth
+                bases[ky * g.kernelWidth + kx] = stride == 2
+                    ? UnsafePointer(phases + ((r % 2) * 2 + c % 2) * phaseStride + (r / 2) * phaseWidth + c / 2)
+                    : UnsafePointer(scratch + r * paddedWidth + c)
+            }
+        }
         var loadedPlane = -1
         for plane in range {
             let n = plane / g.outChannels, m = plane % g.outChannels
@@ -26,107 +47,110 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
                 for y in 0..<g.inHeight {
                     (scratch + (g.padTop + y) * paddedWidth + g.padLeft).update(from: src + y * g.inWidth, count: g.inWidth)
                 }
+                if stride == 2 {
+                    splitPhases(scratch, rows: 2 * phaseHeight, width: paddedWidth, phaseWidth: phaseWidth, phaseStride: phaseStride, into: phases)
+                }
                 loadedPlane = sourcePlane
             }
-            let dst = output + plane * outPlane
-            let filter = weights + m * g.kernelHeight * g.kernelWidth
+            let filter = weights + m * taps
             let b = bias?[m] ?? 0
-            if g.kernelHeight == 3 && g.kernelWidth == 3 {
-                depthwisePlane3x3(g, padded: UnsafePointer(scratch), paddedWidth: paddedWidth, filter: filter, bias: b, output: dst)
+            if stride == 0 {
+                rowFilter(g, UnsafePointer(scratch), paddedWidth: paddedWidth, filter: filter, bias: b, output: flat)
+            } else if taps == 9 {
+                flatFilter3x3(bases, filter: filter, bias: b, count: flatCount, output: flat)
             } else {
-                depthwisePlane(g, padded: UnsafePointer(scratch), paddedWidth: paddedWidth, filter: filter, bias: b, output: dst)
+                flatFilter(bases, filter: filter, bias: b, count: flatCount, output: flat)
             }
-            if residual != nil || activation != .none {
-                activation.apply(dst, count: outPlane, adding: 0, residual: residual.map { $0 + plane * outPlane })
+            // Rows out of the flat buffer, through the epilogue: on the whole flat buffer in full vectors unless a
+            // residual (laid out without the dropped columns) has to be added first.
+            let dst = output + plane * outPlane
+            if let residual {
+                let res = residual + plane * outPlane
+                for y in 0..<oh {
+                    let row = dst + y * ow
+                    row.update(from: flat + y * rowWidth, count: ow)
+                    activation.apply(row, count: ow, adding: 0, residual: res + y * ow)
+                }
+            } else {
+                activation.apply(flat, count: flatCount)
+                for y in 0..<oh { (dst + y * ow).update(from: flat + y * rowWidth, count: ow) }
             }
         }
     }
 }
 
-/// One output plane from a padded input plane, any kernel size.
-private func depthwisePlane(_ g: ConvGeometry, padded: UnsafePointer<Float>, paddedWidth: Int, filter: UnsafePointer<Float>,
-                            bias: Float, output: UnsafeMutablePointer<Float>) {
-    let oh = g.outHeight, ow = g.outWidth, kh = g.kernelHeight, kw = g.kernelWidth
-    let sw = g.strideWidth, dw = g.dilationWidth
-    for y in 0..<oh {
-        let top = padded + y * g.strideHeight * paddedWidth
-        let out = output + y * ow
-        var x = 0
-        while x + 16 <= ow {
+/// Splits a padded plane into its four parity planes: phase (r % 2, c % 2) holds P[r][c] at [r / 2][c / 2].
+/// 16-lane stores may run past a phase row into the next one (rewritten right after) or the phase's slack.
+private func splitPhases(_ padded: UnsafeMutablePointer<Float>, rows: Int, width: Int, phaseWidth: Int, phaseStride: Int,
+                         into phases: UnsafeMutablePointer<Float>) {
+    for r in 0..<rows {
+        let src = padded + r * width
+        let even = phases + (r % 2) * 2 * phaseStride + (r / 2) * phaseWidth, odd = even + phaseStride
+        var k = 0
+        while k < phaseWidth {
+            let v = (src + 2 * k).vector(SIMD32<Float>.self)
+            (even + k).store(v.evenHalf)
+            (odd + k).store(v.oddHalf)
+            k += 16
+        }
+    }
+}
+
+/// out[j] = bias + sum_t filter[t] * bases[t][j] for j < count (a multiple of 16).
+private func flatFilter(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<Float>, bias: Float, count: Int,
+                        output: UnsafeMutablePointer<Float>) {
+    bases.withUnsafeBufferPointer { bases in
+        var j = 0
+        while j < count {
             var acc = SIMD16<Float>(repeating: bias)
-            for ky in 0..<kh {
-                let row = top + ky * g.dilationHeight * paddedWidth + x * sw
-                for kx in 0..<kw {
-                    acc.addProduct(loadStrided16(row + kx * dw, stride: sw), SIMD16(repeating: filter[ky * kw + kx]))
-                }
+            for t in 0..<bases.count {
+                acc.addProduct((bases[t] + j).vector(SIMD16<Float>.self), SIMD16(repeating: filter[t]))
             }
-            (out + x).store(acc)
-            x += 16
-        }
-        while x + 4 <= ow {
-            var acc = SIMD4<Float>(repeating: bias)
-            for ky in 0..<kh {
-                let row = top + ky * g.dilationHeight * paddedWidth + x * sw
-                for kx in 0..<kw {
-                    acc.addProduct(loadStrided4(row + kx * dw, stride: sw), SIMD4(repeating: filter[ky * kw + kx]))
-                }
-            }
-            (out + x).store(acc)
-            x += 4
-        }
-        while x < ow {
-            var acc = bias
-            for ky in 0..<kh {
-                let row = top + ky * g.dilationHeight * paddedWidth + x * sw
-                for kx in 0..<kw { acc += row[kx * dw] * filter[ky * kw + kx] }
-            }
-            out[x] = acc
-            x += 1
+            (output + j).store(acc)
+            j += 16
         }
     }
 }
 
-/// One output plane from a padded input plane, 3x3 kernel with the nine weights held in registers.
-private func depthwisePlane3x3(_ g: ConvGeometry, padded: UnsafePointer<Float>, paddedWidth: Int, filter: UnsafePointer<Float>,
-                               bias: Float, output: UnsafeMutablePointer<Float>) {
-    let oh = g.outHeight, ow = g.outWidth
-    let sw = g.strideWidth, dw = g.dilationWidth, rowStep = g.dilationHeight * paddedWidth
-    let w0 = filter[0], w1 = filter[1], w2 = filter[2], w3 = filter[3], w4 = filter[4]
-    let w5 = filter[5], w6 = filter[6], w7 = filter[7], w8 = filter[8]
-    @inline(__always)
-    func taps<V: SIMD>(_ r0: UnsafePointer<Float>, _ load: (UnsafePointer<Float>) -> V) -> V where V.Scalar == Float {
-        let r1 = r0 + rowStep, r2 = r1 + rowStep
-        var a = V(repeating: bias)
-        var b = load(r0) * V(repeating: w0)
-        a.addProduct(load(r0 + dw), V(repeating: w1))
-        b.addProduct(load(r0 + 2 * dw), V(repeating: w2))
-        a.addProduct(load(r1), V(repeating: w3))
-        b.addProduct(load(r1 + dw), V(repeating: w4))
-        a.addProduct(load(r1 + 2 * dw), V(repeating: w5))
-        b.addProduct(load(r2), V(repeating: w6))
-        a.addProduct(load(r2 + dw), V(repeating: w7))
-        b.addProduct(load(r2 + 2 * dw), V(repeating: w8))
-        return a + b
+/// `flatFilter` for 3x3 kernels, the nine weights and bases held in registers and two accumulators for latency.
+private func flatFilter3x3(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<Float>, bias: Float, count: Int,
+                           output: UnsafeMutablePointer<Float>) {
+    let p0 = bases[0], p1 = bases[1], p2 = bases[2], p3 = bases[3], p4 = bases[4]
+    let p5 = bases[5], p6 = bases[6], p7 = bases[7], p8 = bases[8]
+    let w0 = SIMD16(repeating: filter[0]), w1 = SIMD16(repeating: filter[1]), w2 = SIMD16(repeating: filter[2])
+    let w3 = SIMD16(repeating: filter[3]), w4 = SIMD16(repeating: filter[4]), w5 = SIMD16(repeating: filter[5])
+    let w6 = SIMD16(repeating: filter[6]), w7 = SIMD16(repeating: filter[7]), w8 = SIMD16(repeating: filter[8])
+    let start = SIMD16<Float>(repeating: bias)
+    var j = 0
+    while j < count {
+        var a = start
+        var b = (p0 + j).vector(SIMD16<Float>.self) * w0
+        a.addProduct((p1 + j).vector(SIMD16<Float>.self), w1)
+        b.addProduct((p2 + j).vector(SIMD16<Float>.self), w2)
+        a.addProduct((p3 + j).vector(SIMD16<Float>.self), w3)
+        b.addProduct((p4 + j).vector(SIMD16<Float>.self), w4)
+        a.addProduct((p5 + j).vector(SIMD16<Float>.self), w5)
+        b.addProduct((p6 + j).vector(SIMD16<Float>.self), w6)
+        a.addProduct((p7 + j).vector(SIMD16<Float>.self), w7)
+        b.addProduct((p8 + j).vector(SIMD16<Float>.self), w8)
+        (output + j).store(a + b)
+        j += 16
     }
-    for y in 0..<oh {
-        let top = padded + y * g.strideHeight * paddedWidth
-        let out = output + y * ow
-        var x = 0
-        if sw == 1 {
-            while x + 16 <= ow { (out + x).store(taps(top + x) { $0.vector(SIMD16<Float>.self) }); x += 16 }
-            while x + 4 <= ow { (out + x).store(taps(top + x) { $0.vector(SIMD4<Float>.self) }); x += 4 }
-        } else if sw == 2 {
-            while x + 16 <= ow { (out + x).store(taps(top + 2 * x) { $0.vector(SIMD32<Float>.self).evenHalf }); x += 16 }
-            while x + 4 <= ow { (out + x).store(taps(top + 2 * x) { $0.vector(SIMD8<Float>.self).evenHalf }); x += 4 }
-        }
-        while x < ow {
-            let r0 = top + x * sw, r1 = r0 + rowStep, r2 = r1 + rowStep
+}
+
+/// Unequal or large strides: out[y*PW + x] = bias + sum filter[ky][kx] * padded[(y*sh + ky*dh)*PW + x*sw + kx*dw], one value at a time.
+private func rowFilter(_ g: ConvGeometry, _ padded: UnsafePointer<Float>, paddedWidth: Int, filter: UnsafePointer<Float>,
+                       bias: Float, output: UnsafeMutablePointer<Float>) {
+    for y in 0..<g.outHeight {
+        for x in 0..<g.outWidth {
+            let base = padded + y * g.strideHeight * paddedWidth + x * g.strideWidth
             var acc = bias
-            acc += r0[0] * w0 + r0[dw] * w1 + r0[2 * dw] * w2
-            acc += r1[0] * w3 + r1[dw] * w4 + r1[2 * dw] * w5
-            acc += r2[0] * w6 + r2[dw] * w7 + r2[2 * dw] * w8
-            out[x] = acc
-            x += 1
+            for ky in 0..<g.kernelHeight {
+                for kx in 0..<g.kernelWidth {
+                    acc += base[ky * g.dilationHeight * paddedWidth + kx * g.dilationWidth] * filter[ky * g.kernelWidth + kx]
+                }
+            }
+            output[y * paddedWidth + x] = acc
         }
     }
 }

@@ -4,14 +4,12 @@ import Synchronization
 
 /// Thread budget of the engine: OpenBLAS's pool and Osprey's own kernels share it so the cores are never oversubscribed.
 ///
-/// OpenBLAS runs only inside `sgemm`, and Osprey's pool only inside `parallelFor`; the engine never nests one in the
-/// other, so both may use the whole budget.
+/// OpenBLAS is kept single-threaded: `sgemm` splits large products across Osprey's own pool, which every kernel
+/// shares, so at most `threads` threads compute at once.
 public enum EngineThreads {
-    /// Sets the number of compute threads (clamped to at least 1) for OpenBLAS and Osprey's kernel pool.
+    /// Sets the number of compute threads (clamped to at least 1) of Osprey's kernel pool, the caller's thread included.
     public static func configure(threads: Int) {
-        let count = max(1, threads)
-        openblas_set_num_threads(Int32(count))
-        ComputePool.shared.resize(threads: count)
+        ComputePool.shared.resize(threads: max(1, threads))
     }
 
     /// Compute threads currently configured for Osprey's kernel pool (the caller's thread included).
@@ -45,6 +43,8 @@ final class ComputePool: @unchecked Sendable {
     /// The process-wide pool, sized by `EngineThreads.configure`.
     static let shared: ComputePool = {
         let pool = ComputePool()
+        // Each pool thread may call OpenBLAS; its own threads would oversubscribe the cores.
+        openblas_set_num_threads(1)
         // Until the engine configures a budget, use every core, as OpenBLAS does by default.
         pool.resize(threads: max(1, ProcessInfo.processInfo.activeProcessorCount))
         return pool

@@ -1,14 +1,15 @@
-/// Unfolds one group of one NCHW image into the gemm operand: col [cg*kh*kw, outH*outW].
+/// Unfolds one group of one NCHW image into the gemm operand: col [cg*kh*kw, outH*outW] with rows `rowStride` apart.
 /// Row (c, ky, kx), column (y, x) holds input[c][y*sh - pt + ky*dh][x*sw - pl + kx*dw], or 0 in the padding.
-func im2col(_ g: ConvGeometry, image: UnsafePointer<Float>, firstChannel: Int, columns: UnsafeMutablePointer<Float>) {
+func im2col(_ g: ConvGeometry, image: UnsafePointer<Float>, firstChannel: Int, columns: UnsafeMutablePointer<Float>, rowStride: Int? = nil) {
     let oh = g.outHeight, ow = g.outWidth, kh = g.kernelHeight, kw = g.kernelWidth
     let rows = g.inChannelsPerGroup * kh * kw
     let plane = g.inHeight * g.inWidth
+    let rowStride = rowStride ?? oh * ow
     parallelRanges(rows, minimumChunk: max(1, 16_384 / max(1, oh * ow))) { range in
         for row in range {
             let kx = row % kw, ky = (row / kw) % kh, c = row / (kw * kh)
             let src = image + (firstChannel + c) * plane
-            let dst = columns + row * oh * ow
+            let dst = columns + row * rowStride
             // Output columns whose input column falls inside the image, the same for every output row.
             let offsetX = kx * g.dilationWidth - g.padLeft
             let xLo = min(ow, offsetX >= 0 ? 0 : (-offsetX + g.strideWidth - 1) / g.strideWidth)

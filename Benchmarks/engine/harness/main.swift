@@ -1,0 +1,103 @@
+// Kernel micro-harness: times every conv layer of the benchmark models through PackedConvolution, plus an sgemm
+// peak for reference. Built by run.sh with swiftc straight from Sources/Engine/Kernels (no package, no tests).
+//
+// usage: harness LAYERS_JSON THREADS BATCH REPEAT [--layers]
+import Foundation
+
+/// One conv layer as written by make_models.py.
+struct Layer: Decodable {
+    let name: String
+    let C: Int, H: Int, W: Int, M: Int, k: Int, stride: Int, pad: Int, groups: Int
+    let activation: String
+    let residual: Bool
+}
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}
+
+/// Fastest of `repeats` calls after one warm-up call: on a shared 2-core box the minimum is the stable statistic
+/// (bench_ort.py reports the same for onnxruntime).
+func time(_ repeats: Int, _ body: () -> Void) -> Double {
+    body()
+    var samples: [Double] = []
+    for _ in 0..<repeats {
+        let start = now()
+        body()
+        samples.append(now() - start)
+    }
+    return samples.min()!
+}
+
+/// Cheap deterministic data (the system generator's syscalls would dominate the harness's setup).
+nonisolated(unsafe) var seed: UInt32 = 12345
+func randomFloats(_ count: Int) -> [Float] {
+    (0..<count).map { _ in
+        seed = seed &* 1_664_525 &+ 1_013_904_223
+        return Float(seed >> 8) / Float(1 << 23) - 1
+    }
+}
+
+let args = CommandLine.arguments
+guard args.count >= 5, let threads = Int(args[2]), let batch = Int(args[3]), let repeats = Int(args[4]) else {
+    FileHandle.standardError.write("usage: harness LAYERS_JSON THREADS BATCH REPEAT [--layers]\n".data(using: .utf8)!)
+    exit(2)
+}
+let perLayer = args.contains("--layers")
+EngineThreads.configure(threads: threads)
+let models = try JSONDecoder().decode([String: [Layer]].self, from: Data(contentsOf: URL(fileURLWithPath: args[1])))
+
+// sgemm peak on a large square problem, the ceiling every conv row is compared with.
+do {
+    let n = 1024
+    let a = randomFloats(n * n), b = randomFloats(n * n)
+    var c = [Float](repeating: 0, count: n * n)
+    let seconds = time(max(3, repeats)) {
+        sgemm(transposeA: false, transposeB: false, m: n, n: n, k: n, alpha: 1, a: a, lda: n, b: b, ldb: n, beta: 0, c: &c, ldc: n)
+    }
+    print(String(format: "sgemm 1024^3 threads %d: %.1f GFLOP/s", threads, 2 * Double(n * n * n) / seconds / 1e9))
+}
+
+for name in models.keys.sorted() {
+    var total = 0.0, totalMacs = 0
+    for layer in models[name]! {
+        let g = ConvGeometry(batch: batch, inChannels: layer.C, inHeight: layer.H, inWidth: layer.W, outChannels: layer.M,
+                             kernelHeight: layer.k, kernelWidth: layer.k, strideHeight: layer.stride, strideWidth: layer.stride,
+                             padTop: layer.pad, padLeft: layer.pad, padBottom: layer.pad, padRight: layer.pad, groups: layer.groups)
+        let activation: Activation = layer.activation == "relu6" ? .clip(min: 0, max: 6) : layer.activation == "relu" ? .relu : .none
+        let weights = randomFloats(layer.M * (layer.C / layer.groups) * layer.k * layer.k), bias = randomFloats(layer.M)
+        let packed = weights.withUnsafeBufferPointer { w in
+            bias.withUnsafeBufferPointer { b in
+                PackedConvolution(weights: w, bias: b, outChannels: layer.M, inChannels: layer.C, kernelHeight: layer.k,
+                                  kernelWidth: layer.k, groups: layer.groups, activation: activation)
+            }
+        }
+        let input = randomFloats(batch * layer.C * layer.H * layer.W)
+        let outCount = batch * layer.M * g.outHeight * g.outWidth
+        var output = [Float](repeating: 0, count: outCount)
+        let residual = layer.residual ? randomFloats(outCount) : []
+        var workspace = [Float](repeating: 0, count: max(1, packed.workspaceCount(for: g)))
+        let seconds = time(repeats) {
+            input.withUnsafeBufferPointer { i in
+                output.withUnsafeMutableBufferPointer { o in
+                    workspace.withUnsafeMutableBufferPointer { ws in
+                        residual.withUnsafeBufferPointer { r in
+                            packed.run(g, input: i.baseAddress!, output: o.baseAddress!, workspace: ws.baseAddress,
+                                       residual: layer.residual ? r.baseAddress : nil)
+                        }
+                    }
+                }
+            }
+        }
+        total += seconds
+        totalMacs += g.multiplyAdds
+        if perLayer {
+            print(String(format: "%@ %@ C%d %dx%d M%d k%d s%d g%d: %.3f ms %.1f GFLOP/s", name, layer.name, layer.C, layer.H, layer.W,
+                         layer.M, layer.k, layer.stride, layer.groups, seconds * 1000, 2 * Double(g.multiplyAdds) / seconds / 1e9))
+        }
+    }
+    print(String(format: "%@ convs threads %d batch %d: %.3f ms, %.1f GFLOP/s", name, threads, batch, total * 1000,
+                 2 * Double(totalMacs) / total / 1e9))
+}
