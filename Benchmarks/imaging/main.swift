@@ -42,4 +42,17 @@ for (name, config) in configs {
         full.append(try time { _ = try preprocess(try ImageDecoder.decode(bytes), config: config) })
     }
     print(String(format: "osprey  %-30@ full-size decode + preprocess: %.2f ms", name as NSString, median(full)))
+    // Fidelity of DCT-scaled decoding: mean / max difference vs full-size decode, in 0...255 pixel levels.
+    let reference = try preprocess(try ImageDecoder.decode(bytes), config: config).scalars(as: Float.self)
+    for margin in [1.0, 2.0] {
+        let image = try ImageDecoder.decode(bytes, options: DecodeOptions(sizeHint: config, scalingMargin: margin))
+        let got = try preprocess(image, config: config).scalars(as: Float.self)
+        var sum: Float = 0, worst: Float = 0
+        for i in got.indices {
+            let levels = abs(got[i] - reference[i]) * 255 * [0.229, 0.224, 0.225][i / (224 * 224)]
+            sum += levels; worst = max(worst, levels)
+        }
+        print(String(format: "osprey  %-30@ margin %.0f vs full decode: mean %.2f, max %.1f levels", name as NSString, margin,
+                     sum / Float(got.count), worst))
+    }
 }

@@ -24,9 +24,22 @@ public func preprocess(_ image: RGBImage, config: PreprocessConfig, into destina
 public func decodeAndPreprocess(_ bytes: [UInt8], config: PreprocessConfig,
                                 maxPixels: Int = DecodeOptions.defaultMaxPixels) throws -> Tensor {
     try config.validate()
-    let bg = (config.background[0], config.background[1], config.background[2])
-    let image = try ImageDecoder.decode(bytes, options: DecodeOptions(maxPixels: maxPixels, background: bg, sizeHint: config))
-    return try preprocess(image, config: config)
+    var tensor = Tensor(uninitialized: config.dtype, shape: config.outputShape)
+    try bytes.withUnsafeBytes { source in
+        try tensor.withUnsafeMutableBytes { try decodeAndPreprocess(source, config: config, maxPixels: maxPixels, into: $0) }
+    }
+    return tensor
+}
+
+/// Decodes `bytes` and writes the preprocessed image into `destination` (`config.outputByteCount` bytes,
+/// e.g. one row of a batch tensor).
+public func decodeAndPreprocess(_ bytes: UnsafeRawBufferPointer, config: PreprocessConfig,
+                                maxPixels: Int = DecodeOptions.defaultMaxPixels,
+                                into destination: UnsafeMutableRawBufferPointer) throws {
+    try config.validate()
+    let options = DecodeOptions(maxPixels: maxPixels, background: (config.background[0], config.background[1], config.background[2]),
+                                sizeHint: config)
+    try preprocess(try ImageDecoder.decode(bytes, options: options), config: config, into: destination)
 }
 
 /// One preprocessing run: geometry and taps for a given source size, then two separable passes.
