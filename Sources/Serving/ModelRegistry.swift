@@ -196,11 +196,16 @@ public actor ModelRegistry {
         await lock(model)
         defer { unlock(model) }
         guard let record = models[model] else { throw ServingError.modelNotFound(model: model) }
-        guard record.versions[version] != nil else { throw ServingError.versionNotFound(model: model, version: version) }
         let previous = record.pinned
         models[model]!.pinned = version
         models[model]!.unloaded = false
+        // Reconciling rescans the disk, so a version added since the last scan can be pinned too.
         let failures = try await reconcile(model, retryFailures: true)
+        if models[model]?.versions[version] == nil {
+            models[model]?.pinned = previous
+            publish(model)
+            throw ServingError.versionNotFound(model: model, version: version)
+        }
         if models[model]?.versions[version]?.served == nil {
             models[model]?.pinned = previous
             publish(model)
