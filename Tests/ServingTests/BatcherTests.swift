@@ -34,6 +34,27 @@ final class BatcherTests: XCTestCase {
         XCTAssertEqual(stats.batchStatistics.reduce(0) { $0 + $1.computeInfer.count }, stats.executionCount)
     }
 
+    func testDefaultGreedyBatchingCoalescesWhileTheModelIsBusy() async throws {
+        let runtime = ScaleRuntime(scale: 2, sleepMilliseconds: 30)
+        let version = try makeVersion(runtime)
+        XCTAssertEqual(version.maxBatchSize, 32)
+        let start = Date()
+        _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 1)])
+        XCTAssertLessThan(Date().timeIntervalSince(start), 1.0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<12 {
+                group.addTask {
+                    let y = try await version.infer(["x": rowsTensor(rows: 1, marker: Float(i))])["y"]!
+                    XCTAssertEqual(y.scalars(as: Float.self), Array(repeating: Float(i) * 2, count: 4))
+                }
+            }
+            try await group.waitForAll()
+        }
+        let batches = runtime.batches.withLock { $0 }
+        XCTAssertEqual(batches.reduce(0, +), 13)
+        XCTAssertTrue(batches.contains { $0 > 1 }, "requests queued during an execution run together next: \(batches)")
+    }
+
     func testOnlyRequestsWithIdenticalTrailingShapesBatchTogether() async throws {
         // A model with a free second dimension: rows of different widths must not be stacked.
         final class WidthRuntime: ModelRuntime, @unchecked Sendable {
