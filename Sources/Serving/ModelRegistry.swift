@@ -300,6 +300,8 @@ public actor ModelRegistry {
 
         var failures: [Int: ServingError] = [:]
         for version in desired.sorted(by: >) {
+            // An unload (which does not wait for the model lock) may have happened during the previous load.
+            guard models[model]?.unloaded == false else { break }
             guard let slot = models[model]?.versions[version], slot.loadingToken == nil,
                   let fingerprint = scan.versions[version] else { continue }
             if let served = slot.served, slot.fingerprint == fingerprint, served.config == config, served.labels == scan.labels { continue }

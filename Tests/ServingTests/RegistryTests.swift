@@ -208,6 +208,25 @@ final class RegistryTests: XCTestCase {
         XCTAssertNotNil(weak.value, "still referenced by `served`")
     }
 
+    func testUnloadDuringLoadWins() async throws {
+        let repo = TempRepository()
+        for v in 1...3 { repo.addVersion("m", v, "scale=\(v) loadsleep=100") }
+        repo.setConfig("m", #"{"version_policy": {"all": {}}}"#)
+        let runtimes = LoadedRuntimes()
+        let registry = makeRegistry(repo, runtimes: runtimes)
+        let loading = Task { try await registry.load(model: "m") }
+        let started = await eventually { registry.index().contains { $0.state == .loading } }
+        XCTAssertTrue(started)
+        try await registry.unload(model: "m")
+        _ = try? await loading.value
+        XCTAssertEqual(registry.index().map(\.state), [.unavailable, .unavailable, .unavailable])
+        XCTAssertThrowsError(try registry.resolve(model: "m"))
+        XCTAssertNil(runtimes.latest("m", 2), "no further version is loaded after the unload")
+        let discarded = runtimes.latest("m", 3)
+        let freed = await eventually { discarded?.value == nil }
+        XCTAssertTrue(freed, "the version that finished loading after the unload is discarded")
+    }
+
     func testPinUnpinAndRollback() async throws {
         let repo = TempRepository()
         repo.addVersion("m", 1, "scale=1")
