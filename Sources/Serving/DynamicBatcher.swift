@@ -115,6 +115,11 @@ final class DynamicBatcher: @unchecked Sendable {
         let shapeKey = inputNames.map { Array(feeds[$0]?.shape.dropFirst() ?? []) }
         let request = Request(id: id, feeds: feeds, rows: rows, shapeKey: shapeKey, enqueued: monotonicNanos(),
                               timeoutNanos: timeoutNanos, continuation: continuation)
+        if Task.isCancelled {
+            // The cancellation handler already ran (and found nothing to remove).
+            continuation.resume(throwing: CancellationError())
+            return
+        }
         condition.lock()
         if closed {
             condition.unlock()

@@ -67,6 +67,19 @@ public final class Metrics: Sendable {
                   buckets: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1]).observe(score)
     }
 
+    /// Counts one HTTP request by route template and status, and observes its duration.
+    public func recordHTTPRequest(route: String, method: String, status: Int, seconds: Double) {
+        counter("osprey_http_requests_total", help: "HTTP requests by route, method and status.",
+                labels: ["route": route, "method": method, "status": String(status)]).increment()
+        histogram("osprey_http_request_duration_seconds", help: "HTTP request handling time by route, in seconds.",
+                  labels: ["route": route]).observe(seconds)
+    }
+
+    /// The gauge of open HTTP connections (increment on accept, decrement on close).
+    public var openConnections: Gauge {
+        gauge("osprey_http_open_connections", help: "Open HTTP connections.")
+    }
+
     /// All series in Prometheus text format 0.0.4.
     public func exposition() -> String {
         var out = ""

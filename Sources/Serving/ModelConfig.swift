@@ -31,8 +31,9 @@ public struct ModelConfig: Sendable, Equatable {
         /// Per-request timeout in the queue when the caller gives none; 0 means none.
         public var defaultTimeoutMicroseconds: Int
 
-        /// Defaults: 1 ms delay, no preferred sizes, 256 queued requests, no timeout.
-        public init(maxQueueDelayMicroseconds: Int = 1000, preferredBatchSizes: [Int] = [], maxQueueSize: Int = 256,
+        /// Defaults: no delay (greedy: a batch is whatever queued while the previous execution ran, so an idle
+        /// server adds no latency and a busy one batches anyway), no preferred sizes, 256 queued requests, no timeout.
+        public init(maxQueueDelayMicroseconds: Int = 0, preferredBatchSizes: [Int] = [], maxQueueSize: Int = 256,
                     defaultTimeoutMicroseconds: Int = 0) {
             self.maxQueueDelayMicroseconds = maxQueueDelayMicroseconds
             self.preferredBatchSizes = preferredBatchSizes
@@ -50,14 +51,14 @@ public struct ModelConfig: Sendable, Equatable {
     /// `output.probabilities`: true if classification outputs already are probabilities, nil to detect.
     public var outputsAreProbabilities: Bool?
     /// The raw `image` section, interpreted by the layer that preprocesses images.
-    public var image: JSONValue?
+    public var image: ConfigValue?
     /// The whole file as parsed (for sections other modules own).
-    public var raw: JSONValue
+    public var raw: ConfigValue
 
     /// The configuration used when a model has no config.json.
     public init(maxBatchSize: Int? = nil, dynamicBatching: DynamicBatching = DynamicBatching(),
                 versionPolicy: VersionPolicy = .latest(count: 1), outputsAreProbabilities: Bool? = nil,
-                image: JSONValue? = nil, raw: JSONValue = .object([:])) {
+                image: ConfigValue? = nil, raw: ConfigValue = .object([:])) {
         self.maxBatchSize = maxBatchSize
         self.dynamicBatching = dynamicBatching
         self.versionPolicy = versionPolicy
@@ -68,9 +69,9 @@ public struct ModelConfig: Sendable, Equatable {
 
     /// Parses config.json bytes; throws `ServingError.invalidConfig` naming the key, expected and actual value.
     public init(json bytes: [UInt8]) throws {
-        let root: JSONValue
+        let root: ConfigValue
         do {
-            root = try JSONValue(parsing: bytes)
+            root = try ConfigValue(parsing: bytes)
         } catch {
             throw ServingError.invalidConfig(key: "(file)", expected: "a JSON object", got: "invalid JSON")
         }
@@ -78,7 +79,7 @@ public struct ModelConfig: Sendable, Equatable {
     }
 
     /// Interprets an already parsed config object.
-    public init(json root: JSONValue) throws {
+    public init(json root: ConfigValue) throws {
         guard let top = root.objectValue else {
             throw ServingError.invalidConfig(key: "(file)", expected: "a JSON object", got: root.typeName)
         }
@@ -128,12 +129,17 @@ public struct ModelConfig: Sendable, Equatable {
         }
     }
 
+    /// The `image` section as a Foundation dictionary, the form `PreprocessConfig(json:defaults:)` takes; nil when absent.
+    public var imageJSONObject: [String: Any]? {
+        image?.foundationObject as? [String: Any]
+    }
+
     /// The batch limit for a model whose batch dimension is (or is not) dynamic.
     public func effectiveMaxBatchSize(batchDimensionIsDynamic: Bool) -> Int {
         maxBatchSize ?? (batchDimensionIsDynamic ? 32 : 1)
     }
 
-    private static func versionPolicy(_ section: JSONValue) throws -> VersionPolicy {
+    private static func versionPolicy(_ section: ConfigValue) throws -> VersionPolicy {
         let fields = try object(section, key: "version_policy")
         guard fields.count == 1, let (kind, body) = fields.first else {
             throw ServingError.invalidConfig(key: "version_policy", expected: "exactly one of latest, all, specific", got: "\(fields.count) keys")
@@ -158,14 +164,14 @@ public struct ModelConfig: Sendable, Equatable {
         }
     }
 
-    private static func object(_ value: JSONValue, key: String) throws -> [String: JSONValue] {
+    private static func object(_ value: ConfigValue, key: String) throws -> [String: ConfigValue] {
         guard let fields = value.objectValue else {
             throw ServingError.invalidConfig(key: key, expected: "an object", got: value.typeName)
         }
         return fields
     }
 
-    private static func integer(_ value: JSONValue, key: String, minimum: Int) throws -> Int {
+    private static func integer(_ value: ConfigValue, key: String, minimum: Int) throws -> Int {
         guard case .number(let n) = value, n == n.rounded(), n >= Double(minimum), n <= Double(Int32.max) else {
             throw ServingError.invalidConfig(key: key, expected: "an integer >= \(minimum)", got: value.brief)
         }

@@ -196,11 +196,16 @@ public actor ModelRegistry {
         await lock(model)
         defer { unlock(model) }
         guard let record = models[model] else { throw ServingError.modelNotFound(model: model) }
-        guard record.versions[version] != nil else { throw ServingError.versionNotFound(model: model, version: version) }
         let previous = record.pinned
         models[model]!.pinned = version
         models[model]!.unloaded = false
+        // Reconciling rescans the disk, so a version added since the last scan can be pinned too.
         let failures = try await reconcile(model, retryFailures: true)
+        if models[model]?.versions[version] == nil {
+            models[model]?.pinned = previous
+            publish(model)
+            throw ServingError.versionNotFound(model: model, version: version)
+        }
         if models[model]?.versions[version]?.served == nil {
             models[model]?.pinned = previous
             publish(model)
@@ -295,6 +300,8 @@ public actor ModelRegistry {
 
         var failures: [Int: ServingError] = [:]
         for version in desired.sorted(by: >) {
+            // An unload (which does not wait for the model lock) may have happened during the previous load.
+            guard models[model]?.unloaded == false else { break }
             guard let slot = models[model]?.versions[version], slot.loadingToken == nil,
                   let fingerprint = scan.versions[version] else { continue }
             if let served = slot.served, slot.fingerprint == fingerprint, served.config == config, served.labels == scan.labels { continue }

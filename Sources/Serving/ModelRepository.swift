@@ -80,8 +80,9 @@ struct ModelRepository: Sendable {
         var scan = ModelScan(configBytes: nil, labels: [], versions: [:])
         if let data = fm.contents(atPath: directory + "/config.json") { scan.configBytes = [UInt8](data) }
         if let data = fm.contents(atPath: directory + "/labels.txt") {
-            var lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-                .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
+            // Split bytes, not Characters: Swift treats "\r\n" as one Character.
+            var lines = [UInt8](data).split(separator: 10, omittingEmptySubsequences: false)
+                .map { String(decoding: $0.last == 13 ? $0.dropLast() : $0, as: UTF8.self) }
             while lines.last?.isEmpty == true { lines.removeLast() }
             scan.labels = lines
         }

@@ -86,11 +86,11 @@ public final class ServedVersion: Sendable {
             let answer: [String: Tensor]
             if let requested {
                 var selected: [String: Tensor] = [:]
-                for name in requested {
-                    guard let tensor = results[name] else {
-                        throw ServingError.executionFailed(model: name, version: version, reason: "the model produced no output '\(name)'")
+                for output in requested {
+                    guard let tensor = results[output] else {
+                        throw ServingError.executionFailed(model: name, version: version, reason: "the model produced no output '\(output)'")
                     }
-                    selected[name] = tensor
+                    selected[output] = tensor
                 }
                 answer = selected
             } else {
@@ -115,8 +115,9 @@ public final class ServedVersion: Sendable {
             guard let tensor = feeds[spec.name] else {
                 throw ServingError.invalidInput("missing input '\(spec.name)': model '\(name)' expects inputs [\(expectedNames)]")
             }
-            let expectedShape = "[" + spec.shape.map(\.description).joined(separator: ", ") + "]"
-            let gotShape = "[" + tensor.shape.map(String.init).joined(separator: ", ") + "]"
+            // Built only for error messages: this runs on every request.
+            var expectedShape: String { "[" + spec.shape.map(\.description).joined(separator: ", ") + "]" }
+            var gotShape: String { "[" + tensor.shape.map(String.init).joined(separator: ", ") + "]" }
             guard tensor.dtype == spec.dtype else {
                 throw ServingError.invalidInput("input '\(spec.name)': expected dtype \(spec.dtype), got \(tensor.dtype)")
             }

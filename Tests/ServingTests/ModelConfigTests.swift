@@ -22,6 +22,8 @@ final class ModelConfigTests: XCTestCase {
         XCTAssertEqual(config.effectiveMaxBatchSize(batchDimensionIsDynamic: false), 1)
         XCTAssertEqual(config.versionPolicy, .latest(count: 1))
         XCTAssertEqual(config.dynamicBatching, ModelConfig.DynamicBatching())
+        XCTAssertEqual(config.dynamicBatching.maxQueueDelayMicroseconds, 0)
+        XCTAssertEqual(config.dynamicBatching.maxQueueSize, 256)
         XCTAssertNil(config.outputsAreProbabilities)
         XCTAssertNil(config.image)
     }
@@ -47,6 +49,10 @@ final class ModelConfigTests: XCTestCase {
         XCTAssertEqual(image["width"], .number(224))
         XCTAssertEqual(image["layout"], .string("nchw"))
         XCTAssertEqual(image["mean"], .array([.number(0.485), .number(0.456), .number(0.406)]))
+        let object = try XCTUnwrap(config.imageJSONObject)
+        XCTAssertEqual(object["width"] as? Double, 224)
+        XCTAssertEqual(object["layout"] as? String, "nchw")
+        XCTAssertEqual(object["mean"] as? [Double], [0.485, 0.456, 0.406])
     }
 
     func testVersionPolicies() throws {

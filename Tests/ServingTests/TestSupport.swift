@@ -73,6 +73,7 @@ func fakeLoader(_ registry: LoadedRuntimes = LoadedRuntimes()) -> ModelLoader {
             fields[String(pair[0])] = String(pair[1])
         }
         guard let scale = fields["scale"].flatMap(Float.init) else { throw FakeError.corrupt("no scale") }
+        if let loadSleep = fields["loadsleep"].flatMap(UInt32.init) { usleep(loadSleep * 1000) }
         let runtime = ScaleRuntime(scale: scale, sleepMilliseconds: Int(fields["sleep"] ?? "0") ?? 0,
                                    fixedBatch: fields["fixed"] == "1", failRuns: fields["fail"] == "1")
         registry.add(path, runtime)

@@ -1,7 +1,7 @@
 import Foundation
 
-/// A parsed JSON value kept opaque, e.g. a config section another module interprets.
-public enum JSONValue: Sendable, Equatable {
+/// A parsed config.json value kept opaque, e.g. a section another module interprets (named apart from API's JSON type).
+public enum ConfigValue: Sendable, Equatable {
     /// `null`.
     case null
     /// `true` / `false`.
@@ -11,14 +11,14 @@ public enum JSONValue: Sendable, Equatable {
     /// A string.
     case string(String)
     /// An array.
-    case array([JSONValue])
+    case array([ConfigValue])
     /// An object.
-    case object([String: JSONValue])
+    case object([String: ConfigValue])
 
     /// Parses UTF-8 JSON text.
     public init(parsing bytes: [UInt8]) throws {
         let object = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
-        self = JSONValue(foundation: object)
+        self = ConfigValue(foundation: object)
     }
 
     /// Converts a value produced by `JSONSerialization`.
@@ -32,8 +32,8 @@ public enum JSONValue: Sendable, Equatable {
                 self = .number(number.doubleValue)
             }
         case let string as String: self = .string(string)
-        case let array as [Any]: self = .array(array.map(JSONValue.init(foundation:)))
-        case let object as [String: Any]: self = .object(object.mapValues(JSONValue.init(foundation:)))
+        case let array as [Any]: self = .array(array.map(ConfigValue.init(foundation:)))
+        case let object as [String: Any]: self = .object(object.mapValues(ConfigValue.init(foundation:)))
         default: self = .null
         }
     }
@@ -51,7 +51,7 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// The members when this is an object.
-    public var objectValue: [String: JSONValue]? {
+    public var objectValue: [String: ConfigValue]? {
         if case .object(let o) = self { return o }
         return nil
     }
