@@ -103,6 +103,17 @@ public actor ModelRegistry {
         return snapshot.keys.sorted().flatMap { snapshot[$0]!.entries }
     }
 
+    /// The index rows of one model (its versions and states); throws `.modelNotFound`.
+    public nonisolated func versions(of model: String) throws -> [ModelIndexEntry] {
+        guard let route = routes.withLock({ $0[model] }) else { throw ServingError.modelNotFound(model: model) }
+        return route.entries
+    }
+
+    /// True when `resolve(model:version:)` would succeed (KServe model readiness).
+    public nonisolated func isModelReady(model: String, version: Int? = nil) -> Bool {
+        (try? resolve(model: model, version: version)) != nil
+    }
+
     /// Names of the models in the repository.
     public nonisolated var modelNames: [String] { routes.withLock { $0.keys.sorted() } }
 

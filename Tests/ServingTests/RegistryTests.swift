@@ -58,6 +58,11 @@ final class RegistryTests: XCTestCase {
             XCTAssertEqual($0 as? ServingError, .versionNotFound(model: "m", version: 9))
         }
         XCTAssertNil(runtimes.latest("m", 1), "versions outside the policy are never loaded")
+        XCTAssertEqual(try registry.versions(of: "m").map(\.version), [1, 2])
+        XCTAssertTrue(registry.isModelReady(model: "m"))
+        XCTAssertTrue(registry.isModelReady(model: "m", version: 2))
+        XCTAssertFalse(registry.isModelReady(model: "m", version: 1))
+        XCTAssertFalse(registry.isModelReady(model: "zz"))
     }
 
     func testVersionPolicies() async throws {
