@@ -122,6 +122,18 @@ final class BatcherTests: XCTestCase {
         }
         XCTAssertEqual(runtime.batches.withLock { $0 }, Array(repeating: 1, count: 6))
 
+        // max_batch_size 0: no batching and no limit on a request's own batch.
+        let free = ScaleRuntime(scale: 2)
+        let freeVersion = try makeVersion(free, config: #"{"max_batch_size": 0}"#)
+        XCTAssertFalse(freeVersion.batchingEnabled)
+        XCTAssertEqual(freeVersion.maxBatchSize, 0)
+        async let big = freeVersion.infer(["x": rowsTensor(rows: 50, marker: 0)])
+        async let small = freeVersion.infer(["x": rowsTensor(rows: 2, marker: 0)])
+        let (bigResult, smallResult) = try await (big, small)
+        XCTAssertEqual(bigResult["y"]?.shape, [50, 4])
+        XCTAssertEqual(smallResult["y"]?.shape, [2, 4])
+        XCTAssertEqual(free.batches.withLock { $0 }.sorted(), [2, 50])
+
         let fixed = ScaleRuntime(scale: 2, fixedBatch: true)
         let fixedVersion = try makeVersion(fixed)
         XCTAssertFalse(fixedVersion.batchingEnabled)
