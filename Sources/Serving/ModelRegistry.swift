@@ -322,7 +322,9 @@ public actor ModelRegistry {
             let token = nextToken
             models[model]!.versions[version]!.loadingToken = token
             publish(model)
-            let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels)
+            // Same file, new config or labels: rewrap the loaded runtime instead of loading and warming up again.
+            let reusable = slot.fingerprint == fingerprint ? slot.served : nil
+            let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels, reusing: reusable)
             // The model may have been unloaded, removed or reloaded while we waited.
             guard models[model]?.versions[version]?.loadingToken == token else { continue }
             models[model]!.versions[version]!.loadingToken = nil
@@ -372,7 +374,16 @@ public actor ModelRegistry {
     }
 
     /// Reads, loads and warms up one version on the loader thread.
-    private func loadVersion(model: String, version: Int, config: ModelConfig, labels: [String]) async -> Result<ServedVersion, ServingError> {
+    private func loadVersion(model: String, version: Int, config: ModelConfig, labels: [String],
+                             reusing previous: ServedVersion?) async -> Result<ServedVersion, ServingError> {
+        if let previous {
+            do {
+                return .success(try ServedVersion(name: model, version: version, config: config, labels: labels, runtime: previous.runtime,
+                                                  gate: gate, metrics: metrics, loadSeconds: previous.loadSeconds))
+            } catch {
+                return .failure(.loadFailed(model: model, version: version, reason: "config does not fit the model: \(Self.describe(error))"))
+            }
+        }
         let path = repository.modelFile(model, version: version)
         let loader = self.loader
         let gate = self.gate

@@ -29,6 +29,8 @@ public final class ServedVersion: Sendable {
     private let defaultTimeoutNanos: UInt64?
     private let instruments: VersionInstruments
     private let batcher: DynamicBatcher
+    /// The shared runtime, kept so a config or labels change can rewrap it without reloading the file.
+    let runtime: any ModelRuntime
 
     /// Wraps a loaded runtime; throws `ServingError.invalidConfig` when the config contradicts the model.
     init(name: String, version: Int, config: ModelConfig, labels: [String], runtime: any ModelRuntime, gate: ComputeGate,
@@ -38,6 +40,7 @@ public final class ServedVersion: Sendable {
         self.config = config
         self.labels = labels
         self.loadSeconds = loadSeconds
+        self.runtime = runtime
         inputs = runtime.inputs
         outputs = runtime.outputs
         func hasDynamicBatch(_ spec: TensorSpec) -> Bool {

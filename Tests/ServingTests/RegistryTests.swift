@@ -358,7 +358,8 @@ final class RegistryTests: XCTestCase {
     func testInvalidConfigChangeKeepsServingTheLoadedVersion() async throws {
         let repo = TempRepository()
         repo.addVersion("m", 1, "scale=1")
-        let registry = makeRegistry(repo)
+        let runtimes = LoadedRuntimes()
+        let registry = makeRegistry(repo, runtimes: runtimes)
         await registry.loadAll()
         repo.setConfig("m", "{broken")
         await registry.poll()
@@ -366,7 +367,16 @@ final class RegistryTests: XCTestCase {
         let scale = try await scaleOf(registry, "m")
         XCTAssertEqual(scale, 1)
         // A valid config change reloads the version with the new settings.
+        let original = try XCTUnwrap(runtimes.latest("m", 1)?.value)
         repo.setConfig("m", #"{"max_batch_size": 3}"#)
+        await registry.poll()
+        XCTAssertEqual(try registry.resolve(model: "m").maxBatchSize, 3)
+        XCTAssertTrue(runtimes.latest("m", 1)?.value === original, "the runtime is reused, not reloaded")
+        repo.setLabels("m", "a\nb\n")
+        await registry.poll()
+        XCTAssertEqual(try registry.resolve(model: "m").labels, ["a", "b"])
+        // A config the model cannot honour is refused; the current version keeps serving.
+        repo.setConfig("m", #"{"max_batch_size": 3, "dynamic_batching": {"preferred_batch_size": [4]}}"#)
         await registry.poll()
         XCTAssertEqual(try registry.resolve(model: "m").maxBatchSize, 3)
     }
