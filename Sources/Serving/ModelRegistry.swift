@@ -334,8 +334,12 @@ public actor ModelRegistry {
                 models[model]!.versions[version] = VersionSlot(served: served, fingerprint: fingerprint)
                 metrics?.gauge("osprey_model_load_duration_seconds", help: "Time the last load and warm-up of a version took, in seconds.",
                                labels: ["model": model, "version": String(version)]).set(served.loadSeconds)
-                logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s"
-                       + (served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""))
+                let batching = served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""
+                if reusable != nil {
+                    logger(.info, "model '\(model)' version \(version) now uses the changed config.json/labels.txt" + batching)
+                } else {
+                    logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s" + batching)
+                }
                 publish(model)
                 let newDefault = routes.withLock { $0[model]?.defaultVersion?.version }
                 if newDefault != previousDefault, let newDefault {
