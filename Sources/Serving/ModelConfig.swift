@@ -110,7 +110,8 @@ public struct ModelConfig: Sendable, Equatable {
         if let section = top["version_policy"] {
             versionPolicy = try Self.versionPolicy(section)
         }
-        if let section = top["output"] {
+        // Triton-style configs list output tensors in an array; only the object form carries our keys.
+        if let section = top["output"], !(section.typeName == "array") {
             let fields = try Self.object(section, key: "output")
             if let value = fields["probabilities"] {
                 switch value {

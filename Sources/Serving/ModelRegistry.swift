@@ -103,6 +103,17 @@ public actor ModelRegistry {
         return snapshot.keys.sorted().flatMap { snapshot[$0]!.entries }
     }
 
+    /// The index rows of one model (its versions and states); throws `.modelNotFound`.
+    public nonisolated func versions(of model: String) throws -> [ModelIndexEntry] {
+        guard let route = routes.withLock({ $0[model] }) else { throw ServingError.modelNotFound(model: model) }
+        return route.entries
+    }
+
+    /// True when `resolve(model:version:)` would succeed (KServe model readiness).
+    public nonisolated func isModelReady(model: String, version: Int? = nil) -> Bool {
+        (try? resolve(model: model, version: version)) != nil
+    }
+
     /// Names of the models in the repository.
     public nonisolated var modelNames: [String] { routes.withLock { $0.keys.sorted() } }
 
@@ -311,7 +322,9 @@ public actor ModelRegistry {
             let token = nextToken
             models[model]!.versions[version]!.loadingToken = token
             publish(model)
-            let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels)
+            // Same file, new config or labels: rewrap the loaded runtime instead of loading and warming up again.
+            let reusable = slot.fingerprint == fingerprint ? slot.served : nil
+            let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels, reusing: reusable)
             // The model may have been unloaded, removed or reloaded while we waited.
             guard models[model]?.versions[version]?.loadingToken == token else { continue }
             models[model]!.versions[version]!.loadingToken = nil
@@ -321,8 +334,12 @@ public actor ModelRegistry {
                 models[model]!.versions[version] = VersionSlot(served: served, fingerprint: fingerprint)
                 metrics?.gauge("osprey_model_load_duration_seconds", help: "Time the last load and warm-up of a version took, in seconds.",
                                labels: ["model": model, "version": String(version)]).set(served.loadSeconds)
-                logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s"
-                       + (served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""))
+                let batching = served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""
+                if reusable != nil {
+                    logger(.info, "model '\(model)' version \(version) now uses the changed config.json/labels.txt" + batching)
+                } else {
+                    logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s" + batching)
+                }
                 publish(model)
                 let newDefault = routes.withLock { $0[model]?.defaultVersion?.version }
                 if newDefault != previousDefault, let newDefault {
@@ -361,7 +378,16 @@ public actor ModelRegistry {
     }
 
     /// Reads, loads and warms up one version on the loader thread.
-    private func loadVersion(model: String, version: Int, config: ModelConfig, labels: [String]) async -> Result<ServedVersion, ServingError> {
+    private func loadVersion(model: String, version: Int, config: ModelConfig, labels: [String],
+                             reusing previous: ServedVersion?) async -> Result<ServedVersion, ServingError> {
+        if let previous {
+            do {
+                return .success(try ServedVersion(name: model, version: version, config: config, labels: labels, runtime: previous.runtime,
+                                                  gate: gate, metrics: metrics, loadSeconds: previous.loadSeconds))
+            } catch {
+                return .failure(.loadFailed(model: model, version: version, reason: "config does not fit the model: \(Self.describe(error))"))
+            }
+        }
         let path = repository.modelFile(model, version: version)
         let loader = self.loader
         let gate = self.gate

@@ -29,6 +29,8 @@ public final class ServedVersion: Sendable {
     private let defaultTimeoutNanos: UInt64?
     private let instruments: VersionInstruments
     private let batcher: DynamicBatcher
+    /// The shared runtime, kept so a config or labels change can rewrap it without reloading the file.
+    let runtime: any ModelRuntime
 
     /// Wraps a loaded runtime; throws `ServingError.invalidConfig` when the config contradicts the model.
     init(name: String, version: Int, config: ModelConfig, labels: [String], runtime: any ModelRuntime, gate: ComputeGate,
@@ -38,20 +40,22 @@ public final class ServedVersion: Sendable {
         self.config = config
         self.labels = labels
         self.loadSeconds = loadSeconds
+        self.runtime = runtime
         inputs = runtime.inputs
         outputs = runtime.outputs
-        let dynamicBatch = !runtime.inputs.isEmpty && runtime.inputs.allSatisfy { spec in
+        func hasDynamicBatch(_ spec: TensorSpec) -> Bool {
             if case .symbolic = spec.shape.first { return true }
             return false
         }
-        batchDimensionIsDynamic = dynamicBatch
+        // Rows can be stacked and split only if every input and output leads with a dynamic batch dimension.
+        let fixedInput = runtime.inputs.first { !hasDynamicBatch($0) }
+        let fixedOutput = runtime.outputs.first { !hasDynamicBatch($0) }
+        let dynamicBatch = !runtime.inputs.isEmpty && fixedInput == nil && fixedOutput == nil
+        batchDimensionIsDynamic = !runtime.inputs.isEmpty && fixedInput == nil
         let limit = config.effectiveMaxBatchSize(batchDimensionIsDynamic: dynamicBatch)
         if limit > 1 && !dynamicBatch {
-            let fixed = runtime.inputs.first { spec in
-                if case .symbolic = spec.shape.first { return false }
-                return true
-            }
-            throw ServingError.invalidConfig(key: "max_batch_size", expected: "0 or 1 (input '\(fixed?.name ?? "?")' has no dynamic batch dimension)",
+            let culprit = fixedInput.map { "input '\($0.name)'" } ?? fixedOutput.map { "output '\($0.name)'" } ?? "the model"
+            throw ServingError.invalidConfig(key: "max_batch_size", expected: "0 or 1 (\(culprit) has no dynamic batch dimension)",
                                              got: String(limit))
         }
         maxBatchSize = dynamicBatch ? limit : 0

@@ -122,6 +122,18 @@ final class BatcherTests: XCTestCase {
         }
         XCTAssertEqual(runtime.batches.withLock { $0 }, Array(repeating: 1, count: 6))
 
+        // max_batch_size 0: no batching and no limit on a request's own batch.
+        let free = ScaleRuntime(scale: 2)
+        let freeVersion = try makeVersion(free, config: #"{"max_batch_size": 0}"#)
+        XCTAssertFalse(freeVersion.batchingEnabled)
+        XCTAssertEqual(freeVersion.maxBatchSize, 0)
+        async let big = freeVersion.infer(["x": rowsTensor(rows: 50, marker: 0)])
+        async let small = freeVersion.infer(["x": rowsTensor(rows: 2, marker: 0)])
+        let (bigResult, smallResult) = try await (big, small)
+        XCTAssertEqual(bigResult["y"]?.shape, [50, 4])
+        XCTAssertEqual(smallResult["y"]?.shape, [2, 4])
+        XCTAssertEqual(free.batches.withLock { $0 }.sorted(), [2, 50])
+
         let fixed = ScaleRuntime(scale: 2, fixedBatch: true)
         let fixedVersion = try makeVersion(fixed)
         XCTAssertFalse(fixedVersion.batchingEnabled)
@@ -295,7 +307,8 @@ final class BatcherTests: XCTestCase {
         // An output whose first dimension is not the batch (here a total over all rows) cannot be split.
         final class TotalRuntime: ModelRuntime, @unchecked Sendable {
             let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(4)])]
-            let outputs = [TensorSpec(name: "total", dtype: .float32, shape: [.fixed(1)])]
+            // Declared as batched (wrongly), so the batcher tries and must notice.
+            let outputs = [TensorSpec(name: "total", dtype: .float32, shape: [.symbolic("N")])]
             let runs = Locked<[Int]>([])
             func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
                 let x = feeds["x"]!
@@ -317,5 +330,21 @@ final class BatcherTests: XCTestCase {
             try await group.waitForAll()
         }
         XCTAssertTrue(runtime.runs.withLock { $0 }.contains { $0 > 1 }, "a batch was attempted first")
+    }
+
+    func testFixedOutputDimensionDisablesBatching() throws {
+        final class FixedOutputRuntime: ModelRuntime, @unchecked Sendable {
+            let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(4)])]
+            let outputs = [TensorSpec(name: "scores", dtype: .float32, shape: [.fixed(10)])]
+            func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] { ["scores": Tensor(dtype: .float32, shape: [10])] }
+        }
+        let version = try ServedVersion(name: "f", version: 1, config: ModelConfig(), labels: [], runtime: FixedOutputRuntime(),
+                                        gate: ComputeGate(), metrics: nil, loadSeconds: 0)
+        XCTAssertFalse(version.batchingEnabled)
+        XCTAssertEqual(version.maxBatchSize, 0)
+        XCTAssertThrowsError(try ServedVersion(name: "f", version: 1, config: try ModelConfig(json: Array(#"{"max_batch_size": 4}"#.utf8)),
+                                               labels: [], runtime: FixedOutputRuntime(), gate: ComputeGate(), metrics: nil, loadSeconds: 0)) {
+            XCTAssertTrue("\($0)".contains("output 'scores' has no dynamic batch dimension"), "\($0)")
+        }
     }
 }

@@ -64,6 +64,12 @@ final class ModelConfigTests: XCTestCase {
         XCTAssertEqual(ModelConfig.VersionPolicy.specific([1, 4]).select(from: [1, 5, 3]), [1])
     }
 
+    func testTritonStyleKeysAreTolerated() throws {
+        let config = try parse(#"{"name": "resnet", "platform": "onnxruntime_onnx", "output": [{"name": "prob", "dims": [1000]}], "max_batch_size": 0}"#)
+        XCTAssertNil(config.outputsAreProbabilities)
+        XCTAssertEqual(config.effectiveMaxBatchSize(batchDimensionIsDynamic: true), 0)
+    }
+
     func testBooleansAreNotNumbers() throws {
         assertInvalid(#"{"max_batch_size": true}"#, key: "max_batch_size")
         assertInvalid(#"{"output": {"probabilities": 1}}"#, key: "output.probabilities")

@@ -58,6 +58,11 @@ final class RegistryTests: XCTestCase {
             XCTAssertEqual($0 as? ServingError, .versionNotFound(model: "m", version: 9))
         }
         XCTAssertNil(runtimes.latest("m", 1), "versions outside the policy are never loaded")
+        XCTAssertEqual(try registry.versions(of: "m").map(\.version), [1, 2])
+        XCTAssertTrue(registry.isModelReady(model: "m"))
+        XCTAssertTrue(registry.isModelReady(model: "m", version: 2))
+        XCTAssertFalse(registry.isModelReady(model: "m", version: 1))
+        XCTAssertFalse(registry.isModelReady(model: "zz"))
     }
 
     func testVersionPolicies() async throws {
@@ -353,7 +358,8 @@ final class RegistryTests: XCTestCase {
     func testInvalidConfigChangeKeepsServingTheLoadedVersion() async throws {
         let repo = TempRepository()
         repo.addVersion("m", 1, "scale=1")
-        let registry = makeRegistry(repo)
+        let runtimes = LoadedRuntimes()
+        let registry = makeRegistry(repo, runtimes: runtimes)
         await registry.loadAll()
         repo.setConfig("m", "{broken")
         await registry.poll()
@@ -361,7 +367,16 @@ final class RegistryTests: XCTestCase {
         let scale = try await scaleOf(registry, "m")
         XCTAssertEqual(scale, 1)
         // A valid config change reloads the version with the new settings.
+        let original = try XCTUnwrap(runtimes.latest("m", 1)?.value)
         repo.setConfig("m", #"{"max_batch_size": 3}"#)
+        await registry.poll()
+        XCTAssertEqual(try registry.resolve(model: "m").maxBatchSize, 3)
+        XCTAssertTrue(runtimes.latest("m", 1)?.value === original, "the runtime is reused, not reloaded")
+        repo.setLabels("m", "a\nb\n")
+        await registry.poll()
+        XCTAssertEqual(try registry.resolve(model: "m").labels, ["a", "b"])
+        // A config the model cannot honour is refused; the current version keeps serving.
+        repo.setConfig("m", #"{"max_batch_size": 3, "dynamic_batching": {"preferred_batch_size": [4]}}"#)
         await registry.poll()
         XCTAssertEqual(try registry.resolve(model: "m").maxBatchSize, 3)
     }
