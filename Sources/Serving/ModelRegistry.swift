@@ -305,55 +305,72 @@ public actor ModelRegistry {
             publish(model)
             return [:]
         }
-        var desired = Set(config.versionPolicy.select(from: Array(scan.versions.keys)))
-        if let pinned = record.pinned, scan.versions[pinned] != nil { desired.insert(pinned) }
         publish(model)
 
+        // A version that fails to load drops out of the policy's choice, so "latest 1" falls back to the newest
+        // version that works instead of leaving an older pinned or fallback version serving.
         var failures: [Int: ServingError] = [:]
-        for version in desired.sorted(by: >) {
-            // An unload (which does not wait for the model lock) may have happened during the previous load.
-            guard models[model]?.unloaded == false else { break }
-            guard let slot = models[model]?.versions[version], slot.loadingToken == nil,
-                  let fingerprint = scan.versions[version] else { continue }
-            if let served = slot.served, slot.fingerprint == fingerprint, served.config == config, served.labels == scan.labels { continue }
-            if !retryFailures, slot.served == nil, let attempt = slot.failedAttempt,
-               attempt.0 == fingerprint, attempt.1 == config, attempt.2 == scan.labels { continue }
-            nextToken += 1
-            let token = nextToken
-            models[model]!.versions[version]!.loadingToken = token
-            publish(model)
-            // Same file, new config or labels: rewrap the loaded runtime instead of loading and warming up again.
-            let reusable = slot.fingerprint == fingerprint ? slot.served : nil
-            let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels, reusing: reusable)
-            // The model may have been unloaded, removed or reloaded while we waited.
-            guard models[model]?.versions[version]?.loadingToken == token else { continue }
-            models[model]!.versions[version]!.loadingToken = nil
-            switch outcome {
-            case .success(let served):
-                let previousDefault = routes.withLock { $0[model]?.defaultVersion?.version }
-                models[model]!.versions[version] = VersionSlot(served: served, fingerprint: fingerprint)
-                metrics?.gauge("osprey_model_load_duration_seconds", help: "Time the last load and warm-up of a version took, in seconds.",
-                               labels: ["model": model, "version": String(version)]).set(served.loadSeconds)
-                let batching = served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""
-                if reusable != nil {
-                    logger(.info, "model '\(model)' version \(version) now uses the changed config.json/labels.txt" + batching)
-                } else {
-                    logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s" + batching)
-                }
+        var attempted: Set<Int> = []
+        var desired: Set<Int> = []
+        func isKnownBad(_ version: Int) -> Bool {
+            // A version whose older file still serves is not bad: its working runtime stays.
+            guard let slot = models[model]?.versions[version], slot.served == nil else { return false }
+            if failures[version] != nil { return true }
+            if retryFailures && !attempted.contains(version) { return false }
+            guard let attempt = slot.failedAttempt, let fingerprint = scan.versions[version] else { return false }
+            return attempt.0 == fingerprint && attempt.1 == config && attempt.2 == scan.labels
+        }
+        while true {
+            desired = Set(config.versionPolicy.select(from: scan.versions.keys.filter { !isKnownBad($0) }))
+            if let pinned = record.pinned, scan.versions[pinned] != nil { desired.insert(pinned) }
+            let todo = desired.subtracting(attempted).sorted(by: >)
+            if todo.isEmpty { break }
+            for version in todo {
+                attempted.insert(version)
+                // An unload (which does not wait for the model lock) may have happened during the previous load.
+                guard models[model]?.unloaded == false else { break }
+                guard let slot = models[model]?.versions[version], slot.loadingToken == nil,
+                      let fingerprint = scan.versions[version] else { continue }
+                if let served = slot.served, slot.fingerprint == fingerprint, served.config == config, served.labels == scan.labels { continue }
+                if !retryFailures, slot.served == nil, let attempt = slot.failedAttempt,
+                   attempt.0 == fingerprint, attempt.1 == config, attempt.2 == scan.labels { continue }
+                nextToken += 1
+                let token = nextToken
+                models[model]!.versions[version]!.loadingToken = token
                 publish(model)
-                let newDefault = routes.withLock { $0[model]?.defaultVersion?.version }
-                if newDefault != previousDefault, let newDefault {
-                    logger(.info, "model '\(model)' now serves version \(newDefault)")
+                // Same file, new config or labels: rewrap the loaded runtime instead of loading and warming up again.
+                let reusable = slot.fingerprint == fingerprint ? slot.served : nil
+                let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels, reusing: reusable)
+                // The model may have been unloaded, removed or reloaded while we waited.
+                guard models[model]?.versions[version]?.loadingToken == token else { continue }
+                models[model]!.versions[version]!.loadingToken = nil
+                switch outcome {
+                case .success(let served):
+                    let previousDefault = routes.withLock { $0[model]?.defaultVersion?.version }
+                    models[model]!.versions[version] = VersionSlot(served: served, fingerprint: fingerprint)
+                    metrics?.gauge("osprey_model_load_duration_seconds", help: "Time the last load and warm-up of a version took, in seconds.",
+                                   labels: ["model": model, "version": String(version)]).set(served.loadSeconds)
+                    let batching = served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""
+                    if reusable != nil {
+                        logger(.info, "model '\(model)' version \(version) now uses the changed config.json/labels.txt" + batching)
+                    } else {
+                        logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s" + batching)
+                    }
+                    publish(model)
+                    let newDefault = routes.withLock { $0[model]?.defaultVersion?.version }
+                    if newDefault != previousDefault, let newDefault {
+                        logger(.info, "model '\(model)' now serves version \(newDefault)")
+                    }
+                case .failure(let error):
+                    failures[version] = error
+                    models[model]!.versions[version]!.failedAttempt = (fingerprint, config, scan.labels)
+                    let current = routes.withLock { $0[model]?.defaultVersion?.version }
+                    if models[model]!.versions[version]!.served == nil {
+                        models[model]!.versions[version]!.failure = "\(error)"
+                    }
+                    logger(.error, "\(error)" + (current.map { "; still serving version \($0)" } ?? ""))
+                    publish(model)
                 }
-            case .failure(let error):
-                failures[version] = error
-                models[model]!.versions[version]!.failedAttempt = (fingerprint, config, scan.labels)
-                let current = routes.withLock { $0[model]?.defaultVersion?.version }
-                if models[model]!.versions[version]!.served == nil {
-                    models[model]!.versions[version]!.failure = "\(error)"
-                }
-                logger(.error, "\(error)" + (current.map { "; still serving version \($0)" } ?? ""))
-                publish(model)
             }
         }
         retire(model, desired: desired)
@@ -367,6 +384,8 @@ public actor ModelRegistry {
         let fallback = desiredReady ? nil : record.versions.filter { $0.value.served != nil }.keys.max()
         for version in record.versions.keys.sorted() where !desired.contains(version) && version != fallback {
             guard let slot = record.versions[version], slot.loadingToken == nil else { continue }
+            // A failed version keeps its reason in the index rather than reading "not selected".
+            if slot.served == nil && slot.failure != nil { continue }
             if slot.served != nil { logger(.info, "unloading model '\(model)' version \(version) (not selected by the version policy)") }
             record.versions[version] = VersionSlot(note: "not selected by the version policy")
         }

@@ -143,7 +143,6 @@ import Testing
         let broken = HTTPRequest(method: "PUT", path: "/v2/repository/models/digits/versions/3", headers: auth, body: Array(onnx.prefix(100)))
         let brokenResponse = await service.responder(broken)
         #expect(brokenResponse.status == 400, "\(String(decoding: brokenResponse.body, as: UTF8.self))")
-        print(String(decoding: await service.responder(HTTPRequest(method: "POST", path: "/v2/repository/index", headers: auth)).body, as: UTF8.self))
         #expect(try service.registry.resolve(model: "digits").version == 2)
 
         let pin = HTTPRequest(method: "POST", path: "/v2/repository/models/digits/default", headers: auth, body: Array(#"{"version": "1"}"#.utf8))

@@ -89,6 +89,27 @@ final class RegistryTests: XCTestCase {
         XCTAssertEqual(defaulted, 3)
     }
 
+    func testLatestPolicySkipsABrokenNewestVersionAndUnpinReturnsToIt() async throws {
+        let repo = TempRepository()
+        repo.addVersion("m", 1, "scale=1")
+        repo.addVersion("m", 2, "scale=2")
+        repo.addVersion("m", 3, "garbage")
+        let registry = makeRegistry(repo)
+        await registry.loadAll()
+        // Version 3 fails, so "latest 1" serves the newest version that works.
+        let startup = try await scaleOf(registry, "m")
+        XCTAssertEqual(startup, 2)
+        XCTAssertEqual(registry.index().first { $0.version == 3 }?.state, .failed)
+        try await registry.pin(model: "m", version: 1)
+        let pinned = try await scaleOf(registry, "m")
+        XCTAssertEqual(pinned, 1)
+        XCTAssertEqual(registry.index().first { $0.version == 2 }?.state, .ready, "the policy's version stays loaded while pinned")
+        try await registry.unpin(model: "m")
+        let unpinned = try await scaleOf(registry, "m")
+        XCTAssertEqual(unpinned, 2)
+        XCTAssertEqual(registry.index().first { $0.version == 1 }?.state, .unavailable)
+    }
+
     func testFailedLoadKeepsTheServedVersionAndReportsWhy() async throws {
         let repo = TempRepository()
         repo.addVersion("m", 1, "scale=1")
