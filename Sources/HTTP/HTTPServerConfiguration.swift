@@ -22,6 +22,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var logFormat: LogFormat = .logfmt
     /// Lowest level logged; access lines are `info`.
     public var logLevel: LogLevel = .info
+    /// Where log lines go (stderr by default).
+    public var logFileDescriptor: Int32 = 2
     /// Value of the `Server:` response header.
     public var serverName: String = "osprey"
     /// Pipelined requests buffered per connection before reading pauses (backpressure).
@@ -38,7 +40,7 @@ public struct HTTPServerConfiguration: Sendable {
     }
 
     /// The logger these settings describe.
-    public var logger: Logger { Logger(level: logLevel, format: logFormat) }
+    public var logger: Logger { Logger(level: logLevel, format: logFormat, fileDescriptor: logFileDescriptor) }
 }
 
 extension HTTPServer {

@@ -272,7 +272,8 @@ final class RequestParser {
         switch errno {
         case HPE_HEADER_OVERFLOW: return .headerTooLarge(limit: maxHeaderBytes)
         case HPE_UNEXPECTED_CONTENT_LENGTH:
-            if !transferEncodings.isEmpty { return .conflictingFraming("Content-Length and Transfer-Encoding are both present") }
+            // The library may stop inside the Transfer-Encoding line, before it was committed.
+            if !transferEncodings.isEmpty || asciiLowercaseEquals(field, "transfer-encoding") { return .conflictingFraming("Content-Length and Transfer-Encoding are both present") }
             return .conflictingFraming("more than one Content-Length")
         case HPE_INVALID_TRANSFER_ENCODING:
             return .malformed("Transfer-Encoding '\(transferEncodings.joined(separator: ", "))' does not end with chunked")

@@ -1,0 +1,214 @@
+import XCTest
+@testable import HTTP
+
+/// A comparable summary of parser output, so whole, byte-by-byte and split feeds can be compared.
+private enum Seen: Equatable {
+    case request(method: String, path: String, query: String, version: String, headers: [String], body: [UInt8], keepAlive: Bool, id: String)
+    case expectContinue
+    case error(HTTPParseError)
+}
+
+private func summarize(_ events: [ParserEvent]) -> [Seen] {
+    events.map { event in
+        switch event {
+        case .request(let p):
+            let r = p.request
+            return .request(method: r.method, path: r.path, query: r.query, version: "\(r.version.major).\(r.version.minor)",
+                            headers: r.headers.map { "\($0.name): \($0.value)" }, body: r.body, keepAlive: p.keepAlive, id: r.requestID)
+        case .expectContinue: return .expectContinue
+        case .error(let e): return .error(e)
+        }
+    }
+}
+
+/// Parses `text` whole, byte by byte, and split in two at every offset; asserts all agree and returns the result.
+private func parseEverySplit(_ text: String, maxHeader: Int = 16 * 1024, maxBody: Int = 1 << 20,
+                             file: StaticString = #filePath, line: UInt = #line) -> [Seen] {
+    let bytes = Array(text.utf8)
+    func run(_ pieces: [ArraySlice<UInt8>]) -> [Seen] {
+        let parser = RequestParser(maxHeaderBytes: maxHeader, maxBodyBytes: maxBody)
+        var all: [ParserEvent] = []
+        for piece in pieces {
+            parser.feed(Array(piece))
+            all.append(contentsOf: parser.events)
+            parser.events.removeAll()
+        }
+        return summarize(all)
+    }
+    let whole = run([bytes[...]])
+    let byByte = run(bytes.indices.map { bytes[$0...$0] })
+    XCTAssertEqual(byByte, whole, "byte-by-byte differs", file: file, line: line)
+    for split in 0...bytes.count {
+        let parts = run([bytes[..<split], bytes[split...]])
+        XCTAssertEqual(parts, whole, "split at \(split) differs", file: file, line: line)
+        if parts != whole { break }
+    }
+    return whole
+}
+
+final class ParserTests: XCTestCase {
+    func testSimpleGetWithQueryAndHeaders() {
+        let seen = parseEverySplit("GET /v2/models/a%20b/ready?x=1&y=%2F HTTP/1.1\r\nHost: h\r\nX-Request-ID: abc-123\r\nAccept:  */*  \r\n\r\n")
+        XCTAssertEqual(seen, [.request(method: "GET", path: "/v2/models/a b/ready", query: "x=1&y=%2F", version: "1.1",
+                                       headers: ["Host: h", "X-Request-ID: abc-123", "Accept: */*"], body: [], keepAlive: true, id: "abc-123")])
+    }
+
+    func testPostWithContentLengthAndPipelinedSecondRequest() {
+        let seen = parseEverySplit("POST /infer HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nConnection: close\r\n\r\n")
+        XCTAssertEqual(seen.count, 2)
+        XCTAssertEqual(seen[0], .request(method: "POST", path: "/infer", query: "", version: "1.1", headers: ["Content-Length: 5"],
+                                         body: Array("hello".utf8), keepAlive: true, id: ""))
+        XCTAssertEqual(seen[1], .request(method: "GET", path: "/b", query: "", version: "1.1", headers: ["Connection: close"],
+                                         body: [], keepAlive: false, id: ""))
+    }
+
+    func testChunkedBodyIsDechunked() {
+        let seen = parseEverySplit("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: x\r\n\r\n")
+        guard case .request(_, _, _, _, _, let body, _, _)? = seen.first else { return XCTFail("no request: \(seen)") }
+        XCTAssertEqual(String(decoding: body, as: UTF8.self), "hello world")
+    }
+
+    func testHTTP10ClosesUnlessKeepAlive() {
+        let closed = parseEverySplit("GET / HTTP/1.0\r\n\r\n")
+        guard case .request(_, _, _, "1.0", _, _, false, _)? = closed.first else { return XCTFail("\(closed)") }
+        let kept = parseEverySplit("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        guard case .request(_, _, _, "1.0", _, _, true, _)? = kept.first else { return XCTFail("\(kept)") }
+    }
+
+    func testExpectContinueComesBeforeTheRequest() {
+        let seen = parseEverySplit("PUT /u HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok")
+        XCTAssertEqual(seen.first, .expectContinue)
+        XCTAssertEqual(seen.count, 2)
+    }
+
+    func testUnknownExpectationIs417() {
+        XCTAssertEqual(parseEverySplit("PUT /u HTTP/1.1\r\nExpect: magic\r\nContent-Length: 2\r\n\r\nok"),
+                       [.error(.unsupportedExpectation("magic"))])
+    }
+
+    func testAbsoluteFormTarget() {
+        let seen = parseEverySplit("GET http://example.com:8080/v2/health/live?a=b HTTP/1.1\r\n\r\n")
+        guard case .request(_, "/v2/health/live", "a=b", _, _, _, _, _)? = seen.first else { return XCTFail("\(seen)") }
+    }
+
+    func testInsaneRequestIDIsIgnored() {
+        let seen = parseEverySplit("GET / HTTP/1.1\r\nX-Request-ID: bad id\"\r\n\r\n")
+        guard case .request(_, _, _, _, _, _, _, "")? = seen.first else { return XCTFail("\(seen)") }
+    }
+
+    func testGarbageIsMalformed() {
+        let seen = parseEverySplit("\u{01}\u{02}garbage\r\n\r\n")
+        guard case .error(.malformed)? = seen.first, seen.count == 1 else { return XCTFail("\(seen)") }
+    }
+
+    func testHeaderSectionOverLimitIs431() {
+        let big = String(repeating: "a", count: 600)
+        XCTAssertEqual(parseEverySplit("GET / HTTP/1.1\r\nX-Big: \(big)\r\n\r\n", maxHeader: 512), [.error(.headerTooLarge(limit: 512))])
+        // A long request line counts too.
+        XCTAssertEqual(parseEverySplit("GET /\(big) HTTP/1.1\r\n\r\n", maxHeader: 512), [.error(.headerTooLarge(limit: 512))])
+    }
+
+    func testOurLimitGovernsAboveTheLibraryDefault() {
+        // 100 KiB of headers exceeds http-parser's 80 KiB default; a 200 KiB limit must still accept it.
+        let parser = RequestParser(maxHeaderBytes: 200 * 1024, maxBodyBytes: 10)
+        parser.feed(Array("GET / HTTP/1.1\r\nX-Big: \(String(repeating: "b", count: 100 * 1024))\r\n\r\n".utf8))
+        guard case .request? = parser.events.first else { return XCTFail("\(summarize(parser.events))") }
+    }
+
+    func testDeclaredBodyOverLimitIs413BeforeReadingIt() {
+        let parser = RequestParser(maxHeaderBytes: 1024, maxBodyBytes: 10)
+        parser.feed(Array("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n".utf8))
+        XCTAssertEqual(summarize(parser.events), [.error(.bodyTooLarge(limit: 10, declared: 11))])
+    }
+
+    func testChunkedBodyOverLimitIs413() {
+        let seen = parseEverySplit("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello!\r\n6\r\nhello!\r\n0\r\n\r\n", maxBody: 10)
+        XCTAssertEqual(seen, [.error(.bodyTooLarge(limit: 10, declared: nil))])
+    }
+
+    func testContentLengthWithTransferEncodingIsRejected() {
+        let seen = parseEverySplit("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        XCTAssertEqual(seen, [.error(.conflictingFraming("Content-Length and Transfer-Encoding are both present"))])
+    }
+
+    func testTwoContentLengthsAreRejected() {
+        let seen = parseEverySplit("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd")
+        guard case .error(.conflictingFraming)? = seen.first, seen.count == 1 else { return XCTFail("\(seen)") }
+    }
+
+    func testUnsupportedTransferEncoding() {
+        XCTAssertEqual(parseEverySplit("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"),
+                       [.error(.unsupportedTransferEncoding("gzip"))])
+        let notChunked = parseEverySplit("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nabc")
+        guard case .error(let error)? = notChunked.first, error.status == 400 || error.status == 501 else { return XCTFail("\(notChunked)") }
+    }
+
+    func testErrorStatuses() {
+        XCTAssertEqual(HTTPParseError.malformed("x").status, 400)
+        XCTAssertEqual(HTTPParseError.headerTooLarge(limit: 1).status, 431)
+        XCTAssertEqual(HTTPParseError.bodyTooLarge(limit: 1, declared: 2).status, 413)
+        XCTAssertEqual(HTTPParseError.conflictingFraming("x").status, 400)
+        XCTAssertEqual(HTTPParseError.unsupportedTransferEncoding("gzip").status, 501)
+    }
+}
+
+final class TimeoutPolicyTests: XCTestCase {
+    func testActionsFollowTheFakeClock() {
+        let policy = TimeoutPolicy(idleSeconds: 1, readSeconds: 0.5, lingerSeconds: 2)
+        let ms: UInt64 = 1_000_000
+        XCTAssertEqual(policy.action(for: .idle(since: 0), now: 999 * ms), .none)
+        XCTAssertEqual(policy.action(for: .idle(since: 0), now: 1000 * ms), .close)
+        XCTAssertEqual(policy.action(for: .reading(since: 100 * ms), now: 599 * ms), .none)
+        XCTAssertEqual(policy.action(for: .reading(since: 100 * ms), now: 600 * ms), .requestTimeout)
+        XCTAssertEqual(policy.action(for: .awaitingResponder, now: UInt64.max), .none)
+        XCTAssertEqual(policy.action(for: .writing(since: 0), now: 1000 * ms), .close)
+        // Linger never outlasts the read timeout.
+        XCTAssertEqual(policy.action(for: .lingering(since: 0), now: 500 * ms), .close)
+        XCTAssertEqual(policy.sweepIntervalMilliseconds, 125)
+    }
+}
+
+final class FormattingTests: XCTestCase {
+    func testIMFFixdate() {
+        XCTAssertEqual(String(decoding: WallClock.imfFixdate(seconds: 784111777), as: UTF8.self), "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
+
+    func testRequestIDsAreUniqueAndSane() {
+        let ids = (0..<1000).map { _ in RequestID.generate() }
+        XCTAssertEqual(Set(ids).count, 1000)
+        XCTAssertTrue(ids.allSatisfy { RequestID.isSane(Array($0.utf8)) })
+    }
+
+    func testLogLinesEscape() {
+        var json = LogLine(format: .json)
+        json.begin(time: Array("t".utf8), level: "info", message: "access")
+        json.field("path", "/a\"b\n")
+        json.number("status", 200)
+        json.milliseconds("duration_ms", nanoseconds: 1_234_567)
+        json.end()
+        XCTAssertEqual(String(decoding: json.bytes, as: UTF8.self),
+                       #"{"time":"t","level":"info","msg":"access","path":"/a\"b\n","status":200,"duration_ms":1.234}"# + "\n")
+        var logfmt = LogLine(format: .logfmt)
+        logfmt.begin(time: Array("t".utf8), level: "info", message: "two words")
+        logfmt.field("path", "/plain")
+        logfmt.end()
+        XCTAssertEqual(String(decoding: logfmt.bytes, as: UTF8.self), "time=t level=info msg=\"two words\" path=/plain\n")
+    }
+
+    func testResponseSerializationAddsServerHeaders() {
+        var out: [UInt8] = []
+        let context = ResponseSerializer.Context(date: Array("D".utf8), serverLine: Array("Server: s\r\n".utf8), requestID: "r1",
+                                                 keepAlive: true, http10: false, isHead: true)
+        let response = HTTPResponse(status: 200, headers: ["Content-Length": "999", "X-Evil": "a\r\nInjected: 1"], body: Array("abc".utf8))
+        _ = ResponseSerializer.append(response, context: context, to: &out, detachLargeBody: 1 << 20)
+        XCTAssertEqual(String(decoding: out, as: UTF8.self),
+                       "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nDate: D\r\nServer: s\r\nX-Request-ID: r1\r\n\r\n")
+    }
+}
+
+extension ParserTests {
+    func testTransferEncodingBeforeContentLengthIsRejectedToo() {
+        let seen = parseEverySplit("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n")
+        XCTAssertEqual(seen, [.error(.conflictingFraming("Content-Length and Transfer-Encoding are both present"))])
+    }
+}
