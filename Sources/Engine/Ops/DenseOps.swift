@@ -60,11 +60,12 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
         guard kernel.count == 1 || kernel.count == 2 else { throw ctx.unsupported("kernel_shape", "\(kernel) (only 1-D and 2-D pooling)") }
         let ceil = try ctx.int("ceil_mode", 0) == 1
         let includePad = try ctx.int("count_include_pad", 0) == 1
-        if isMax && ctx.node.outputs.count > 1 && !ctx.node.outputs[1].isEmpty {
-            throw ctx.error(.unsupportedAttribute, "the optional Indices output is not supported")
-        }
+        let wantsIndices = isMax && ctx.node.outputs.count > 1 && !ctx.node.outputs[1].isEmpty
+        let columnMajor = try ctx.int("storage_order", 0) == 1
         return PreparedKernel { inputs in
-            let x = try inputs.required(0, ctx)
+            var x = try inputs.required(0, ctx)
+            let original = x.dtype
+            if isMax && [DType.uint8, .int8, .float64, .float16].contains(original) { x = try castTensor(x, to: .float32, ctx) }
             guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
             guard x.rank == kernel.count + 2 else { throw ctx.error(.executionFailed, "input \(x.shape) does not match kernel_shape \(kernel)") }
             let spatial = Array(x.shape[2...])
@@ -89,9 +90,41 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
                     if isMax { maxPool2D(g, input: xp, output: o) } else { averagePool2D(g, countIncludePad: includePad, input: xp, output: o) }
                 }
             }
-            return [out]
+            let y = original == .float32 ? out : try castTensor(out, to: original, ctx)
+            if wantsIndices { return [y, maxPoolIndices(g, x, columnMajor: columnMajor).reshaped(out.shape)] }
+            return [y]
         }
     }
+}
+
+/// Flat indices of each MaxPool window's maximum (first on ties), over the whole NCHW tensor; column-major within a plane when asked.
+func maxPoolIndices(_ g: PoolGeometry, _ x: Tensor, columnMajor: Bool) -> Tensor {
+    var result = [Int64](repeating: 0, count: g.planes * g.outHeight * g.outWidth)
+    x.floatPointer { src in
+        for p in 0..<g.planes {
+            let plane = src + p * g.inHeight * g.inWidth
+            for y in 0..<g.outHeight {
+                for xo in 0..<g.outWidth {
+                    var best = -Float.infinity, at = -1
+                    for ky in 0..<g.kernelHeight {
+                        let iy = y * g.strideHeight - g.padTop + ky * g.dilationHeight
+                        if iy < 0 || iy >= g.inHeight { continue }
+                        for kx in 0..<g.kernelWidth {
+                            let ix = xo * g.strideWidth - g.padLeft + kx * g.dilationWidth
+                            if ix < 0 || ix >= g.inWidth { continue }
+                            let v = plane[iy * g.inWidth + ix]
+                            if at < 0 || v > best {
+                                best = v
+                                at = columnMajor ? ix * g.inHeight + iy : iy * g.inWidth + ix
+                            }
+                        }
+                    }
+                    result[(p * g.outHeight + y) * g.outWidth + xo] = Int64(p * g.inHeight * g.inWidth + max(at, 0))
+                }
+            }
+        }
+    }
+    return Tensor(shape: [result.count], scalars: result)
 }
 
 /// Y = scale * (X - mean) / sqrt(var + eps) + B over channel axis 1.
