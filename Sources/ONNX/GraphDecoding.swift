@@ -18,6 +18,7 @@ struct ProtoDecoder {
         var modelVersion: Int64 = 0
         var metadata: [(key: String, value: String)] = []
         var graphBytes: UnsafeRawBufferPointer?
+        var functionFields: [WireField] = []
         while let field = try reader.next() {
             switch field.number {
             case 1: irVersion = try field.int64("ir_version")
@@ -31,6 +32,7 @@ struct ProtoDecoder {
                 let (opsetDomain, version) = try decodeOpset(field)
                 opsets[opsetDomain] = version
             case 14: metadata.append(try decodeStringPair(field, "metadata_props"))
+            case 25: functionFields.append(field)
             default: break
             }
         }
@@ -38,7 +40,12 @@ struct ProtoDecoder {
         guard let graphBytes else { throw ONNXError(.malformed, "model has no graph") }
         guard irVersion < 3 || !opsets.isEmpty else { throw ONNXError(.malformed, "model (IR version \(irVersion)) has no opset_import") }
         if opsets.isEmpty { opsets[""] = 1 }
-        let graph = try decodeGraph(graphBytes, depth: 0)
+        var graph = try decodeGraph(graphBytes, depth: 0)
+        if !functionFields.isEmpty {
+            // Model-local functions are expanded here so the engine only ever sees primitive operators.
+            let functions = try functionFields.map(decodeFunction)
+            graph = try FunctionInliner(functions: functions).inline(graph)
+        }
         return Model(irVersion: irVersion, opsetImports: opsets, producerName: producerName, producerVersion: producerVersion,
                      domain: domain, modelVersion: modelVersion, docString: docString, metadataProps: metadata, graph: graph)
     }
@@ -97,13 +104,14 @@ struct ProtoDecoder {
             graph.valueInfo = try valueInfoFields.map { try decodeValueInfo($0, "value_info") }
             graph.nodes.reserveCapacity(nodeFields.count)
             for (index, field) in nodeFields.enumerated() {
-                graph.nodes.append(try decodeNode(field, index: index, depth: depth))
+                graph.nodes.append(try decodeNode(field, index: index, depth: depth, inFunction: false).node)
             }
             return graph
         }
     }
 
-    private func decodeNode(_ field: WireField, index: Int, depth: Int) throws -> Node {
+    /// A `NodeProto`; inside a function body, attributes may be references to the caller's attributes.
+    func decodeNode(_ field: WireField, index: Int, depth: Int, inFunction: Bool) throws -> (node: Node, references: [String: String]) {
         var reader = try field.message("node #\(index)")
         var node = Node(opType: "", inputs: [], outputs: [])
         var attributeFields: [WireField] = []
@@ -122,188 +130,19 @@ struct ProtoDecoder {
         }
         if node.domain == "ai.onnx" { node.domain = "" }
         let label = node.name.isEmpty ? "node #\(index) (\(node.opType))" : "node '\(node.name)' (\(node.opType))"
+        var references: [String: String] = [:]
         try withContext(label) {
             guard !node.opType.isEmpty else { throw ONNXError(.malformed, "has no op_type") }
             for entry in attributeFields {
-                let (name, value) = try decodeAttribute(entry, depth: depth)
-                guard node.attributes.updateValue(value, forKey: name) == nil else {
-                    throw ONNXError(.malformed, "attribute '\(name)' appears twice")
+                let (name, value) = try decodeAttribute(entry, depth: depth, inFunction: inFunction)
+                let duplicate: Bool
+                switch value {
+                case .value(let attribute): duplicate = node.attributes.updateValue(attribute, forKey: name) != nil || references[name] != nil
+                case .reference(let target): duplicate = references.updateValue(target, forKey: name) != nil || node.attributes[name] != nil
                 }
+                guard !duplicate else { throw ONNXError(.malformed, "attribute '\(name)' appears twice") }
             }
         }
-        return node
-    }
-
-    /// The raw fields of one `AttributeProto`, decoded only once the type is known.
-    private struct AttributeFields {
-        var name = ""
-        var refAttrName = ""
-        var type: Int64 = 0
-        var f: Float?
-        var i: Int64?
-        var s: [UInt8]?
-        var t: UnsafeRawBufferPointer?
-        var g: UnsafeRawBufferPointer?
-        var sparseTensor: UnsafeRawBufferPointer?
-        var floats: [WireField] = []
-        var ints: [WireField] = []
-        var strings: [[UInt8]] = []
-        var tensors: [UnsafeRawBufferPointer] = []
-        var graphs: [UnsafeRawBufferPointer] = []
-        var sparseTensors: [UnsafeRawBufferPointer] = []
-        var hasTypeProto = false
-    }
-
-    private func decodeAttribute(_ field: WireField, depth: Int) throws -> (String, Attribute) {
-        var reader = try field.message("attribute")
-        var a = AttributeFields()
-        while let entry = try reader.next() {
-            switch entry.number {
-            case 1: a.name = try entry.string("attribute.name")
-            case 2: a.f = try entry.float("f")
-            case 3: a.i = try entry.int64("i")
-            case 4: a.s = try entry.byteArray("s")
-            case 5: try entry.expect(.lengthDelimited, "t"); a.t = entry.bytes
-            case 6: try entry.expect(.lengthDelimited, "g"); a.g = entry.bytes
-            case 7: a.floats.append(entry)
-            case 8: a.ints.append(entry)
-            case 9: a.strings.append(try entry.byteArray("strings"))
-            case 10: try entry.expect(.lengthDelimited, "tensors"); a.tensors.append(entry.bytes)
-            case 11: try entry.expect(.lengthDelimited, "graphs"); a.graphs.append(entry.bytes)
-            case 14, 15: a.hasTypeProto = true
-            case 20: a.type = try entry.int64("type")
-            case 21: a.refAttrName = try entry.string("ref_attr_name")
-            case 22: try entry.expect(.lengthDelimited, "sparse_tensor"); a.sparseTensor = entry.bytes
-            case 23: try entry.expect(.lengthDelimited, "sparse_tensors"); a.sparseTensors.append(entry.bytes)
-            default: break
-            }
-        }
-        let value = try withContext("attribute '\(a.name)'") { () throws -> Attribute in
-            guard a.refAttrName.isEmpty else {
-                throw ONNXError(.malformed, "refers to function attribute '\(a.refAttrName)' outside a function")
-            }
-            return try attributeValue(a, type: a.type == 0 ? inferredType(a) : a.type, depth: depth)
-        }
-        return (a.name, value)
-    }
-
-    /// The `AttributeType` of an old attribute without `type`, from whichever value field is present.
-    private func inferredType(_ a: AttributeFields) throws -> Int64 {
-        if a.f != nil { return 1 }
-        if a.i != nil { return 2 }
-        if a.s != nil { return 3 }
-        if a.t != nil { return 4 }
-        if a.g != nil { return 5 }
-        if a.sparseTensor != nil { return 11 }
-        if !a.floats.isEmpty { return 6 }
-        if !a.ints.isEmpty { return 7 }
-        if !a.strings.isEmpty { return 8 }
-        if !a.tensors.isEmpty { return 9 }
-        if !a.graphs.isEmpty { return 10 }
-        if !a.sparseTensors.isEmpty { return 12 }
-        if a.hasTypeProto { return 13 }
-        throw ONNXError(.malformed, "has no type and no value")
-    }
-
-    private func attributeValue(_ a: AttributeFields, type: Int64, depth: Int) throws -> Attribute {
-        func missing(_ field: String) -> ONNXError { ONNXError(.malformed, "is declared \(field.uppercased()) but has no '\(field)' value") }
-        switch type {
-        case 1: guard let f = a.f else { throw missing("f") }; return .float(f)
-        case 2: guard let i = a.i else { throw missing("i") }; return .int(i)
-        case 3: guard let s = a.s else { throw missing("s") }; return .string(s)
-        case 4: guard let t = a.t else { throw missing("t") }; return .tensor(try tensors.decodeTensor(t).tensor)
-        case 5: guard let g = a.g else { throw missing("g") }; return .graph(try decodeGraph(g, depth: depth + 1))
-        case 11: guard let t = a.sparseTensor else { throw missing("sparse_tensor") }; return .tensor(try tensors.decodeSparseTensor(t).tensor)
-        case 6: return .floats(try RepeatedFields.floats(a.floats, "floats"))
-        case 7: return .ints(try RepeatedFields.int64s(a.ints, "ints"))
-        case 8: return .strings(a.strings)
-        case 9: return .tensors(try a.tensors.map { try tensors.decodeTensor($0).tensor })
-        case 10: return .graphs(try a.graphs.map { try decodeGraph($0, depth: depth + 1) })
-        case 12: return .tensors(try a.sparseTensors.map { try tensors.decodeSparseTensor($0).tensor })
-        case 13, 14: throw ONNXError(.unsupported, "TYPE_PROTO attributes are not supported")
-        default: throw ONNXError(.malformed, "unknown attribute type \(type)")
-        }
-    }
-
-    /// A `ValueInfoProto` (name = 1, type = 2).
-    private func decodeValueInfo(_ field: WireField, _ what: String) throws -> ValueInfo {
-        var reader = try field.message(what)
-        var info = ValueInfo(name: "")
-        var typeBytes: UnsafeRawBufferPointer?
-        while let entry = try reader.next() {
-            switch entry.number {
-            case 1: info.name = try entry.string("\(what).name")
-            case 2: try entry.expect(.lengthDelimited, "\(what).type"); typeBytes = entry.bytes
-            default: break
-            }
-        }
-        guard let typeBytes else { return info }
-        try withContext("\(what) '\(info.name)'") { try decodeType(typeBytes, into: &info, depth: 0) }
-        return info
-    }
-
-    /// A `TypeProto`: tensor types fill dtype and shape; other kinds only set `kind` (their inner types are validated).
-    private func decodeType(_ bytes: UnsafeRawBufferPointer, into info: inout ValueInfo, depth: Int) throws {
-        guard depth <= Self.maxTypeDepth else { throw ONNXError(.tooDeep, "type nests deeper than \(Self.maxTypeDepth) levels") }
-        var reader = WireReader(bytes)
-        while let field = try reader.next() {
-            switch field.number {
-            case 1, 8:
-                info.kind = field.number == 1 ? .tensor : .sparseTensor
-                try decodeTensorType(try field.message("tensor_type"), into: &info)
-                if info.kind != .tensor { info.elementType = nil; info.shape = nil }
-            case 4, 5, 9:
-                info.kind = field.number == 4 ? .sequence : field.number == 5 ? .map : .optional
-                var inner = ValueInfo(name: info.name)
-                try validateNestedType(try field.message("type"), into: &inner, depth: depth + 1)
-            default: break
-            }
-        }
-    }
-
-    /// Walks a sequence/map/optional payload so corrupt nested types are still reported.
-    private func validateNestedType(_ reader: WireReader, into inner: inout ValueInfo, depth: Int) throws {
-        var reader = reader
-        while let field = try reader.next() {
-            // sequence.elem_type = 1, optional.elem_type = 1, map.value_type = 2 (map.key_type = 1 is a varint).
-            if field.wireType == .lengthDelimited, field.number <= 2 { try decodeType(field.bytes, into: &inner, depth: depth) }
-        }
-    }
-
-    /// `TypeProto.Tensor`: elem_type = 1, shape = 2 (`TensorShapeProto.dim` = 1: dim_value = 1, dim_param = 2).
-    private func decodeTensorType(_ reader: WireReader, into info: inout ValueInfo) throws {
-        var reader = reader
-        while let field = try reader.next() {
-            switch field.number {
-            case 1:
-                let code = try field.int64("elem_type")
-                info.elementType = code >= 0 && code <= 64 ? DType(rawValue: Int(code)) : nil
-            case 2:
-                var shapeReader = try field.message("shape")
-                var dims: [Dimension] = []
-                while let dimField = try shapeReader.next() {
-                    guard dimField.number == 1 else { continue }
-                    dims.append(try decodeDimension(try dimField.message("dim")))
-                }
-                info.shape = dims
-            default: break
-            }
-        }
-    }
-
-    private func decodeDimension(_ reader: WireReader) throws -> Dimension {
-        var reader = reader
-        var dimension = Dimension.symbolic("")
-        while let field = try reader.next() {
-            switch field.number {
-            case 1:
-                let value = try field.int64("dim_value")
-                // Some exporters write -1 for "dynamic"; treat any negative size as unnamed.
-                dimension = value >= 0 && value <= Int64(Int32.max) * 1024 ? .fixed(Int(value)) : .symbolic("")
-            case 2: dimension = .symbolic(try field.string("dim_param"))
-            default: break
-            }
-        }
-        return dimension
+        return (node, references)
     }
 }

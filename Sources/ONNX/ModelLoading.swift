@@ -5,6 +5,9 @@ import Darwin
 #endif
 import Tensor
 
+/// Decoding notes: tensors are dense and little-endian; float16/bfloat16 keep their dtype and 16-bit patterns
+/// (the engine decides how to widen them); sparse initializers are densified; model-local functions are inlined;
+/// external data is read at decode time. Every failure is an `ONNXError` naming the tensor, node or field.
 extension Model {
     /// Decodes a serialized `ModelProto`; external-data locations resolve against `externalDataDirectory`.
     public init(serialized bytes: [UInt8], externalDataDirectory: String? = nil) throws {

@@ -34,6 +34,12 @@ public struct ModelSummary: Sendable {
     public let producerVersion: String
     /// `ir_version`.
     public let irVersion: Int64
+    /// `domain` of the model (reverse-DNS, often empty).
+    public let domain: String
+    /// `model_version`.
+    public let modelVersion: Int64
+    /// The main graph's name.
+    public let graphName: String
     /// Imported opsets sorted by domain (`ai.onnx` for the default domain).
     public let opsets: [(domain: String, version: Int64)]
     /// Graph inputs that are not initializers (what a client must feed).
@@ -55,6 +61,9 @@ public struct ModelSummary: Sendable {
         producerName = model.producerName
         producerVersion = model.producerVersion
         irVersion = model.irVersion
+        domain = model.domain
+        modelVersion = model.modelVersion
+        graphName = model.graph.name
         opsets = model.opsetImports.map { (domain: $0.key.isEmpty ? "ai.onnx" : $0.key, version: $0.value) }.sorted { $0.domain < $1.domain }
         let initializerNames = Set(model.graph.initializers.map(\.name))
         inputs = model.graph.inputs.filter { !initializerNames.contains($0.name) }.map(Self.value)

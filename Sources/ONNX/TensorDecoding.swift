@@ -8,9 +8,6 @@ struct TensorDecoder {
     /// Directory that external-data locations are relative to (nil: external data is rejected).
     let externalDataDirectory: String?
 
-    /// Largest dense tensor a sparse initializer may expand to: its size comes from `dims`, not from the bytes read.
-    static let maxDensifiedBytes = 1 << 30
-
     /// The raw fields of one `TensorProto`, gathered before any allocation so sizes can be checked first.
     private struct Fields {
         var dims: [WireField] = []
@@ -53,91 +50,6 @@ struct TensorDecoder {
         let name = fields.name
         let tensor = try withContext("tensor '\(name)'") { try build(fields) }
         return (name, tensor)
-    }
-
-    /// A `SparseTensorProto` payload densified: COO indices either linear `[NNZ]` or per-axis `[NNZ, rank]`.
-    func decodeSparseTensor(_ bytes: UnsafeRawBufferPointer) throws -> (name: String, tensor: Tensor) {
-        var valuesBytes: UnsafeRawBufferPointer?
-        var indicesBytes: UnsafeRawBufferPointer?
-        var dimFields: [WireField] = []
-        var reader = WireReader(bytes)
-        while let field = try reader.next() {
-            switch field.number {
-            case 1: try field.expect(.lengthDelimited, "values"); valuesBytes = field.bytes
-            case 2: try field.expect(.lengthDelimited, "indices"); indicesBytes = field.bytes
-            case 3: dimFields.append(field)
-            default: break
-            }
-        }
-        guard let valuesBytes else { throw ONNXError(.invalidTensor, "sparse tensor has no 'values'") }
-        let (name, values) = try decodeTensor(valuesBytes)
-        let dense = try withContext("sparse tensor '\(name)'") { () throws -> Tensor in
-            let shape = try checkedShape(try RepeatedFields.int64s(dimFields, "dims"))
-            let denseCount = try elementCount(shape)
-            guard values.rank == 1 else { throw ONNXError(.invalidTensor, "values must be rank 1, got shape \(values.shape)") }
-            let nnz = values.count
-            var linear: [Int] = []
-            if nnz > 0 {
-                guard let indicesBytes else { throw ONNXError(.invalidTensor, "has \(nnz) values but no 'indices'") }
-                let indices = try decodeTensor(indicesBytes).tensor
-                linear = try linearIndices(indices, nnz: nnz, shape: shape, denseCount: denseCount)
-            }
-            let byteSize = values.dtype.byteSize
-            guard values.dtype == .string || denseCount <= Self.maxDensifiedBytes / max(byteSize, 1) else {
-                throw ONNXError(.unsupported, "densified size \(shape) exceeds the \(Self.maxDensifiedBytes)-byte limit")
-            }
-            if values.dtype == .string {
-                guard denseCount <= Self.maxDensifiedBytes / 16 else {
-                    throw ONNXError(.unsupported, "densified size \(shape) exceeds the string element limit")
-                }
-                var strings = [[UInt8]](repeating: [], count: denseCount)
-                for (k, index) in linear.enumerated() { strings[index] = values.strings[k] }
-                return Tensor(shape: shape, strings: strings)
-            }
-            var dense = Tensor(dtype: values.dtype, shape: shape)
-            dense.withUnsafeMutableBytes { out in
-                values.withUnsafeBytes { src in
-                    for (k, index) in linear.enumerated() {
-                        (out.baseAddress! + index * byteSize).copyMemory(from: src.baseAddress! + k * byteSize, byteCount: byteSize)
-                    }
-                }
-            }
-            return dense
-        }
-        return (name, dense)
-    }
-
-    /// Converts COO indices (int64 or int32) to checked linear offsets.
-    private func linearIndices(_ indices: Tensor, nnz: Int, shape: [Int], denseCount: Int) throws -> [Int] {
-        let raw: [Int64]
-        switch indices.dtype {
-        case .int64: raw = indices.scalars(as: Int64.self)
-        case .int32: raw = indices.scalars(as: Int32.self).map(Int64.init)
-        default: throw ONNXError(.invalidTensor, "indices must be int64, got \(indices.dtype)")
-        }
-        if indices.shape == [nnz] {
-            return try raw.map { value in
-                guard value >= 0, value < Int64(denseCount) else {
-                    throw ONNXError(.invalidTensor, "linear index \(value) out of range for shape \(shape)")
-                }
-                return Int(value)
-            }
-        }
-        guard indices.shape == [nnz, shape.count] else {
-            throw ONNXError(.invalidTensor, "indices shape \(indices.shape) must be [\(nnz)] or [\(nnz), \(shape.count)]")
-        }
-        let strides = Tensor.contiguousStrides(shape)
-        return try (0..<nnz).map { k in
-            var offset = 0
-            for axis in 0..<shape.count {
-                let value = raw[k * shape.count + axis]
-                guard value >= 0, value < Int64(shape[axis]) else {
-                    throw ONNXError(.invalidTensor, "index \(value) out of range for axis \(axis) of shape \(shape)")
-                }
-                offset += Int(value) * strides[axis]
-            }
-            return offset
-        }
     }
 
     private func build(_ fields: Fields) throws -> Tensor {
@@ -195,15 +107,19 @@ struct TensorDecoder {
             guard got == count else { throw mismatch(got, name) }
             var tensor = Tensor(uninitialized: dtype, shape: shape)
             try tensor.withUnsafeMutableBytes { out in
-                var index = 0
+                var offset = 0
                 let width = dtype.byteSize
+                let isBool = dtype == .bool
                 try RepeatedFields.forEachVarint(source, name) { value in
                     // Narrow types travel widened in int32_data; keep the low bytes (bool normalised to 0/1).
-                    let stored = dtype == .bool ? (value != 0 ? 1 : 0) : value
-                    withUnsafeBytes(of: stored.littleEndian) { bytes in
-                        (out.baseAddress! + index * width).copyMemory(from: bytes.baseAddress!, byteCount: width)
+                    let stored = isBool ? (value != 0 ? 1 : 0) : value
+                    switch width {
+                    case 1: out.storeBytes(of: UInt8(truncatingIfNeeded: stored), toByteOffset: offset, as: UInt8.self)
+                    case 2: out.storeBytes(of: UInt16(truncatingIfNeeded: stored).littleEndian, toByteOffset: offset, as: UInt16.self)
+                    case 4: out.storeBytes(of: UInt32(truncatingIfNeeded: stored).littleEndian, toByteOffset: offset, as: UInt32.self)
+                    default: out.storeBytes(of: stored.littleEndian, toByteOffset: offset, as: UInt64.self)
                     }
-                    index += 1
+                    offset += width
                 }
             }
             return tensor
@@ -220,7 +136,7 @@ struct TensorDecoder {
     }
 
     /// `dims` as `Int`s, rejecting negative sizes.
-    private func checkedShape(_ dims: [Int64]) throws -> [Int] {
+    func checkedShape(_ dims: [Int64]) throws -> [Int] {
         try dims.map { dim in
             guard dim >= 0, dim <= Int64(Int32.max) * 1024 else { throw ONNXError(.invalidTensor, "invalid dimension \(dim) in \(dims)") }
             return Int(dim)
@@ -228,7 +144,7 @@ struct TensorDecoder {
     }
 
     /// Product of `shape`, rejecting overflow.
-    private func elementCount(_ shape: [Int]) throws -> Int {
+    func elementCount(_ shape: [Int]) throws -> Int {
         var count = 1
         for dim in shape {
             let (product, overflow) = count.multipliedReportingOverflow(by: dim)

@@ -32,6 +32,8 @@ enum InspectFormat {
         let producer = [s.producerName, s.producerVersion].filter { !$0.isEmpty }.joined(separator: " ")
         lines.append("producer: \(producer.isEmpty ? "(unknown)" : producer)")
         lines.append("ir version: \(s.irVersion)")
+        if !s.graphName.isEmpty { lines.append("graph: \(s.graphName)") }
+        if !s.domain.isEmpty || s.modelVersion != 0 { lines.append("domain: \(s.domain.isEmpty ? "(none)" : s.domain), model version \(s.modelVersion)") }
         lines.append("opsets: " + s.opsets.map { "\($0.domain) \($0.version)" }.joined(separator: ", "))
         for (title, values) in [("inputs", s.inputs), ("outputs", s.outputs)] {
             lines.append("\(title):")
@@ -76,6 +78,9 @@ enum InspectFormat {
             "model": .string(path),
             "producer": .object(["name": .string(s.producerName), "version": .string(s.producerVersion)]),
             "ir_version": .int(Int(s.irVersion)),
+            "graph": .string(s.graphName),
+            "domain": .string(s.domain),
+            "model_version": .int(Int(s.modelVersion)),
             "opsets": .object(opsets),
             "inputs": values(s.inputs),
             "outputs": values(s.outputs),

@@ -144,3 +144,45 @@ import Tensor
         }
     }
 }
+
+/// Model-local functions are inlined at decode time.
+@Suite struct FunctionInliningTests {
+    @Test func functionsExpandLikeOnnx() throws {
+        let graph = try Model(contentsOf: Fixtures.path("functions.onnx")).graph
+        let expected = try Fixtures.expected()["functions"] as! [[String: Any]]
+        #expect(graph.nodes.map(\.opType) == expected.map { $0["op"] as! String })
+        for (node, entry) in zip(graph.nodes, expected) {
+            if let alpha = entry["alpha"] as? String {
+                guard case .float(let value)? = node.attributes["alpha"] else { Issue.record("\(node.name) lacks alpha"); continue }
+                #expect(Double(value) == Double(alpha), "\(node.name)")
+            } else {
+                #expect(node.attributes["alpha"] == nil, "\(node.name)")
+            }
+        }
+    }
+
+    @Test func inlinedValuesConnect() throws {
+        let graph = try Model(contentsOf: Fixtures.path("functions.onnx")).graph
+        // Every input is a graph input or produced earlier; the graph output is produced; names are unique.
+        var available: Set<String> = Set(graph.inputs.map(\.name))
+        for node in graph.nodes {
+            for input in node.inputs where !input.isEmpty { #expect(available.contains(input), "\(node.name) reads unknown '\(input)'") }
+            for output in node.outputs { #expect(available.insert(output).inserted, "'\(output)' produced twice") }
+        }
+        #expect(available.contains("y"))
+        #expect(graph.nodes.allSatisfy { $0.domain.isEmpty })
+    }
+
+    @Test func recursiveFunctionsAreRejected() throws {
+        let call = Node(opType: "Loopy", domain: "d", inputs: ["x"], outputs: ["y"])
+        var function = LocalFunction()
+        function.domain = "d"; function.name = "Loopy"; function.inputs = ["a"]; function.outputs = ["b"]
+        function.body = [(Node(opType: "Loopy", domain: "d", inputs: ["a"], outputs: ["b"]), [:])]
+        do {
+            _ = try FunctionInliner(functions: [function]).inline(Graph(nodes: [call]))
+            Issue.record("recursion not detected")
+        } catch let error as ONNXError {
+            #expect(error.code == .tooDeep)
+        }
+    }
+}

@@ -7,6 +7,9 @@ import Tensor
         let summary = ModelSummary(try Model(contentsOf: Fixtures.path("initializers.onnx")))
         #expect(summary.producerName == "osprey-fixtures")
         #expect(summary.irVersion == 7)
+        #expect(summary.domain == "ai.osprey.test")
+        #expect(summary.modelVersion == 3)
+        #expect(summary.graphName == "inits")
         #expect(summary.opsets.map(\.domain) == ["ai.onnx", "com.example"])
         // `w` is listed as a graph input but has an initializer: not something clients feed.
         #expect(summary.inputs.map(\.name) == ["x"])

@@ -2,11 +2,13 @@ import Testing
 import Tensor
 @testable import ONNX
 
-/// Every model and `.pb` tensor of ONNX's own backend node tests (Debian `libonnx-testdata`) decodes.
+/// Every model and `.pb` tensor of ONNX's own backend tests (Debian `libonnx-testdata`) decodes:
+/// the node tests plus the small pytorch-converted, pytorch-operator and simple models.
 @Suite struct NodeTestDataTests {
     static let root = "/usr/share/libonnx-testdata/data/node"
+    static let extraRoots = ["pytorch-converted", "pytorch-operator", "simple"].map { "/usr/share/libonnx-testdata/data/" + $0 }
 
-    static func cases() -> [String] {
+    static func cases(in root: String = root) -> [String] {
         guard let dir = opendir(root) else { return [] }
         defer { closedir(dir) }
         var names: [String] = []
@@ -18,15 +20,15 @@ import Tensor
     }
 
     @Test func everyNodeTestDecodes() throws {
-        let cases = Self.cases()
+        let cases = ([Self.root] + Self.extraRoots).flatMap { root in Self.cases(in: root).map { root + "/" + $0 } }
         guard !cases.isEmpty else {
             print("NodeTestDataTests: \(Self.root) not found (install libonnx-testdata); skipped")
             return
         }
         var failures: [String] = []
         var tensorsDecoded = 0
-        for name in cases {
-            let dir = Self.root + "/" + name
+        for dir in cases {
+            let name = String(dir.dropFirst("/usr/share/libonnx-testdata/data/".count))
             let model: Model
             do {
                 model = try Model(contentsOf: dir + "/model.onnx")

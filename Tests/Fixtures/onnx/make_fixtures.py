@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 import onnx
+import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -169,8 +170,43 @@ def external_models():
     return {"W": [repr(float(v)) for v in weights.flatten()], "B": [str(int(v)) for v in bias]}
 
 
+def functions_model():
+    """Model-local functions: attribute references with and without defaults, and a function calling a function."""
+    ref = helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT)
+    leaky = helper.make_node("LeakyRelu", ["T"], ["Y"], name="leaky")
+    leaky.attribute.append(ref)
+    scaled = helper.make_function(
+        "custom", "ScaledRelu", ["X", "S"], ["Y"],
+        [helper.make_node("Mul", ["X", "S"], ["T"], name="mul"), leaky],
+        [helper.make_opsetid("", 13)], attributes=[], attribute_protos=[helper.make_attribute("alpha", 0.125)])
+    outer = helper.make_function(
+        "custom", "Twice", ["A"], ["B"],
+        [helper.make_node("ScaledRelu", ["A", "A"], ["M"], domain="custom", alpha=0.75),
+         helper.make_node("ScaledRelu", ["M", "A"], ["B"], domain="custom")],
+        [helper.make_opsetid("", 13), helper.make_opsetid("custom", 1)])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    graph = helper.make_graph(
+        [helper.make_node("ScaledRelu", ["x", "x"], ["h"], domain="custom", name="first", alpha=0.5),
+         helper.make_node("Twice", ["h"], ["y"], domain="custom", name="second")],
+        "functions", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, functions=[scaled, outer],
+                              opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("custom", 1)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    save(model, "functions.onnx")
+    inlined = onnx.inliner.inline_local_functions(model)
+    nodes = []
+    for node in inlined.graph.node:
+        alpha = [a.f for a in node.attribute if a.name == "alpha"]
+        nodes.append({"op": node.op_type, "alpha": repr(alpha[0]) if alpha else None})
+    # onnx.inliner drops attribute_proto defaults; the spec and onnxruntime apply them (alpha 0.125 here).
+    assert nodes[-1] == {"op": "LeakyRelu", "alpha": None}
+    nodes[-1]["alpha"] = "0.125"
+    return nodes
+
+
 if __name__ == "__main__":
-    expected = {"initializers": initializers_model(), "external": external_models()}
+    expected = {"initializers": initializers_model(), "external": external_models(), "functions": functions_model()}
     attributes_model()
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump(expected, f, sort_keys=True)
