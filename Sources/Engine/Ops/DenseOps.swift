@@ -57,7 +57,7 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
     { ctx in
         let attrs = try WindowAttributes(ctx)
         guard let kernel = attrs.kernelShape else { throw ctx.error(.invalidModel, "attribute 'kernel_shape' is required") }
-        guard kernel.count == 1 || kernel.count == 2 else { throw ctx.unsupported("kernel_shape", "\(kernel) (only 1-D and 2-D pooling)") }
+        guard (1...3).contains(kernel.count) else { throw ctx.unsupported("kernel_shape", "\(kernel) (1-D, 2-D and 3-D pooling only)") }
         let ceil = try ctx.int("ceil_mode", 0) == 1
         let includePad = try ctx.int("count_include_pad", 0) == 1
         let wantsIndices = isMax && ctx.node.outputs.count > 1 && !ctx.node.outputs[1].isEmpty
@@ -79,6 +79,12 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
                                               padBegin: r.padBegin[i], padEnd: r.padEnd[i], ceil: ceil))
                 }
             }
+            if kernel.count == 3 {
+                if wantsIndices { throw ctx.error(.unsupportedAttribute, "the Indices output of 3-D MaxPool is not supported") }
+                let out = poolND(x, kernel: kernel, strides: r.strides, dilations: r.dilations, padBegin: r.padBegin, padEnd: r.padEnd,
+                                 outSpatial: outSp, max: isMax, countIncludePad: includePad)
+                return [original == .float32 ? out : try castTensor(out, to: original, ctx)]
+            }
             let twoD = kernel.count == 2
             let g = PoolGeometry(planes: x.shape[0] * x.shape[1], inHeight: twoD ? spatial[0] : 1, inWidth: spatial.last!,
                                  outHeight: twoD ? outSp[0] : 1, outWidth: outSp.last!, kernelHeight: twoD ? kernel[0] : 1, kernelWidth: kernel.last!,
@@ -93,6 +99,43 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
             let y = original == .float32 ? out : try castTensor(out, to: original, ctx)
             if wantsIndices { return [y, maxPoolIndices(g, x, columnMajor: columnMajor).reshaped(out.shape)] }
             return [y]
+        }
+    }
+}
+
+/// Direct pooling over any number of spatial axes (the 3-D path; 1-D and 2-D use the tuned kernels).
+func poolND(_ x: Tensor, kernel: [Int], strides: [Int], dilations: [Int], padBegin: [Int], padEnd: [Int], outSpatial: [Int],
+            max isMax: Bool, countIncludePad: Bool) -> Tensor {
+    let spatial = Array(x.shape[2...])
+    let planes = x.shape[0] * x.shape[1]
+    let inPlane = spatial.reduce(1, *), outPlane = outSpatial.reduce(1, *), window = kernel.reduce(1, *)
+    let inStrides = Tensor.contiguousStrides(spatial), outStrides = Tensor.contiguousStrides(outSpatial), kStrides = Tensor.contiguousStrides(kernel)
+    return Tensor.makeFloat(shape: Array(x.shape[..<2]) + outSpatial) { dst in
+        x.floatPointer { src in
+            for p in 0..<planes {
+                for o in 0..<outPlane {
+                    var best = -Float.infinity, sum: Float = 0, valid = 0, padded = 1
+                    for a in 0..<kernel.count {
+                        let start = (o / outStrides[a]) % outSpatial[a] * strides[a] - padBegin[a]
+                        let end = Swift.min(start + (kernel[a] - 1) * dilations[a] + 1, spatial[a] + padEnd[a])
+                        padded *= (end - start + dilations[a] - 1) / dilations[a]
+                    }
+                    for k in 0..<window {
+                        var offset = 0, inside = true
+                        for a in 0..<kernel.count {
+                            let i = (o / outStrides[a]) % outSpatial[a] * strides[a] - padBegin[a] + (k / kStrides[a]) % kernel[a] * dilations[a]
+                            if i < 0 || i >= spatial[a] { inside = false; break }
+                            offset += i * inStrides[a]
+                        }
+                        guard inside else { continue }
+                        let v = src[p * inPlane + offset]
+                        best = Swift.max(best, v)
+                        sum += v
+                        valid += 1
+                    }
+                    dst[p * outPlane + o] = isMax ? best : (countIncludePad ? sum / Float(padded) : (valid > 0 ? sum / Float(valid) : 0))
+                }
+            }
         }
     }
 }
