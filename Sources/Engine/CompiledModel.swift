@@ -18,15 +18,9 @@ public final class CompiledModel: Sendable {
     /// Operator types (domain `ai.onnx`) the engine implements with all their attributes.
     public static let supportedOperators: Set<String> = Set(operatorTable.keys)
 
-    private let steps: [ExecutionStep]
-    private let slotCount: Int
-    private let constantSlots: [(Int, Tensor)]
+    private let plan: ExecutionPlan
     private let inputSlots: [String: Int]
     private let outputSlots: [String: Int]
-    private let inputSlotList: [Int]
-    private let retained: Set<Int>
-    private let shapeCache = ShapePlanCache()
-    private let producers: [Int: Int]
     /// Declared input shapes; absent when the model leaves the rank unknown.
     private let declaredShapes: [String: [DeclaredDimension]]
 
@@ -103,7 +97,6 @@ public final class CompiledModel: Sendable {
             let dtype = out.elementType ?? usedConstants[id]?.dtype ?? .float32
             outputSpecs.append(TensorSpec(name: out.name, dtype: dtype, shape: out.shape ?? []))
         }
-        outputs = outputSpecs
 
         // Liveness: release each slot after its last reader (inputs, constants and outputs stay).
         var retained = Set(outputSlots.values).union(usedConstants.keys)
@@ -137,21 +130,20 @@ public final class CompiledModel: Sendable {
             }
             let parameters = op == "ConstantOfShape" || op == "Range" ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
             let needsDerived = shapeParameterOps.contains(op) || op == "ConstantOfShape" || op == "Range"
-            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot"]
+            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression"]
             if dataShaped.contains(op) { continue }
             if ins.allSatisfy({ stable.contains($0) }) && (!needsDerived || parameters.allSatisfy({ derived.contains($0) })) {
                 stable.formUnion(outs)
             }
         }
 
-        self.steps = steps
-        self.slotCount = slots.count
-        self.constantSlots = usedConstants.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        let plan = ExecutionPlan(steps: steps, slotCount: slots.count,
+                                 constantSlots: usedConstants.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                                 inputSlots: inputs.map { ($0.name, inputSlots[$0.name]!) }, producers: producers)
+        self.plan = plan
         self.inputSlots = inputSlots
         self.outputSlots = outputSlots
-        self.inputSlotList = inputs.map { inputSlots[$0.name]! }
-        self.retained = retained
-        self.producers = producers
+        outputs = OutputProbe.complete(outputSpecs, declared: graph.outputs, inputs: inputs, plan: plan, slots: outputSpecs.map { outputSlots[$0.name]! })
         var declared: [String: [DeclaredDimension]] = [:]
         for info in inputInfos { if let shape = info.shape { declared[info.name] = shape } }
         self.declaredShapes = declared
@@ -185,57 +177,14 @@ public final class CompiledModel: Sendable {
             }
             wantedSlots.append(id)
         }
-        let needed = neededSteps(for: wantedSlots)
-        var values = [Tensor?](repeating: nil, count: slotCount)
-        for (id, tensor) in constantSlots { values[id] = tensor }
-        for spec in inputs { values[inputSlots[spec.name]!] = feeds[spec.name] }
-        let signature = inputs.map { feeds[$0.name]!.shape }
-        let cached = shapeCache.values(for: signature)
-        if let cached { for (id, t) in cached { values[id] = t } }
-        var fresh: [Int: Tensor] = [:]
-
-        for (i, step) in steps.enumerated() where needed[i] {
-            if step.shapeDerived && cached != nil && step.outputs.allSatisfy({ $0 < 0 || values[$0] != nil }) { continue }
-            var args = KernelInputs(values: step.inputs.map { id in id >= 0 ? values[id] : nil })
-            for (k, id) in step.inputs.enumerated() where id >= 0 {
-                if args.values[k] == nil { throw EngineError(.executionFailed, "\(step.label): input slot \(id) has no value") }
-            }
-            // Hand over the last reference so elementwise kernels can write in place.
-            for id in step.releases where step.inputs.filter({ $0 == id }).count == 1 && !step.shapeDerived { values[id] = nil }
-            let results = try step.kernel(&args)
-            guard results.count >= step.outputs.filter({ $0 >= 0 }).count || results.count >= step.outputs.count else {
-                throw EngineError(.executionFailed, "\(step.label): produced \(results.count) outputs, expected \(step.outputs.count)")
-            }
-            for (k, id) in step.outputs.enumerated() where id >= 0 {
-                guard k < results.count else { throw EngineError(.executionFailed, "\(step.label): output \(k) was not produced") }
-                values[id] = results[k]
-                if step.shapeDerived && cached == nil { fresh[id] = results[k] }
-            }
-            for id in step.releases where !step.shapeDerived || cached != nil { values[id] = nil }
-        }
-        if cached == nil && !fresh.isEmpty { shapeCache.store(fresh, for: signature) }
+        let values = try plan.execute(feeds: feeds, wanted: wantedSlots)
         var result: [String: Tensor] = [:]
-        for (name, id) in zip(wanted, wantedSlots) {
-            guard let t = values[id] else { throw EngineError(.executionFailed, "output '\(name)' was not computed") }
-            result[name] = t
-        }
+        for (name, value) in zip(wanted, values) { result[name] = value }
         return result
     }
 
     /// Number of input-shape signatures with cached shape-derived values (for tests and metrics).
-    public var cachedPlanCount: Int { shapeCache.count }
-
-    private func neededSteps(for slots: [Int]) -> [Bool] {
-        var needed = [Bool](repeating: false, count: steps.count)
-        var stack = slots
-        var seen = Set<Int>()
-        while let id = stack.popLast() {
-            guard seen.insert(id).inserted, let p = producers[id], !needed[p] else { continue }
-            needed[p] = true
-            stack.append(contentsOf: steps[p].inputs.filter { $0 >= 0 })
-        }
-        return needed
-    }
+    public var cachedPlanCount: Int { plan.shapeCache.count }
 
     private func validate(_ feeds: [String: Tensor]) throws {
         for name in feeds.keys where inputSlots[name] == nil {

@@ -57,14 +57,15 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
     { ctx in
         let attrs = try WindowAttributes(ctx)
         guard let kernel = attrs.kernelShape else { throw ctx.error(.invalidModel, "attribute 'kernel_shape' is required") }
-        guard kernel.count == 1 || kernel.count == 2 else { throw ctx.unsupported("kernel_shape", "\(kernel) (only 1-D and 2-D pooling)") }
+        guard (1...3).contains(kernel.count) else { throw ctx.unsupported("kernel_shape", "\(kernel) (1-D, 2-D and 3-D pooling only)") }
         let ceil = try ctx.int("ceil_mode", 0) == 1
         let includePad = try ctx.int("count_include_pad", 0) == 1
-        if isMax && ctx.node.outputs.count > 1 && !ctx.node.outputs[1].isEmpty {
-            throw ctx.error(.unsupportedAttribute, "the optional Indices output is not supported")
-        }
+        let wantsIndices = isMax && ctx.node.outputs.count > 1 && !ctx.node.outputs[1].isEmpty
+        let columnMajor = try ctx.int("storage_order", 0) == 1
         return PreparedKernel { inputs in
-            let x = try inputs.required(0, ctx)
+            var x = try inputs.required(0, ctx)
+            let original = x.dtype
+            if isMax && [DType.uint8, .int8, .float64, .float16].contains(original) { x = try castTensor(x, to: .float32, ctx) }
             guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
             guard x.rank == kernel.count + 2 else { throw ctx.error(.executionFailed, "input \(x.shape) does not match kernel_shape \(kernel)") }
             let spatial = Array(x.shape[2...])
@@ -78,6 +79,12 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
                                               padBegin: r.padBegin[i], padEnd: r.padEnd[i], ceil: ceil))
                 }
             }
+            if kernel.count == 3 {
+                if wantsIndices { throw ctx.error(.unsupportedAttribute, "the Indices output of 3-D MaxPool is not supported") }
+                let out = poolND(x, kernel: kernel, strides: r.strides, dilations: r.dilations, padBegin: r.padBegin, padEnd: r.padEnd,
+                                 outSpatial: outSp, max: isMax, countIncludePad: includePad)
+                return [original == .float32 ? out : try castTensor(out, to: original, ctx)]
+            }
             let twoD = kernel.count == 2
             let g = PoolGeometry(planes: x.shape[0] * x.shape[1], inHeight: twoD ? spatial[0] : 1, inWidth: spatial.last!,
                                  outHeight: twoD ? outSp[0] : 1, outWidth: outSp.last!, kernelHeight: twoD ? kernel[0] : 1, kernelWidth: kernel.last!,
@@ -89,9 +96,78 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
                     if isMax { maxPool2D(g, input: xp, output: o) } else { averagePool2D(g, countIncludePad: includePad, input: xp, output: o) }
                 }
             }
-            return [out]
+            let y = original == .float32 ? out : try castTensor(out, to: original, ctx)
+            if wantsIndices { return [y, maxPoolIndices(g, x, columnMajor: columnMajor).reshaped(out.shape)] }
+            return [y]
         }
     }
+}
+
+/// Direct pooling over any number of spatial axes (the 3-D path; 1-D and 2-D use the tuned kernels).
+func poolND(_ x: Tensor, kernel: [Int], strides: [Int], dilations: [Int], padBegin: [Int], padEnd: [Int], outSpatial: [Int],
+            max isMax: Bool, countIncludePad: Bool) -> Tensor {
+    let spatial = Array(x.shape[2...])
+    let planes = x.shape[0] * x.shape[1]
+    let inPlane = spatial.reduce(1, *), outPlane = outSpatial.reduce(1, *), window = kernel.reduce(1, *)
+    let inStrides = Tensor.contiguousStrides(spatial), outStrides = Tensor.contiguousStrides(outSpatial), kStrides = Tensor.contiguousStrides(kernel)
+    return Tensor.makeFloat(shape: Array(x.shape[..<2]) + outSpatial) { dst in
+        x.floatPointer { src in
+            for p in 0..<planes {
+                for o in 0..<outPlane {
+                    var best = -Float.infinity, sum: Float = 0, valid = 0, padded = 1
+                    for a in 0..<kernel.count {
+                        let start = (o / outStrides[a]) % outSpatial[a] * strides[a] - padBegin[a]
+                        let end = Swift.min(start + (kernel[a] - 1) * dilations[a] + 1, spatial[a] + padEnd[a])
+                        padded *= (end - start + dilations[a] - 1) / dilations[a]
+                    }
+                    for k in 0..<window {
+                        var offset = 0, inside = true
+                        for a in 0..<kernel.count {
+                            let i = (o / outStrides[a]) % outSpatial[a] * strides[a] - padBegin[a] + (k / kStrides[a]) % kernel[a] * dilations[a]
+                            if i < 0 || i >= spatial[a] { inside = false; break }
+                            offset += i * inStrides[a]
+                        }
+                        guard inside else { continue }
+                        let v = src[p * inPlane + offset]
+                        best = Swift.max(best, v)
+                        sum += v
+                        valid += 1
+                    }
+                    dst[p * outPlane + o] = isMax ? best : (countIncludePad ? sum / Float(padded) : (valid > 0 ? sum / Float(valid) : 0))
+                }
+            }
+        }
+    }
+}
+
+/// Flat indices of each MaxPool window's maximum (first on ties), over the whole NCHW tensor; column-major within a plane when asked.
+func maxPoolIndices(_ g: PoolGeometry, _ x: Tensor, columnMajor: Bool) -> Tensor {
+    var result = [Int64](repeating: 0, count: g.planes * g.outHeight * g.outWidth)
+    x.floatPointer { src in
+        for p in 0..<g.planes {
+            let plane = src + p * g.inHeight * g.inWidth
+            for y in 0..<g.outHeight {
+                for xo in 0..<g.outWidth {
+                    var best = -Float.infinity, at = -1
+                    for ky in 0..<g.kernelHeight {
+                        let iy = y * g.strideHeight - g.padTop + ky * g.dilationHeight
+                        if iy < 0 || iy >= g.inHeight { continue }
+                        for kx in 0..<g.kernelWidth {
+                            let ix = xo * g.strideWidth - g.padLeft + kx * g.dilationWidth
+                            if ix < 0 || ix >= g.inWidth { continue }
+                            let v = plane[iy * g.inWidth + ix]
+                            if at < 0 || v > best {
+                                best = v
+                                at = columnMajor ? ix * g.inHeight + iy : iy * g.inWidth + ix
+                            }
+                        }
+                    }
+                    result[(p * g.outHeight + y) * g.outWidth + xo] = Int64(p * g.inHeight * g.inWidth + max(at, 0))
+                }
+            }
+        }
+    }
+    return Tensor(shape: [result.count], scalars: result)
 }
 
 /// Y = scale * (X - mean) / sqrt(var + eps) + B over channel axis 1.
