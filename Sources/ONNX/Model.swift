@@ -124,11 +124,28 @@ public struct ValueInfo: Sendable {
     public var elementType: DType?
     /// Shape, nil when the rank itself is unknown.
     public var shape: [Dimension]?
+    /// Which kind of value this is (tensor unless the model declares a sequence, map, optional or sparse tensor).
+    public var kind: ValueKind
 
     /// A value-info value.
-    public init(name: String, elementType: DType? = nil, shape: [Dimension]? = nil) {
+    public init(name: String, elementType: DType? = nil, shape: [Dimension]? = nil, kind: ValueKind = .tensor) {
         self.name = name
         self.elementType = elementType
         self.shape = shape
+        self.kind = kind
     }
+}
+
+/// The `TypeProto` variant a value is declared with.
+public enum ValueKind: String, Sendable {
+    /// A dense tensor (`tensor_type`), or no type declared.
+    case tensor
+    /// `sequence_type`.
+    case sequence
+    /// `map_type`.
+    case map
+    /// `optional_type`.
+    case optional
+    /// `sparse_tensor_type`.
+    case sparseTensor = "sparse_tensor"
 }

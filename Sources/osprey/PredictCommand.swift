@@ -1,4 +1,118 @@
-/// `osprey predict`: not wired yet; the owning issue replaces this file.
-let predictCommand = Command(name: "predict", summary: "(predict: in progress)", help: "osprey predict: in progress") { _ in
-    throw UsageError(description: "'predict' is not available in this build yet")
+#if canImport(Glibc)
+import Glibc
+#endif
+import Engine
+import Tensor
+
+/// `osprey predict`: runs a model once (or `--repeat N` times) on `.npy` inputs and writes `.npy` outputs.
+let predictCommand = Command(
+    name: "predict",
+    summary: "Run an ONNX model on .npy inputs and write .npy outputs",
+    help: """
+        Usage: osprey predict MODEL.onnx --input [NAME=]FILE.npy ... (--output OUT.npy | --output-dir DIR)
+                              [--repeat N] [--threads N]
+
+        Inputs are NumPy .npy files (v1-v3, C order, little-endian; float32, float64, float16,
+        int8-64, uint8-64, bool). With one model input, NAME= may be left out.
+
+        Options:
+          --input [NAME=]FILE   Bind FILE to model input NAME (repeat for each input)
+          --output FILE         Write the only output to FILE (single-output models)
+          --output-dir DIR      Write every output as DIR/<name>.npy (unsafe characters become _)
+          --repeat N            Run N times and print the median milliseconds per run (default 1)
+          --threads N           Compute threads (default and maximum: the number of cores)
+        """
+) { args in
+    let arguments = try Arguments(args, valueFlags: ["input", "output", "output-dir", "repeat", "threads"], booleanFlags: [])
+    guard arguments.positionals.count == 1, let modelPath = arguments.positionals.first else {
+        throw UsageError(description: "expected exactly one model path, got \(arguments.positionals.count)")
+    }
+    let cores = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    let threads = try arguments.int("threads", default: cores, minimum: 1)
+    EngineThreads.configure(threads: min(threads, cores))
+    let repeats = try arguments.int("repeat", default: 1, minimum: 1)
+    let outputFile = arguments.string("output"), outputDir = arguments.string("output-dir")
+    guard (outputFile == nil) != (outputDir == nil) else {
+        throw UsageError(description: "give exactly one of --output FILE or --output-dir DIR")
+    }
+    let specs = arguments.all("input")
+    guard !specs.isEmpty else { throw UsageError(description: "at least one --input [NAME=]FILE.npy is required") }
+
+    let model = try CompiledModel(contentsOf: modelPath)
+    let feeds = try PredictInputs.bind(specs, to: model)
+    if outputFile != nil && model.outputs.count != 1 {
+        throw UsageError(description: "the model has \(model.outputs.count) outputs (\(model.outputs.map(\.name).joined(separator: ", "))); use --output-dir")
+    }
+
+    var results: [String: Tensor] = [:]
+    var timings: [Double] = []
+    for _ in 0..<repeats {
+        let start = PredictInputs.now()
+        results = try model.run(feeds)
+        timings.append(PredictInputs.now() - start)
+    }
+    if repeats > 1 {
+        let sorted = timings.sorted()
+        let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        Console.out("median \(formatMilliseconds(median)) ms per run over \(repeats) runs (min \(formatMilliseconds(sorted[0])) ms, threads \(min(threads, cores)))")
+    }
+    if let outputFile {
+        try NumpyFormat.write(results[model.outputs[0].name]!, path: outputFile)
+        Console.out("\(model.outputs[0].name): \(results[model.outputs[0].name]!) -> \(outputFile)")
+    } else if let outputDir {
+        if access(outputDir, F_OK) != 0 && mkdir(outputDir, 0o755) != 0 {
+            throw EngineError(.io, "cannot create directory '\(outputDir)'")
+        }
+        for spec in model.outputs {
+            let path = outputDir + "/" + PredictInputs.fileName(for: spec.name)
+            try NumpyFormat.write(results[spec.name]!, path: path)
+            Console.out("\(spec.name): \(results[spec.name]!) -> \(path)")
+        }
+    }
+    return 0
+}
+
+/// Milliseconds with two decimals.
+private func formatMilliseconds(_ seconds: Double) -> String {
+    let hundredths = Int((seconds * 100_000).rounded())
+    let fraction = hundredths % 100
+    return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction)"
+}
+
+/// Input binding and small helpers of `osprey predict`.
+enum PredictInputs {
+    /// Maps `[NAME=]FILE` arguments to feeds; a bare FILE binds to the model's only input.
+    static func bind(_ specs: [String], to model: CompiledModel) throws -> [String: Tensor] {
+        var feeds: [String: Tensor] = [:]
+        for spec in specs {
+            let name: String, path: String
+            if let eq = spec.firstIndex(of: "="), model.inputs.contains(where: { $0.name == String(spec[..<eq]) }) {
+                name = String(spec[..<eq])
+                path = String(spec[spec.index(after: eq)...])
+            } else {
+                guard model.inputs.count == 1 else {
+                    throw UsageError(description: "the model has \(model.inputs.count) inputs (\(model.inputs.map(\.name).joined(separator: ", "))); write --input NAME=FILE")
+                }
+                name = model.inputs[0].name
+                path = spec
+            }
+            guard feeds[name] == nil else { throw UsageError(description: "input '\(name)' is given twice") }
+            feeds[name] = try NumpyFormat.read(path: path)
+        }
+        return feeds
+    }
+
+    /// `<name>.npy` with characters outside [A-Za-z0-9._-] replaced by `_` (never a path, never hidden).
+    static func fileName(for output: String) -> String {
+        var safe = String(output.map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") ? $0 : "_" })
+        if safe.isEmpty || safe.hasPrefix(".") { safe = "_" + safe }
+        return safe + ".npy"
+    }
+
+    /// Monotonic seconds.
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
 }

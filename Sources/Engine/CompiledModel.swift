@@ -1,0 +1,212 @@
+import Foundation
+import ONNX
+import Tensor
+
+/// An ONNX model compiled once into an immutable execution plan; `run` is synchronous and thread-safe.
+///
+/// Compilation sorts the graph, folds constants (float16 initializers feeding `Cast` become float32 here),
+/// folds BatchNormalization into Conv, fuses activations into Conv/Gemm epilogues and packs Conv weights once.
+/// Values that depend only on input shapes (Shape -> Gather -> Concat -> Reshape chains) are computed on the
+/// first run of each input-shape signature and cached.
+public final class CompiledModel: Sendable {
+    /// Graph inputs that are not initializers.
+    public let inputs: [TensorSpec]
+    /// Graph outputs.
+    public let outputs: [TensorSpec]
+    /// Producer, opsets and metadata.
+    public let info: ModelInfo
+    /// Operator types (domain `ai.onnx`) the engine implements with all their attributes.
+    public static let supportedOperators: Set<String> = Set(operatorTable.keys)
+
+    private let plan: ExecutionPlan
+    private let inputSlots: [String: Int]
+    private let outputSlots: [String: Int]
+    /// Declared input shapes; absent when the model leaves the rank unknown.
+    private let declaredShapes: [String: [DeclaredDimension]]
+
+    /// Compiles `model`; `baseDirectory` is where external tensor data would be resolved (the decoder already inlined it).
+    public init(model: ONNX.Model, baseDirectory: String? = nil) throws {
+        let graph = model.graph
+        let opset = Int(model.defaultOpset)
+        info = ModelInfo(producerName: model.producerName, producerVersion: model.producerVersion, irVersion: model.irVersion,
+                         opsets: model.opsetImports, metadataProps: model.metadataProps, docString: model.docString,
+                         modelVersion: model.modelVersion, domain: model.domain, graphName: graph.name)
+        guard opset >= 1 else { throw EngineError(.invalidModel, "the model imports no ai.onnx opset") }
+
+        var constants: [String: Tensor] = [:]
+        for (name, tensor) in graph.initializers { constants[name] = tensor }
+        let inputInfos = graph.inputs.filter { constants[$0.name] == nil }
+        inputs = inputInfos.map { TensorSpec(name: $0.name, dtype: $0.elementType ?? .float32, shape: $0.shape ?? []) }
+
+        for node in graph.nodes {
+            guard node.domain.isEmpty || node.domain == "ai.onnx" else {
+                throw EngineError(.unsupportedOperator, "\(node.opType) node '\(node.name)': operator domain '\(node.domain)' is not supported (only ai.onnx)")
+            }
+            guard operatorTable[node.opType] != nil else {
+                throw EngineError(.unsupportedOperator, "\(node.opType) node '\(node.name)': operator \(node.opType) (opset \(opset)) is not supported")
+            }
+        }
+        let available = Set(inputInfos.map(\.name)).union(constants.keys)
+        let ordered = try GraphOptimizer.topologicalOrder(graph.nodes, available: available)
+        let graphOutputs = Set(graph.outputs.map(\.name))
+        var optimizer = GraphOptimizer(nodes: ordered.map { PlannedNode(node: $0) }, constants: constants, graphOutputs: graphOutputs, opset: opset)
+        try optimizer.foldConstants()
+        optimizer.foldBatchNormalization()
+        optimizer.fuseActivations()
+
+        // Slots: one per value name.
+        var slots: [String: Int] = [:]
+        func slot(_ name: String) -> Int {
+            if let s = slots[name] { return s }
+            slots[name] = slots.count
+            return slots.count - 1
+        }
+        var inputSlots: [String: Int] = [:]
+        for spec in inputs { inputSlots[spec.name] = slot(spec.name) }
+        var steps: [ExecutionStep] = []
+        var usedConstants: [Int: Tensor] = [:]
+        var producers: [Int: Int] = [:]
+        for planned in optimizer.nodes {
+            let node = planned.node
+            var known: [Int: Tensor] = [:]
+            for (i, name) in node.inputs.enumerated() where !name.isEmpty {
+                if let c = optimizer.constants[name] { known[i] = c }
+            }
+            let ctx = OpContext(node: node, opset: opset, constants: known, activation: planned.activation)
+            let prepared = try operatorTable[node.opType]!(ctx)
+            var inputIDs: [Int] = []
+            for (i, name) in node.inputs.enumerated() {
+                if name.isEmpty || prepared.consumedInputs.contains(i) { inputIDs.append(-1); continue }
+                let id = slot(name)
+                if let c = optimizer.constants[name] { usedConstants[id] = c }
+                inputIDs.append(id)
+            }
+            let outputIDs = node.outputs.map { $0.isEmpty ? -1 : slot($0) }
+            for o in outputIDs where o >= 0 { producers[o] = steps.count }
+            steps.append(ExecutionStep(label: ctx.label, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
+        }
+        var outputSlots: [String: Int] = [:]
+        var outputSpecs: [TensorSpec] = []
+        for out in graph.outputs {
+            let id = slot(out.name)
+            outputSlots[out.name] = id
+            if let c = optimizer.constants[out.name] { usedConstants[id] = c }
+            guard usedConstants[id] != nil || inputSlots[out.name] != nil || producers[id] != nil else {
+                throw EngineError(.invalidModel, "graph output '\(out.name)' is not produced by any node")
+            }
+            let dtype = out.elementType ?? usedConstants[id]?.dtype ?? .float32
+            outputSpecs.append(TensorSpec(name: out.name, dtype: dtype, shape: out.shape ?? []))
+        }
+
+        // Liveness: release each slot after its last reader (inputs, constants and outputs stay).
+        var retained = Set(outputSlots.values).union(usedConstants.keys)
+        retained.formUnion(inputSlots.values)
+        var lastUse: [Int: Int] = [:]
+        for (i, step) in steps.enumerated() {
+            for id in step.inputs where id >= 0 { lastUse[id] = i }
+            for id in step.outputs where id >= 0 && lastUse[id] == nil { lastUse[id] = i }
+        }
+        for (id, i) in lastUse where !retained.contains(id) { steps[i].releases.append(id) }
+
+        // Shape-derived values: computed from Shape/Size of tensors whose shapes follow from the input shapes.
+        let shapeParameterOps: Set<String> = ["Reshape", "Expand", "Tile", "Slice", "Pad", "Resize", "Upsample", "Split", "Squeeze",
+                                              "Unsqueeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "TopK"]
+        var stable = Set(inputSlots.values).union(usedConstants.keys)
+        var derived = Set(usedConstants.keys)
+        for (i, planned) in optimizer.nodes.enumerated() {
+            let op = planned.node.opType
+            let ins = steps[i].inputs.filter { $0 >= 0 }
+            let outs = steps[i].outputs.filter { $0 >= 0 }
+            if op == "Shape" || op == "Size" {
+                if ins.allSatisfy({ stable.contains($0) }) {
+                    derived.formUnion(outs); stable.formUnion(outs); steps[i].shapeDerived = true
+                }
+                continue
+            }
+            if !ins.isEmpty && ins.allSatisfy({ derived.contains($0) }) {
+                derived.formUnion(outs); stable.formUnion(outs); steps[i].shapeDerived = true
+                continue
+            }
+            let parameters = op == "ConstantOfShape" || op == "Range" ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
+            let needsDerived = shapeParameterOps.contains(op) || op == "ConstantOfShape" || op == "Range"
+            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot"]
+            if dataShaped.contains(op) { continue }
+            if ins.allSatisfy({ stable.contains($0) }) && (!needsDerived || parameters.allSatisfy({ derived.contains($0) })) {
+                stable.formUnion(outs)
+            }
+        }
+
+        let plan = ExecutionPlan(steps: steps, slotCount: slots.count,
+                                 constantSlots: usedConstants.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+                                 inputSlots: inputs.map { ($0.name, inputSlots[$0.name]!) }, producers: producers)
+        self.plan = plan
+        self.inputSlots = inputSlots
+        self.outputSlots = outputSlots
+        outputs = OutputProbe.complete(outputSpecs, declared: graph.outputs, inputs: inputs, plan: plan, slots: outputSpecs.map { outputSlots[$0.name]! })
+        var declared: [String: [DeclaredDimension]] = [:]
+        for info in inputInfos { if let shape = info.shape { declared[info.name] = shape } }
+        self.declaredShapes = declared
+    }
+
+    /// Reads and compiles an `.onnx` file (external data resolved next to it).
+    public convenience init(contentsOf path: String) throws {
+        let model: ONNX.Model
+        do {
+            model = try loadONNXModel(path)
+        } catch let error as EngineError {
+            throw error
+        } catch {
+            throw EngineError(.invalidModel, "cannot load '\(path)': \(error)")
+        }
+        try self.init(model: model, baseDirectory: (path as NSString).deletingLastPathComponent)
+    }
+
+    /// Runs the model and returns every output.
+    public func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+        try run(feeds, outputs: outputs.map(\.name))
+    }
+
+    /// Runs the model and returns only `outputs` (steps they do not need are skipped).
+    public func run(_ feeds: [String: Tensor], outputs wanted: [String]) throws -> [String: Tensor] {
+        try validate(feeds)
+        var wantedSlots: [Int] = []
+        for name in wanted {
+            guard let id = outputSlots[name] else {
+                throw EngineError(.unknownOutput, "unknown output '\(name)'; the model's outputs are \(outputs.map(\.name))")
+            }
+            wantedSlots.append(id)
+        }
+        let values = try plan.execute(feeds: feeds, wanted: wantedSlots)
+        var result: [String: Tensor] = [:]
+        for (name, value) in zip(wanted, values) { result[name] = value }
+        return result
+    }
+
+    /// Number of input-shape signatures with cached shape-derived values (for tests and metrics).
+    public var cachedPlanCount: Int { plan.shapeCache.count }
+
+    private func validate(_ feeds: [String: Tensor]) throws {
+        for name in feeds.keys where inputSlots[name] == nil {
+            throw EngineError(.unknownInput, "unknown input '\(name)'; the model's inputs are \(inputs.map(\.name))")
+        }
+        for spec in inputs {
+            guard let t = feeds[spec.name] else {
+                throw EngineError(.missingInput, "missing input '\(spec.name)' (expected \(spec.dtype)\(spec.shape))")
+            }
+            guard t.dtype == spec.dtype else {
+                throw EngineError(.invalidInput, "input '\(spec.name)': expected dtype \(spec.dtype), got \(t.dtype)")
+            }
+            if let declared = declaredShapes[spec.name] {
+                guard t.rank == declared.count else {
+                    throw EngineError(.invalidInput, "input '\(spec.name)': expected rank \(declared.count) \(declared), got shape \(t.shape)")
+                }
+                for (axis, dim) in declared.enumerated() {
+                    if let fixed = dim.value, fixed != t.shape[axis] {
+                        throw EngineError(.invalidInput, "input '\(spec.name)': expected shape \(spec.shape), got \(t.shape) (axis \(axis) must be \(fixed))")
+                    }
+                }
+            }
+        }
+    }
+}

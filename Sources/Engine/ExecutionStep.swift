@@ -1,0 +1,133 @@
+import Foundation
+import ONNX
+import Tensor
+
+/// One prepared node: its kernel and the value slots it reads and writes.
+struct ExecutionStep: Sendable {
+    /// Node label for errors.
+    let label: String
+    /// The prepared operator.
+    let kernel: Kernel
+    /// Input slots; -1 marks an omitted optional input (or a constant baked into the kernel).
+    let inputs: [Int]
+    /// Output slots; -1 marks an unused output.
+    let outputs: [Int]
+    /// Slots whose last reader is this step (released after it runs, so their buffers can be reused).
+    var releases: [Int] = []
+    /// True when every output depends only on input shapes and constants (computed once per shape signature).
+    var shapeDerived = false
+}
+
+/// Values that depend only on the input shapes, computed on the first run of each shape signature.
+final class ShapePlanCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var plans: [[[Int]]: [Int: Tensor]] = [:]
+    private let limit = 64
+
+    /// The cached shape-derived values for `signature`, if any.
+    func values(for signature: [[Int]]) -> [Int: Tensor]? {
+        lock.lock()
+        defer { lock.unlock() }
+        return plans[signature]
+    }
+
+    /// Stores the shape-derived values of `signature` (the cache is bounded; it restarts when full).
+    func store(_ values: [Int: Tensor], for signature: [[Int]]) {
+        lock.lock()
+        defer { lock.unlock() }
+        if plans.count >= limit { plans.removeAll() }
+        plans[signature] = values
+    }
+
+    /// Number of cached signatures (for tests).
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return plans.count
+    }
+}
+
+/// The compiled steps and value slots of one model; `execute` is reentrant (all per-run state is local).
+struct ExecutionPlan: Sendable {
+    let steps: [ExecutionStep]
+    let slotCount: Int
+    let constantSlots: [(Int, Tensor)]
+    let inputSlots: [(String, Int)]
+    let producers: [Int: Int]
+    let shapeCache = ShapePlanCache()
+
+    /// Steps needed to produce `slots`.
+    func neededSteps(for slots: [Int]) -> [Bool] {
+        var needed = [Bool](repeating: false, count: steps.count)
+        var stack = slots
+        var seen = Set<Int>()
+        while let id = stack.popLast() {
+            guard seen.insert(id).inserted, let p = producers[id], !needed[p] else { continue }
+            needed[p] = true
+            stack.append(contentsOf: steps[p].inputs.filter { $0 >= 0 })
+        }
+        return needed
+    }
+
+    /// Runs the steps that `wanted` needs on validated `feeds`, returning those slots' values in order.
+    func execute(feeds: [String: Tensor], wanted: [Int]) throws -> [Tensor] {
+        let needed = neededSteps(for: wanted)
+        var values = [Tensor?](repeating: nil, count: slotCount)
+        for (id, tensor) in constantSlots { values[id] = tensor }
+        for (name, id) in inputSlots { values[id] = feeds[name] }
+        let signature = inputSlots.map { feeds[$0.0]?.shape ?? [] }
+        let cached = shapeCache.values(for: signature)
+        if let cached { for (id, t) in cached { values[id] = t } }
+        var fresh: [Int: Tensor] = [:]
+
+        for (i, step) in steps.enumerated() where needed[i] {
+            if step.shapeDerived && cached != nil && step.outputs.allSatisfy({ $0 < 0 || values[$0] != nil }) {
+                for id in step.releases { values[id] = nil }
+                continue
+            }
+            var args = KernelInputs(values: step.inputs.map { id in id >= 0 ? values[id] : nil })
+            for (k, id) in step.inputs.enumerated() where id >= 0 && args.values[k] == nil {
+                throw EngineError(.executionFailed, "\(step.label): input slot \(id) has no value")
+            }
+            // Hand over the last reference so elementwise kernels can write in place.
+            for id in step.releases where step.inputs.filter({ $0 == id }).count == 1 { values[id] = nil }
+            let results = try step.kernel(&args)
+            for (k, id) in step.outputs.enumerated() where id >= 0 {
+                guard k < results.count else { throw EngineError(.executionFailed, "\(step.label): output \(k) was not produced") }
+                values[id] = results[k]
+                if step.shapeDerived && cached == nil { fresh[id] = results[k] }
+            }
+            for id in step.releases { values[id] = nil }
+        }
+        if cached == nil && !fresh.isEmpty { shapeCache.store(fresh, for: signature) }
+        return try wanted.map { id in
+            guard let t = values[id] else { throw EngineError(.executionFailed, "output slot \(id) was not computed") }
+            return t
+        }
+    }
+}
+
+/// Fills output dtypes and shapes the model does not declare by running the plan on zero inputs (batch 1 and 2).
+enum OutputProbe {
+    static func complete(_ specs: [TensorSpec], declared: [ValueInfo], inputs: [TensorSpec], plan: ExecutionPlan, slots: [Int]) -> [TensorSpec] {
+        let missing = zip(specs, declared).contains { $0.1.elementType == nil || $0.1.shape == nil }
+        guard missing, inputs.allSatisfy({ $0.dtype != .string && !$0.shape.isEmpty || $0.shape.isEmpty }) else { return specs }
+        func feeds(_ dynamic: Int) -> [String: Tensor] {
+            var f: [String: Tensor] = [:]
+            for spec in inputs { f[spec.name] = Tensor(dtype: spec.dtype, shape: spec.shape.map { $0.value ?? dynamic }) }
+            return f
+        }
+        // A failed probe (e.g. zeros that a Range or Reshape rejects) leaves the declared specs as they are.
+        guard let one = try? plan.execute(feeds: feeds(1), wanted: slots), let two = try? plan.execute(feeds: feeds(2), wanted: slots) else { return specs }
+        let symbolicNames = Set(inputs.flatMap { $0.shape.compactMap { if case .symbolic(let n) = $0 { return n } else { return nil } } })
+        let name = symbolicNames.count == 1 ? symbolicNames.first! : ""
+        return specs.indices.map { i in
+            var spec = specs[i]
+            if declared[i].elementType == nil { spec.dtype = one[i].dtype }
+            if declared[i].shape == nil && one[i].rank == two[i].rank {
+                spec.shape = zip(one[i].shape, two[i].shape).map { $0 == $1 ? .fixed($0) : .symbolic(name) }
+            }
+            return spec
+        }
+    }
+}

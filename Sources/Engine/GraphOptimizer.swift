@@ -1,0 +1,178 @@
+import ONNX
+import Tensor
+
+/// A node on its way to becoming a step, with the epilogue the compiler fused into it.
+struct PlannedNode {
+    var node: Node
+    var activation: Activation = .none
+}
+
+/// Graph rewrites done once at compile time: ordering, constant folding, BatchNormalization folding, activation fusion.
+struct GraphOptimizer {
+    var nodes: [PlannedNode]
+    var constants: [String: Tensor]
+    let graphOutputs: Set<String>
+    let opset: Int
+
+    /// Orders nodes so every value is produced before use (file order is not trusted).
+    static func topologicalOrder(_ nodes: [Node], available: Set<String>) throws -> [Node] {
+        var producer: [String: Int] = [:]
+        for (i, n) in nodes.enumerated() {
+            for o in n.outputs where !o.isEmpty {
+                if producer[o] != nil || available.contains(o) {
+                    throw EngineError(.invalidModel, "value '\(o)' is produced more than once (node '\(n.name)' \(n.opType))")
+                }
+                producer[o] = i
+            }
+        }
+        var pending = [Int](repeating: 0, count: nodes.count)
+        var consumers: [[Int]] = Array(repeating: [], count: nodes.count)
+        for (i, n) in nodes.enumerated() {
+            for input in Set(n.inputs) where !input.isEmpty {
+                if let p = producer[input] {
+                    pending[i] += 1
+                    consumers[p].append(i)
+                } else if !available.contains(input) {
+                    throw EngineError(.invalidModel, "\(n.opType) node '\(n.name)' reads '\(input)', which no node, input or initializer provides")
+                }
+            }
+        }
+        var ready = (0..<nodes.count).filter { pending[$0] == 0 }.reversed() as [Int]
+        var order: [Node] = []
+        while let i = ready.popLast() {
+            order.append(nodes[i])
+            for c in consumers[i].reversed() {
+                pending[c] -= 1
+                if pending[c] == 0 { ready.append(c) }
+            }
+        }
+        guard order.count == nodes.count else { throw EngineError(.invalidModel, "the graph has a cycle") }
+        return order
+    }
+
+    private func context(_ node: Node, activation: Activation = .none) -> OpContext {
+        var known: [Int: Tensor] = [:]
+        for (i, name) in node.inputs.enumerated() where !name.isEmpty {
+            if let c = constants[name] { known[i] = c }
+        }
+        return OpContext(node: node, opset: opset, constants: known, activation: activation)
+    }
+
+    /// Evaluates every node whose inputs are all constant, replacing it by its outputs.
+    mutating func foldConstants() throws {
+        var kept: [PlannedNode] = []
+        for planned in nodes {
+            let node = planned.node
+            let allConstant = node.inputs.allSatisfy { $0.isEmpty || constants[$0] != nil }
+            guard allConstant, node.domain.isEmpty || node.domain == "ai.onnx", let factory = operatorTable[node.opType] else {
+                kept.append(planned)
+                continue
+            }
+            let ctx = context(node)
+            var inputs = KernelInputs(values: node.inputs.map { $0.isEmpty ? nil : constants[$0] })
+            let outputs = try factory(ctx).kernel(&inputs)
+            for (i, name) in node.outputs.enumerated() where !name.isEmpty && i < outputs.count {
+                constants[name] = outputs[i]
+            }
+        }
+        nodes = kept
+    }
+
+    private func consumers(of value: String) -> [Int] {
+        nodes.indices.filter { nodes[$0].node.inputs.contains(value) }
+    }
+
+    /// Folds an inference BatchNormalization into the Conv before it when the conv output feeds nothing else.
+    mutating func foldBatchNormalization() {
+        var index = 0
+        while index < nodes.count {
+            defer { index += 1 }
+            let conv = nodes[index].node
+            guard conv.opType == "Conv", conv.domain.isEmpty, let out = conv.outputs.first, !graphOutputs.contains(out),
+                  conv.inputs.count >= 2, let w = constants[conv.inputs[1]], w.dtype == .float32, w.rank >= 3 else { continue }
+            let users = consumers(of: out)
+            guard users.count == 1 else { continue }
+            let bn = nodes[users[0]].node
+            guard bn.opType == "BatchNormalization", bn.inputs.first == out, bn.inputs.count >= 5,
+                  bn.outputs.dropFirst().allSatisfy({ $0.isEmpty }),
+                  case let params = bn.inputs[1...4].compactMap({ constants[$0] }), params.count == 4,
+                  params.allSatisfy({ $0.dtype == .float32 && $0.count == w.shape[0] }) else { continue }
+            if case .int(let mode)? = bn.attributes["training_mode"], mode != 0 { continue }
+            if case .int(let spatial)? = bn.attributes["spatial"], spatial != 1 { continue }
+            var epsilon: Float = 1e-5
+            if case .float(let e)? = bn.attributes["epsilon"] { epsilon = e }
+            let oldBias: [Float]
+            if conv.inputs.count > 2, !conv.inputs[2].isEmpty {
+                guard let b = constants[conv.inputs[2]], b.dtype == .float32, b.count == w.shape[0] else { continue }
+                oldBias = b.scalars(as: Float.self)
+            } else {
+                oldBias = Array(repeating: 0, count: w.shape[0])
+            }
+            let scale = params[0].scalars(as: Float.self), shift = params[1].scalars(as: Float.self)
+            let mean = params[2].scalars(as: Float.self), variance = params[3].scalars(as: Float.self)
+            let m = w.shape[0], per = w.count / m
+            var weights = w.scalars(as: Float.self)
+            var bias = oldBias
+            for c in 0..<m {
+                let s = scale[c] / (variance[c] + epsilon).squareRoot()
+                for i in 0..<per { weights[c * per + i] *= s }
+                bias[c] = (oldBias[c] - mean[c]) * s + shift[c]
+            }
+            let wName = "\(out)::bn_folded_weights", bName = "\(out)::bn_folded_bias"
+            constants[wName] = Tensor(shape: w.shape, scalars: weights)
+            constants[bName] = Tensor(shape: [m], scalars: bias)
+            var fused = conv
+            fused.inputs = [conv.inputs[0], wName, bName]
+            fused.outputs = [bn.outputs[0]]
+            nodes[index].node = fused
+            nodes.remove(at: users[0])
+            if users[0] < index { index -= 1 }
+        }
+    }
+
+    /// The activation a node computes, when it is one the Conv/Gemm epilogues implement.
+    private func fusableActivation(_ node: Node) -> Activation? {
+        guard node.domain.isEmpty || node.domain == "ai.onnx" else { return nil }
+        func float(_ name: String, _ fallback: Float) -> Float {
+            switch node.attributes[name] {
+            case .float(let v)?: return v
+            case .int(let v)?: return Float(v)
+            default: return fallback
+            }
+        }
+        switch node.opType {
+        case "Relu": return .relu
+        case "LeakyRelu": return .leakyRelu(alpha: float("alpha", 0.01))
+        case "Sigmoid": return .sigmoid
+        case "Tanh": return .tanh
+        case "HardSwish": return .hardSwish
+        case "HardSigmoid": return .hardSigmoid(alpha: float("alpha", 0.2), beta: float("beta", 0.5))
+        case "Clip":
+            if opset < 11 { return .clip(min: float("min", -.greatestFiniteMagnitude), max: float("max", .greatestFiniteMagnitude)) }
+            var bounds: [Float] = [-.greatestFiniteMagnitude, .greatestFiniteMagnitude]
+            for k in 1..<3 where k < node.inputs.count && !node.inputs[k].isEmpty {
+                guard let c = constants[node.inputs[k]], c.count == 1, c.dtype == .float32 else { return nil }
+                bounds[k - 1] = Float(c.doubleValue(at: 0))
+            }
+            return .clip(min: bounds[0], max: bounds[1])
+        default: return nil
+        }
+    }
+
+    /// Moves a single-consumer activation into the preceding Conv or Gemm epilogue.
+    mutating func fuseActivations() {
+        var index = 0
+        while index < nodes.count {
+            defer { index += 1 }
+            let node = nodes[index].node
+            guard node.opType == "Conv" || node.opType == "Gemm", node.domain.isEmpty, case .none = nodes[index].activation,
+                  let out = node.outputs.first, !graphOutputs.contains(out) else { continue }
+            let users = consumers(of: out)
+            guard users.count == 1, let act = fusableActivation(nodes[users[0]].node), nodes[users[0]].node.inputs.first == out else { continue }
+            nodes[index].activation = act
+            nodes[index].node.outputs = [nodes[users[0]].node.outputs[0]]
+            nodes.remove(at: users[0])
+            if users[0] < index { index -= 1 }
+        }
+    }
+}

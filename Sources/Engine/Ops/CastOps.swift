@@ -1,0 +1,107 @@
+import Tensor
+
+@inline(__always)
+private func convert<S: NumericScalar, D: NumericScalar>(_ src: Tensor, _ s: S.Type, _ d: D.Type) -> Tensor {
+    if S.self == Float.self && D.self == Int64.self {
+        return mapElements(src) { (v: Float) in clampedInteger(Double(v), Int64.self) }
+    }
+    return mapElements(src) { (v: S) in D(fromDouble: v.asDouble) }
+}
+
+private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DType) -> Tensor? {
+    switch dtype {
+    case .float32: return convert(t, S.self, Float.self)
+    case .float64: return convert(t, S.self, Double.self)
+    case .int64: return convert(t, S.self, Int64.self)
+    case .int32: return convert(t, S.self, Int32.self)
+    case .int16: return convert(t, S.self, Int16.self)
+    case .int8: return convert(t, S.self, Int8.self)
+    case .uint8: return convert(t, S.self, UInt8.self)
+    case .uint16: return convert(t, S.self, UInt16.self)
+    case .uint32: return convert(t, S.self, UInt32.self)
+    case .uint64: return convert(t, S.self, UInt64.self)
+    case .bool: return mapElements(t) { (v: S) in v != S(fromDouble: 0) }
+    case .float16:
+        let f = convert(t, S.self, Float.self)
+        var out = Tensor(uninitialized: .float16, shape: t.shape)
+        f.withUnsafeBufferPointer(of: Float.self) { src in
+            out.withUnsafeMutableBytes { raw in
+                let dst = raw.bindMemory(to: UInt16.self)
+                for i in 0..<src.count { dst[i] = floatToFloat16(src[i]) }
+            }
+        }
+        return out
+    case .bfloat16:
+        let f = convert(t, S.self, Float.self)
+        var out = Tensor(uninitialized: .bfloat16, shape: t.shape)
+        f.withUnsafeBufferPointer(of: Float.self) { src in
+            out.withUnsafeMutableBytes { raw in
+                let dst = raw.bindMemory(to: UInt16.self)
+                for i in 0..<src.count {
+                    // Round to nearest even on the dropped 16 bits; NaN stays NaN.
+                    let bits = src[i].bitPattern
+                    dst[i] = src[i].isNaN ? 0x7fc0 : UInt16(truncatingIfNeeded: (bits &+ 0x7fff &+ ((bits >> 16) & 1)) >> 16)
+                }
+            }
+        }
+        return out
+    default: return nil
+    }
+}
+
+/// Converts a tensor to `dtype` (float32/64, float16, bfloat16 input, all integer widths, bool); integers truncate toward zero.
+func castTensor(_ t: Tensor, to dtype: DType, _ ctx: OpContext) throws -> Tensor {
+    if t.dtype == dtype { return t }
+    var result: Tensor?
+    switch t.dtype {
+    case .float32: result = fromScalar(t, Float.self, to: dtype)
+    case .float64: result = fromScalar(t, Double.self, to: dtype)
+    case .int64: result = fromScalar(t, Int64.self, to: dtype)
+    case .int32: result = fromScalar(t, Int32.self, to: dtype)
+    case .int16: result = fromScalar(t, Int16.self, to: dtype)
+    case .int8: result = fromScalar(t, Int8.self, to: dtype)
+    case .uint8: result = fromScalar(t, UInt8.self, to: dtype)
+    case .uint16: result = fromScalar(t, UInt16.self, to: dtype)
+    case .uint32: result = fromScalar(t, UInt32.self, to: dtype)
+    case .uint64: result = fromScalar(t, UInt64.self, to: dtype)
+    case .bool:
+        let bytes = Tensor(dtype: .uint8, shape: t.shape, storage: t.storage, byteOffset: t.byteOffset)
+        result = dtype == .uint8 ? stridedCopy(bytes, shape: t.shape, strides: Tensor.contiguousStrides(t.shape), offset: 0)
+            : fromScalar(bytes, UInt8.self, to: dtype)
+    case .float16, .bfloat16:
+        let half = t.dtype == .float16
+        var f = Tensor(uninitialized: .float32, shape: t.shape)
+        t.withUnsafeBytes { raw in
+            let src = raw.bindMemory(to: UInt16.self)
+            f.withUnsafeMutableBufferPointer(of: Float.self) { dst in
+                for i in 0..<src.count { dst[i] = half ? float16ToFloat(src[i]) : Float(bitPattern: UInt32(src[i]) << 16) }
+            }
+        }
+        result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype)
+    default: result = nil
+    }
+    guard let r = result else { throw ctx.error(.unsupportedDType, "cannot cast \(t.dtype) to \(dtype)") }
+    return r
+}
+
+/// Decodes an ONNX dtype number from an attribute.
+func dtypeAttribute(_ ctx: OpContext, _ name: String, _ fallback: DType?) throws -> DType {
+    guard ctx.has(name) else {
+        guard let f = fallback else { throw ctx.error(.invalidModel, "attribute '\(name)' is required") }
+        return f
+    }
+    let raw = try ctx.int(name, 0)
+    guard let dtype = DType(rawValue: raw) else { throw ctx.unsupported(name, "= \(raw) (unknown dtype)") }
+    return dtype
+}
+
+let castOperators: OperatorTable = [
+    "Cast": { ctx in
+        let to = try dtypeAttribute(ctx, "to", nil)
+        guard to != .string else { throw ctx.unsupported("to", "= string") }
+        return PreparedKernel { inputs in [try castTensor(inputs.required(0, ctx), to: to, ctx)] }
+    },
+    "CastLike": { ctx in PreparedKernel { inputs in
+        [try castTensor(inputs.required(0, ctx), to: inputs.required(1, ctx).dtype, ctx)]
+    } },
+]

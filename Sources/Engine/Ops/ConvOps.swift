@@ -1,0 +1,219 @@
+import Tensor
+
+/// Per-axis begin/end padding of a convolution or pooling window (auto_pad resolves here).
+func windowPads(input: Int, kernel: Int, stride: Int, dilation: Int, autoPad: String, explicit: (Int, Int), _ ctx: OpContext) throws -> (Int, Int) {
+    switch autoPad {
+    case "NOTSET", "": return explicit
+    case "VALID": return (0, 0)
+    case "SAME_UPPER", "SAME_LOWER":
+        let out = (input + stride - 1) / stride
+        let total = max(0, (out - 1) * stride + (kernel - 1) * dilation + 1 - input)
+        return autoPad == "SAME_UPPER" ? (total / 2, total - total / 2) : (total - total / 2, total / 2)
+    default: throw ctx.unsupported("auto_pad", "'\(autoPad)'")
+    }
+}
+
+/// Attributes shared by Conv, ConvTranspose and the pools.
+struct WindowAttributes: Sendable {
+    var autoPad: String
+    var kernelShape: [Int]?
+    var strides: [Int]?
+    var pads: [Int]?
+    var dilations: [Int]?
+
+    init(_ ctx: OpContext) throws {
+        autoPad = try ctx.string("auto_pad", "NOTSET")
+        kernelShape = try ctx.ints("kernel_shape")
+        strides = try ctx.ints("strides")
+        pads = try ctx.ints("pads")
+        dilations = try ctx.ints("dilations")
+        guard ["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER", ""].contains(autoPad) else { throw ctx.unsupported("auto_pad", "'\(autoPad)'") }
+    }
+
+    /// Resolves the per-spatial-axis values (length `spatial`) for an input of `inputSpatial`.
+    func resolve(spatial: Int, inputSpatial: [Int], kernel: [Int], _ ctx: OpContext) throws
+        -> (strides: [Int], dilations: [Int], padBegin: [Int], padEnd: [Int]) {
+        let s = strides ?? Array(repeating: 1, count: spatial)
+        let d = dilations ?? Array(repeating: 1, count: spatial)
+        let p = pads ?? Array(repeating: 0, count: 2 * spatial)
+        guard s.count == spatial, d.count == spatial, p.count == 2 * spatial, kernel.count == spatial else {
+            throw ctx.error(.invalidModel, "strides \(s), dilations \(d), pads \(p), kernel \(kernel) do not match \(spatial) spatial axes")
+        }
+        guard s.allSatisfy({ $0 > 0 }), d.allSatisfy({ $0 > 0 }) else { throw ctx.error(.invalidModel, "strides and dilations must be positive") }
+        var begin: [Int] = [], end: [Int] = []
+        for i in 0..<spatial {
+            let (b, e) = try windowPads(input: inputSpatial[i], kernel: kernel[i], stride: s[i], dilation: d[i], autoPad: autoPad,
+                                        explicit: (p[i], p[i + spatial]), ctx)
+            begin.append(b); end.append(e)
+        }
+        return (s, d, begin, end)
+    }
+}
+
+let convOperators: OperatorTable = [
+    "Conv": { ctx in
+        let attrs = try WindowAttributes(ctx)
+        let groups = try ctx.int("group", 1)
+        let activation = ctx.activation
+        var packed: PackedConvolution?
+        var consumed: Set<Int> = []
+        if let w = ctx.constants[1], !ctx.hasInput(2) || ctx.constants[2] != nil {
+            guard w.dtype == .float32 else { throw ctx.error(.unsupportedDType, "weights are \(w.dtype), expected float32") }
+            guard w.rank == 3 || w.rank == 4 else { throw ctx.error(.unsupportedAttribute, "only 1-D and 2-D convolutions are supported (weights \(w.shape))") }
+            let kh = w.rank == 4 ? w.shape[2] : 1, kw = w.shape[w.rank - 1]
+            let bias = ctx.hasInput(2) ? ctx.constants[2] : nil
+            if let b = bias, b.dtype != .float32 || b.count != w.shape[0] { throw ctx.error(.invalidModel, "bias \(b) does not match \(w.shape[0]) output channels") }
+            packed = w.withUnsafeBufferPointer(of: Float.self) { wp in
+                if let b = bias {
+                    return b.withUnsafeBufferPointer(of: Float.self) { bp in
+                        PackedConvolution(weights: wp, bias: bp, outChannels: w.shape[0], inChannels: w.shape[1] * groups,
+                                          kernelHeight: kh, kernelWidth: kw, groups: groups, activation: activation)
+                    }
+                }
+                return PackedConvolution(weights: wp, bias: nil, outChannels: w.shape[0], inChannels: w.shape[1] * groups,
+                                         kernelHeight: kh, kernelWidth: kw, groups: groups, activation: activation)
+            }
+            consumed = ctx.hasInput(2) ? [1, 2] : [1]
+        }
+        let weightShape = ctx.constants[1]?.shape
+        let prepared = packed
+        return PreparedKernel(kernel: { inputs in
+            let x = try inputs.required(0, ctx)
+            guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
+            let wShape = try weightShape ?? inputs.required(1, ctx).shape
+            guard x.rank == wShape.count, x.rank == 3 || x.rank == 4 else {
+                throw ctx.error(.executionFailed, "input \(x.shape) does not match weights \(wShape) (1-D and 2-D convolutions only)")
+            }
+            guard x.shape[1] == wShape[1] * groups else {
+                throw ctx.error(.executionFailed, "input has \(x.shape[1]) channels, weights \(wShape) with group \(groups) expect \(wShape[1] * groups)")
+            }
+            let twoD = x.rank == 4
+            let inSpatial = twoD ? [x.shape[2], x.shape[3]] : [x.shape[2]]
+            let kernel = twoD ? [wShape[2], wShape[3]] : [wShape[2]]
+            if let ks = attrs.kernelShape, ks != kernel { throw ctx.error(.invalidModel, "kernel_shape \(ks) disagrees with weights \(wShape)") }
+            let r = try attrs.resolve(spatial: kernel.count, inputSpatial: inSpatial, kernel: kernel, ctx)
+            let g = ConvGeometry(batch: x.shape[0], inChannels: x.shape[1], inHeight: twoD ? inSpatial[0] : 1, inWidth: inSpatial.last!,
+                                 outChannels: wShape[0], kernelHeight: twoD ? kernel[0] : 1, kernelWidth: kernel.last!,
+                                 strideHeight: twoD ? r.strides[0] : 1, strideWidth: r.strides.last!,
+                                 dilationHeight: twoD ? r.dilations[0] : 1, dilationWidth: r.dilations.last!,
+                                 padTop: twoD ? r.padBegin[0] : 0, padLeft: r.padBegin.last!,
+                                 padBottom: twoD ? r.padEnd[0] : 0, padRight: r.padEnd.last!, groups: groups)
+            guard g.outHeight > 0, g.outWidth > 0 else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \(kernel)") }
+            let outShape = twoD ? [g.batch, g.outChannels, g.outHeight, g.outWidth] : [g.batch, g.outChannels, g.outWidth]
+            let out = try Tensor.makeFloat(shape: outShape) { o in
+                try x.floatPointer { xp in
+                    if let p = prepared {
+                        let scratch = p.workspaceCount(for: g)
+                        if scratch > 0 {
+                            let ws = UnsafeMutablePointer<Float>.allocate(capacity: scratch)
+                            defer { ws.deallocate() }
+                            p.run(g, input: xp, output: o, workspace: ws)
+                        } else {
+                            p.run(g, input: xp, output: o, workspace: nil)
+                        }
+                    } else {
+                        let w = try inputs.required(1, ctx)
+                        let b = inputs[2]
+                        try w.floatPointer { wp in
+                            if let b {
+                                guard b.count == g.outChannels else { throw ctx.error(.executionFailed, "bias \(b.shape) does not match \(g.outChannels) channels") }
+                                b.floatPointer { bp in convolutionReference(g, input: xp, weights: wp, bias: bp, activation: activation, output: o) }
+                            } else {
+                                convolutionReference(g, input: xp, weights: wp, bias: nil, activation: activation, output: o)
+                            }
+                        }
+                    }
+                }
+            }
+            return [out]
+        }, consumedInputs: consumed)
+    },
+    "ConvTranspose": { ctx in
+        let attrs = try WindowAttributes(ctx)
+        let groups = try ctx.int("group", 1)
+        let outputPadding = try ctx.ints("output_padding")
+        let outputShape = try ctx.ints("output_shape")
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx), w = try inputs.required(1, ctx)
+            guard x.dtype == .float32, w.dtype == .float32 else { throw ctx.error(.unsupportedDType, "ConvTranspose needs float32, got \(x.dtype)") }
+            guard x.rank == w.rank, x.rank == 3 || x.rank == 4 else {
+                throw ctx.error(.unsupportedAttribute, "only 1-D and 2-D transposed convolutions are supported (input \(x.shape), weights \(w.shape))")
+            }
+            guard x.shape[1] == w.shape[0], w.shape[0] % groups == 0 else {
+                throw ctx.error(.executionFailed, "input channels \(x.shape[1]) do not match weights \(w.shape)")
+            }
+            let spatial = x.rank - 2
+            let inSp = Array(x.shape[2...]), kernel = Array(w.shape[2...])
+            let strides = attrs.strides ?? Array(repeating: 1, count: spatial)
+            let dil = attrs.dilations ?? Array(repeating: 1, count: spatial)
+            let outPad = outputPadding ?? Array(repeating: 0, count: spatial)
+            var pads = attrs.pads ?? Array(repeating: 0, count: 2 * spatial)
+            guard strides.count == spatial, dil.count == spatial, outPad.count == spatial, pads.count == 2 * spatial else {
+                throw ctx.error(.invalidModel, "strides/dilations/output_padding/pads do not match \(spatial) spatial axes")
+            }
+            var outSp = [Int](repeating: 0, count: spatial)
+            for i in 0..<spatial {
+                let full = strides[i] * (inSp[i] - 1) + outPad[i] + (kernel[i] - 1) * dil[i] + 1
+                var target: Int?
+                if let os = outputShape { target = os.count == spatial ? os[i] : os[os.count - spatial + i] }
+                else if attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER" { target = inSp[i] * strides[i] }
+                if let t = target {
+                    let total = max(0, full - t)
+                    if attrs.autoPad == "SAME_UPPER" { pads[i] = total / 2; pads[i + spatial] = total - total / 2 }
+                    else { pads[i] = total - total / 2; pads[i + spatial] = total / 2 }
+                    outSp[i] = t
+                } else {
+                    if attrs.autoPad == "VALID" { pads[i] = 0; pads[i + spatial] = 0 }
+                    outSp[i] = full - pads[i] - pads[i + spatial]
+                }
+                guard outSp[i] > 0 else { throw ctx.error(.executionFailed, "output size \(outSp[i]) on axis \(i) is not positive") }
+            }
+            let n = x.shape[0], c = x.shape[1], mg = w.shape[1], m = mg * groups, cg = c / groups
+            let ih = spatial == 2 ? inSp[0] : 1, iw = inSp.last!
+            let kh = spatial == 2 ? kernel[0] : 1, kw = kernel.last!
+            let oh = spatial == 2 ? outSp[0] : 1, ow = outSp.last!
+            let sh = spatial == 2 ? strides[0] : 1, sw = strides.last!
+            let dh = spatial == 2 ? dil[0] : 1, dw = dil.last!
+            let pt = spatial == 2 ? pads[0] : 0, pl = pads[spatial - 1]
+            let bias = inputs[2]
+            if let b = bias, b.count != m { throw ctx.error(.executionFailed, "bias \(b.shape) does not match \(m) output channels") }
+            let rows = mg * kh * kw, hw = ih * iw
+            let cols = UnsafeMutablePointer<Float>.allocate(capacity: max(rows * hw, 1))
+            defer { cols.deallocate() }
+            let out = Tensor.makeFloat(shape: [n, m] + outSp) { o in
+                o.initialize(repeating: 0, count: n * m * oh * ow)
+                x.floatPointer { xp in w.floatPointer { wp in
+                    for b in 0..<n {
+                        for g in 0..<groups {
+                            // cols[(mg*kh*kw) x (ih*iw)] = W_g^T * X_g, then scatter-add (col2im).
+                            sgemm(transposeA: true, transposeB: false, m: rows, n: hw, k: cg, alpha: 1,
+                                  a: wp + g * cg * rows, lda: rows, b: xp + (b * c + g * cg) * hw, ldb: hw, beta: 0, c: cols, ldc: hw)
+                            for r in 0..<rows {
+                                let mm = r / (kh * kw), ky = (r / kw) % kh, kx = r % kw
+                                let plane = o + ((b * m) + g * mg + mm) * oh * ow
+                                let src = cols + r * hw
+                                for iy in 0..<ih {
+                                    let oy = iy * sh - pt + ky * dh
+                                    if oy < 0 || oy >= oh { continue }
+                                    for ix in 0..<iw {
+                                        let ox = ix * sw - pl + kx * dw
+                                        if ox < 0 || ox >= ow { continue }
+                                        plane[oy * ow + ox] += src[iy * iw + ix]
+                                    }
+                                }
+                            }
+                        }
+                    }
+                } }
+                if let bias {
+                    let bv = bias.scalars(as: Float.self)
+                    for b in 0..<n { for mm in 0..<m {
+                        let plane = o + (b * m + mm) * oh * ow
+                        for i in 0..<(oh * ow) { plane[i] += bv[mm] }
+                    } }
+                }
+            }
+            return [out]
+        }
+    },
+]

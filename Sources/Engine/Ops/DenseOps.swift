@@ -1,0 +1,275 @@
+import Foundation
+import Tensor
+
+/// Batched, broadcasting float32 matrix product with numpy MatMul semantics (1-D operands promoted and dropped).
+func matmul(_ a: Tensor, _ b: Tensor, _ ctx: OpContext) throws -> Tensor {
+    guard a.dtype == .float32, b.dtype == .float32 else { throw ctx.error(.unsupportedDType, "MatMul needs float32, got \(a.dtype) x \(b.dtype)") }
+    guard a.rank >= 1, b.rank >= 1 else { throw ctx.error(.executionFailed, "MatMul operands must have rank >= 1") }
+    let aShape = a.rank == 1 ? [1, a.shape[0]] : a.shape
+    let bShape = b.rank == 1 ? [b.shape[0], 1] : b.shape
+    let m = aShape[aShape.count - 2], k = aShape[aShape.count - 1]
+    let k2 = bShape[bShape.count - 2], n = bShape[bShape.count - 1]
+    guard k == k2 else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x \(b.shape)") }
+    let aBatch = Array(aShape.dropLast(2)), bBatch = Array(bShape.dropLast(2))
+    guard let batch = broadcastShape(aBatch, bBatch) else { throw ctx.error(.executionFailed, "cannot broadcast batch dims of \(a.shape) and \(b.shape)") }
+    var outShape = batch + [m, n]
+    let batchCount = batch.reduce(1, *)
+    var out = Tensor(uninitialized: .float32, shape: outShape)
+    out.withUnsafeMutableBufferPointer(of: Float.self) { o in
+        guard let op = o.baseAddress else { return }
+        if k == 0 { op.initialize(repeating: 0, count: o.count); return }
+        a.floatPointer { ap in b.floatPointer { bp in
+            if bBatch.reduce(1, *) == 1 && aBatch == batch {
+                // Stacked rows of A against one B: a single sgemm.
+                sgemm(transposeA: false, transposeB: false, m: batchCount * m, n: n, k: k, alpha: 1, a: ap, lda: k, b: bp, ldb: n, beta: 0, c: op, ldc: n)
+                return
+            }
+            let aStrides = broadcastStrides(aBatch, to: batch), bStrides = broadcastStrides(bBatch, to: batch)
+            let batchStrides = Tensor.contiguousStrides(batch)
+            for i in 0..<batchCount {
+                var rem = i, ao = 0, bo = 0
+                for d in 0..<batch.count {
+                    let c = rem / batchStrides[d]
+                    rem %= batchStrides[d]
+                    ao += c * aStrides[d]; bo += c * bStrides[d]
+                }
+                sgemm(transposeA: false, transposeB: false, m: m, n: n, k: k, alpha: 1, a: ap + ao * m * k, lda: k,
+                      b: bp + bo * k * n, ldb: n, beta: 0, c: op + i * m * n, ldc: n)
+            }
+        } }
+    }
+    if a.rank == 1 { outShape.remove(at: outShape.count - 2) }
+    if b.rank == 1 { outShape.removeLast() }
+    return out.reshaped(outShape)
+}
+
+/// Pooled output length on one axis (floor or ceil mode; a last window must start inside the padded input).
+func pooledLength(input: Int, kernel: Int, stride: Int, dilation: Int, padBegin: Int, padEnd: Int, ceil: Bool) -> Int {
+    let span = (kernel - 1) * dilation + 1
+    let numerator = input + padBegin + padEnd - span
+    if numerator < 0 { return 0 }
+    var out = (ceil ? (numerator + stride - 1) / stride : numerator / stride) + 1
+    if ceil && (out - 1) * stride >= input + padBegin { out -= 1 }
+    return out
+}
+
+private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> PreparedKernel {
+    { ctx in
+        let attrs = try WindowAttributes(ctx)
+        guard let kernel = attrs.kernelShape else { throw ctx.error(.invalidModel, "attribute 'kernel_shape' is required") }
+        guard kernel.count == 1 || kernel.count == 2 else { throw ctx.unsupported("kernel_shape", "\(kernel) (only 1-D and 2-D pooling)") }
+        let ceil = try ctx.int("ceil_mode", 0) == 1
+        let includePad = try ctx.int("count_include_pad", 0) == 1
+        let wantsIndices = isMax && ctx.node.outputs.count > 1 && !ctx.node.outputs[1].isEmpty
+        let columnMajor = try ctx.int("storage_order", 0) == 1
+        return PreparedKernel { inputs in
+            var x = try inputs.required(0, ctx)
+            let original = x.dtype
+            if isMax && [DType.uint8, .int8, .float64, .float16].contains(original) { x = try castTensor(x, to: .float32, ctx) }
+            guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
+            guard x.rank == kernel.count + 2 else { throw ctx.error(.executionFailed, "input \(x.shape) does not match kernel_shape \(kernel)") }
+            let spatial = Array(x.shape[2...])
+            let r = try attrs.resolve(spatial: kernel.count, inputSpatial: spatial, kernel: kernel, ctx)
+            var outSp: [Int] = []
+            for i in 0..<kernel.count {
+                if attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER" {
+                    outSp.append((spatial[i] + r.strides[i] - 1) / r.strides[i])
+                } else {
+                    outSp.append(pooledLength(input: spatial[i], kernel: kernel[i], stride: r.strides[i], dilation: r.dilations[i],
+                                              padBegin: r.padBegin[i], padEnd: r.padEnd[i], ceil: ceil))
+                }
+            }
+            let twoD = kernel.count == 2
+            let g = PoolGeometry(planes: x.shape[0] * x.shape[1], inHeight: twoD ? spatial[0] : 1, inWidth: spatial.last!,
+                                 outHeight: twoD ? outSp[0] : 1, outWidth: outSp.last!, kernelHeight: twoD ? kernel[0] : 1, kernelWidth: kernel.last!,
+                                 strideHeight: twoD ? r.strides[0] : 1, strideWidth: r.strides.last!,
+                                 dilationHeight: twoD ? r.dilations[0] : 1, dilationWidth: r.dilations.last!,
+                                 padTop: twoD ? r.padBegin[0] : 0, padLeft: r.padBegin.last!, padBottom: twoD ? r.padEnd[0] : 0, padRight: r.padEnd.last!)
+            let out = Tensor.makeFloat(shape: Array(x.shape[..<2]) + outSp) { o in
+                x.floatPointer { xp in
+                    if isMax { maxPool2D(g, input: xp, output: o) } else { averagePool2D(g, countIncludePad: includePad, input: xp, output: o) }
+                }
+            }
+            let y = original == .float32 ? out : try castTensor(out, to: original, ctx)
+            if wantsIndices { return [y, maxPoolIndices(g, x, columnMajor: columnMajor).reshaped(out.shape)] }
+            return [y]
+        }
+    }
+}
+
+/// Flat indices of each MaxPool window's maximum (first on ties), over the whole NCHW tensor; column-major within a plane when asked.
+func maxPoolIndices(_ g: PoolGeometry, _ x: Tensor, columnMajor: Bool) -> Tensor {
+    var result = [Int64](repeating: 0, count: g.planes * g.outHeight * g.outWidth)
+    x.floatPointer { src in
+        for p in 0..<g.planes {
+            let plane = src + p * g.inHeight * g.inWidth
+            for y in 0..<g.outHeight {
+                for xo in 0..<g.outWidth {
+                    var best = -Float.infinity, at = -1
+                    for ky in 0..<g.kernelHeight {
+                        let iy = y * g.strideHeight - g.padTop + ky * g.dilationHeight
+                        if iy < 0 || iy >= g.inHeight { continue }
+                        for kx in 0..<g.kernelWidth {
+                            let ix = xo * g.strideWidth - g.padLeft + kx * g.dilationWidth
+                            if ix < 0 || ix >= g.inWidth { continue }
+                            let v = plane[iy * g.inWidth + ix]
+                            if at < 0 || v > best {
+                                best = v
+                                at = columnMajor ? ix * g.inHeight + iy : iy * g.inWidth + ix
+                            }
+                        }
+                    }
+                    result[(p * g.outHeight + y) * g.outWidth + xo] = Int64(p * g.inHeight * g.inWidth + max(at, 0))
+                }
+            }
+        }
+    }
+    return Tensor(shape: [result.count], scalars: result)
+}
+
+/// Y = scale * (X - mean) / sqrt(var + eps) + B over channel axis 1.
+func batchNormalize(_ x: Tensor, scale: [Float], bias: [Float], mean: [Float], variance: [Float], epsilon: Float, _ ctx: OpContext) throws -> Tensor {
+    guard x.dtype == .float32, x.rank >= 2 else { throw ctx.error(.unsupportedDType, "input \(x) must be float32 with rank >= 2") }
+    let c = x.shape[1]
+    guard scale.count == c, bias.count == c, mean.count == c, variance.count == c else {
+        throw ctx.error(.executionFailed, "parameters do not match \(c) channels")
+    }
+    let inner = x.shape[2...].reduce(1, *)
+    let mul = (0..<c).map { scale[$0] / (variance[$0] + epsilon).squareRoot() }
+    let add = (0..<c).map { bias[$0] - mean[$0] * mul[$0] }
+    var y = x
+    y.withUnsafeMutableBufferPointer(of: Float.self) { p in
+        var i = 0
+        for _ in 0..<x.shape[0] {
+            for ch in 0..<c {
+                let a = mul[ch], b = add[ch]
+                for _ in 0..<inner { p[i] = p[i] * a + b; i += 1 }
+            }
+        }
+    }
+    return y
+}
+
+let denseOperators: OperatorTable = [
+    "MatMul": { ctx in PreparedKernel { inputs in [try matmul(inputs.required(0, ctx), inputs.required(1, ctx), ctx)] } },
+    "Gemm": { ctx in
+        let transA = try ctx.int("transA", 0) == 1, transB = try ctx.int("transB", 0) == 1
+        let alpha = try ctx.float("alpha", 1), beta = try ctx.float("beta", 1)
+        let activation = ctx.activation
+        return PreparedKernel { inputs in
+            let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
+            guard a.dtype == .float32, b.dtype == .float32 else { throw ctx.error(.unsupportedDType, "Gemm needs float32, got \(a.dtype), \(b.dtype)") }
+            guard a.rank == 2, b.rank == 2 else { throw ctx.error(.executionFailed, "Gemm needs 2-D operands, got \(a.shape) and \(b.shape)") }
+            let m = transA ? a.shape[1] : a.shape[0], k = transA ? a.shape[0] : a.shape[1]
+            let kb = transB ? b.shape[1] : b.shape[0], n = transB ? b.shape[0] : b.shape[1]
+            guard k == kb else { throw ctx.error(.executionFailed, "inner dimensions differ: A \(a.shape) (transA=\(transA)) and B \(b.shape) (transB=\(transB))") }
+            var out: Tensor
+            var effectiveBeta: Float = 0
+            if let c = inputs[2], beta != 0 {
+                guard c.dtype == .float32, let s = broadcastShape(c.shape, [m, n]), s == [m, n] else {
+                    throw ctx.error(.executionFailed, "C \(c) does not broadcast to [\(m), \(n)]")
+                }
+                out = stridedCopy(c, shape: [m, n], strides: broadcastStrides(c.shape, to: [m, n]), offset: 0)
+                effectiveBeta = beta
+            } else {
+                out = Tensor(uninitialized: .float32, shape: [m, n])
+            }
+            out.withUnsafeMutableBufferPointer(of: Float.self) { o in
+                guard let op = o.baseAddress else { return }
+                if k == 0 {
+                    for i in 0..<o.count { o[i] = effectiveBeta == 0 ? 0 : o[i] * effectiveBeta }
+                } else {
+                    a.floatPointer { ap in b.floatPointer { bp in
+                        sgemm(transposeA: transA, transposeB: transB, m: m, n: n, k: k, alpha: alpha, a: ap, lda: a.shape[1],
+                              b: bp, ldb: b.shape[1], beta: effectiveBeta, c: op, ldc: n)
+                    } }
+                }
+                activation.apply(op, count: o.count)
+            }
+            return [out]
+        }
+    },
+    "MaxPool": poolFactory(max: true),
+    "AveragePool": poolFactory(max: false),
+    "GlobalAveragePool": { ctx in PreparedKernel { inputs in
+        let x = try inputs.required(0, ctx)
+        guard x.dtype == .float32, x.rank >= 3 else { throw ctx.error(.unsupportedDType, "input \(x) must be float32 NC...") }
+        return [reduce(x, axes: Set(2..<x.rank), keepDims: true, initial: Float(0), pre: { $0 }, combine: +, post: { a, n in a / Float(n) })]
+    } },
+    "GlobalMaxPool": { ctx in PreparedKernel { inputs in
+        let x = try inputs.required(0, ctx)
+        guard x.dtype == .float32, x.rank >= 3 else { throw ctx.error(.unsupportedDType, "input \(x) must be float32 NC...") }
+        return [reduce(x, axes: Set(2..<x.rank), keepDims: true, initial: -Float.infinity, pre: { $0 }, combine: { Swift.max($0, $1) }, post: { a, _ in a })]
+    } },
+    "BatchNormalization": { ctx in
+        let epsilon = try ctx.float("epsilon", 1e-5)
+        if try ctx.int("spatial", 1) != 1 { throw ctx.unsupported("spatial", "= 0") }
+        if try ctx.int("training_mode", 0) != 0 { throw ctx.unsupported("training_mode", "= 1 (inference only)") }
+        if ctx.node.outputs.dropFirst().contains(where: { !$0.isEmpty }) {
+            throw ctx.error(.unsupportedAttribute, "training outputs (running mean/var) are not supported")
+        }
+        return PreparedKernel { inputs in
+            guard let x = inputs.take(0) else { throw ctx.error(.invalidModel, "missing input") }
+            let p = try (1...4).map { try inputs.required($0, ctx) }
+            guard p.allSatisfy({ $0.dtype == .float32 }) else { throw ctx.error(.unsupportedDType, "parameters must be float32") }
+            return [try batchNormalize(x, scale: p[0].scalars(as: Float.self), bias: p[1].scalars(as: Float.self),
+                                       mean: p[2].scalars(as: Float.self), variance: p[3].scalars(as: Float.self), epsilon: epsilon, ctx)]
+        }
+    },
+    "InstanceNormalization": { ctx in
+        let epsilon = try ctx.float("epsilon", 1e-5)
+        return PreparedKernel { inputs in
+            guard let x = inputs.take(0) else { throw ctx.error(.invalidModel, "missing input") }
+            guard x.dtype == .float32, x.rank >= 3 else { throw ctx.error(.unsupportedDType, "input \(x) must be float32 NC...") }
+            let scale = try inputs.required(1, ctx).scalars(as: Float.self), bias = try inputs.required(2, ctx).scalars(as: Float.self)
+            let c = x.shape[1], inner = x.shape[2...].reduce(1, *)
+            guard scale.count == c, bias.count == c else { throw ctx.error(.executionFailed, "scale/B do not match \(c) channels") }
+            var y = x
+            y.withUnsafeMutableBufferPointer(of: Float.self) { p in
+                for plane in 0..<(x.shape[0] * c) {
+                    let base = plane * inner
+                    var sum: Double = 0, sq: Double = 0
+                    for i in 0..<inner { let v = Double(p[base + i]); sum += v; sq += v * v }
+                    let mean = sum / Double(inner), variance = max(0, sq / Double(inner) - mean * mean)
+                    let a = scale[plane % c] / Float((variance + Double(epsilon)).squareRoot()), b = bias[plane % c] - Float(mean) * a
+                    for i in 0..<inner { p[base + i] = p[base + i] * a + b }
+                }
+            }
+            return [y]
+        }
+    },
+    "LayerNormalization": { ctx in
+        let axisAttr = try ctx.int("axis", -1), epsilon = try ctx.float("epsilon", 1e-5)
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx), scaleT = try inputs.required(1, ctx)
+            guard x.dtype == .float32, scaleT.dtype == .float32 else { throw ctx.error(.unsupportedDType, "LayerNormalization needs float32, got \(x.dtype)") }
+            let axis = try ctx.axis(axisAttr, rank: x.rank)
+            let normShape = Array(x.shape[axis...])
+            let inner = normShape.reduce(1, *), outer = x.count / max(inner, 1)
+            func expand(_ t: Tensor) throws -> [Float] {
+                guard let s = broadcastShape(t.shape, normShape), s == normShape else {
+                    throw ctx.error(.executionFailed, "\(t.shape) does not broadcast to normalized shape \(normShape)")
+                }
+                return stridedCopy(t, shape: normShape, strides: broadcastStrides(t.shape, to: normShape), offset: 0).scalars(as: Float.self)
+            }
+            let scale = try expand(scaleT)
+            let bias = try inputs[2].map(expand)
+            var means = [Float](repeating: 0, count: outer), invStd = [Float](repeating: 0, count: outer)
+            let y = x.floatPointer { xp in Tensor.makeFloat(shape: x.shape) { yp in
+                for o in 0..<outer {
+                    let row = xp + o * inner, dst = yp + o * inner
+                    var sum: Float = 0
+                    for i in 0..<inner { sum += row[i] }
+                    let mean = sum / Float(inner)
+                    var sq: Float = 0
+                    for i in 0..<inner { let d = row[i] - mean; sq += d * d }
+                    let inv = 1 / (sq / Float(inner) + epsilon).squareRoot()
+                    means[o] = mean; invStd[o] = inv
+                    for i in 0..<inner { dst[i] = (row[i] - mean) * inv * scale[i] + (bias?[i] ?? 0) }
+                }
+            } }
+            let statShape = x.shape.indices.map { $0 < axis ? x.shape[$0] : 1 }
+            return [y, Tensor(shape: statShape, scalars: means), Tensor(shape: statShape, scalars: invStd)]
+        }
+    },
+]

@@ -1,0 +1,66 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Tensor
+
+/// Decoding notes: tensors are dense and little-endian; float16/bfloat16 keep their dtype and 16-bit patterns
+/// (the engine decides how to widen them); sparse initializers are densified; model-local functions are inlined;
+/// external data is read at decode time. Every failure is an `ONNXError` naming the tensor, node or field.
+extension Model {
+    /// Decodes a serialized `ModelProto`; external-data locations resolve against `externalDataDirectory`.
+    public init(serialized bytes: [UInt8], externalDataDirectory: String? = nil) throws {
+        self = try bytes.withUnsafeBytes { try Model(serializedBuffer: $0, externalDataDirectory: externalDataDirectory) }
+    }
+
+    /// Decodes a serialized `ModelProto` from memory the caller keeps alive for the call (no copy of the input).
+    public init(serializedBuffer bytes: UnsafeRawBufferPointer, externalDataDirectory: String? = nil) throws {
+        let decoder = ProtoDecoder(tensors: TensorDecoder(externalDataDirectory: externalDataDirectory))
+        self = try decoder.decodeModel(bytes)
+    }
+
+    /// Reads and decodes the `.onnx` file at `path`; external data is looked up beside it.
+    public init(contentsOf path: String) throws {
+        let bytes = try readWholeFile(path)
+        self = try withContext("model '\(path)'") { try Model(serialized: bytes, externalDataDirectory: directoryOf(path)) }
+    }
+}
+
+/// Decodes a serialized `TensorProto` (e.g. an ONNX test-data `.pb` file) into its name and a dense tensor.
+public func decodeTensorProto(_ bytes: [UInt8], externalDataDirectory: String? = nil) throws -> (name: String, tensor: Tensor) {
+    try bytes.withUnsafeBytes { try TensorDecoder(externalDataDirectory: externalDataDirectory).decodeTensor($0) }
+}
+
+/// The directory part of `path` (`.` when it has none).
+func directoryOf(_ path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
+}
+
+/// The whole contents of a regular file.
+public func readWholeFile(_ path: String) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw ONNXError(.io, "cannot open '\(path)': \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw ONNXError(.io, "cannot stat '\(path)': \(String(cString: strerror(errno)))") }
+    guard (info.st_mode & S_IFMT) == S_IFREG else { throw ONNXError(.io, "'\(path)' is not a regular file") }
+    let size = Int(info.st_size)
+    var failure: ONNXError?
+    let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+        var done = 0
+        while done < size {
+            let got = read(fd, buffer.baseAddress! + done, size - done)
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 {
+                failure = ONNXError(.io, "reading '\(path)' failed: \(got == 0 ? "file shrank while reading" : String(cString: strerror(errno)))")
+                break
+            }
+            done += got
+        }
+        initialized = done
+    }
+    if let failure { throw failure }
+    return bytes
+}

@@ -1,0 +1,218 @@
+import Foundation
+import Testing
+import Tensor
+import ONNX
+@testable import Engine
+
+/// Small exported-style models compared against onnxruntime outputs made by `Tests/Fixtures/engine/make_fixtures.py`.
+@Suite struct OnnxRuntimeFixtureTests {
+    static let models = ["cnn", "mlp", "shapes", "legacy"]
+
+    static func load(_ name: String) throws -> (CompiledModel, [String: Tensor], [String: Tensor]) {
+        let dir = TestSupport.fixtures + "/" + name
+        let model = try CompiledModel(contentsOf: dir + "/model.onnx")
+        var feeds: [String: Tensor] = [:], expected: [String: Tensor] = [:]
+        for file in try FileManager.default.contentsOfDirectory(atPath: dir) where file.hasSuffix(".npy") {
+            let tensor = try TestSupport.npy(dir + "/" + file)
+            let stem = String(file.dropLast(4))
+            if stem.hasPrefix("input_") { feeds[String(stem.dropFirst(6))] = tensor }
+            if stem.hasPrefix("output_") { expected[String(stem.dropFirst(7))] = tensor }
+        }
+        return (model, feeds, expected)
+    }
+
+    @Test(arguments: models) func matchesOnnxRuntime(_ name: String) throws {
+        let (model, feeds, expected) = try Self.load(name)
+        let plansBefore = model.cachedPlanCount
+        let results = try model.run(feeds)
+        #expect(!expected.isEmpty)
+        for (output, reference) in expected {
+            let actual = try #require(results[output], "output \(output) missing")
+            #expect(actual.shape == reference.shape, "\(name).\(output) shape")
+            #expect(actual.dtype == reference.dtype, "\(name).\(output) dtype")
+            if reference.dtype == .float32 {
+                #expect(TestSupport.close(actual.scalars(as: Float.self), reference.scalars(as: Float.self)), "\(name).\(output) values")
+            } else {
+                #expect(actual.scalars(as: Int64.self) == reference.scalars(as: Int64.self), "\(name).\(output) values")
+            }
+        }
+        // A second run reuses the cached shape plan and must agree.
+        let again = try model.run(feeds)
+        for (output, reference) in expected where reference.dtype == .float32 {
+            #expect(TestSupport.close(again[output]!.scalars(as: Float.self), reference.scalars(as: Float.self)))
+        }
+        #expect(model.cachedPlanCount <= plansBefore + 1)
+    }
+
+    @Test(arguments: models) func batchEqualsSingleRuns(_ name: String) throws {
+        let (model, feeds, _) = try Self.load(name)
+        let input = try #require(feeds.first)
+        let batched = try model.run(feeds)
+        for row in 0..<input.value.shape[0] {
+            let single = try model.run([input.key: Tensor.concatenatingRows([input.value.rows(row..<(row + 1))])])
+            for (output, value) in batched {
+                let expectedRow = value.rows(row..<(row + 1))
+                if value.dtype == .float32 {
+                    #expect(TestSupport.close(single[output]!.scalars(as: Float.self), expectedRow.scalars(as: Float.self)), "\(name).\(output) row \(row)")
+                } else {
+                    #expect(single[output]!.scalars(as: Int64.self) == expectedRow.scalars(as: Int64.self))
+                }
+            }
+        }
+    }
+
+    @Test func inputsAndOutputsAreDescribed() throws {
+        let (model, _, _) = try Self.load("cnn")
+        #expect(model.inputs == [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(3), .fixed(17), .fixed(17)])])
+        #expect(model.outputs.map(\.name) == ["probs", "logits"])
+        #expect(model.info.producerName == "osprey-fixtures")
+        #expect(model.info.opsets[""] == 13)
+    }
+
+    @Test func feedValidationSaysExpectedVersusGot() throws {
+        let (model, feeds, _) = try Self.load("cnn")
+        let x = feeds["x"]!
+        #expect { try model.run([:]) } throws: { ($0 as? EngineError)?.code == .missingInput }
+        #expect { try model.run(["x": x, "y": x]) } throws: { ($0 as? EngineError)?.code == .unknownInput }
+        #expect { try model.run(["x": Tensor(dtype: .int64, shape: x.shape)]) } throws: {
+            guard let e = $0 as? EngineError else { return false }
+            return e.code == .invalidInput && e.message.contains("float32") && e.message.contains("int64")
+        }
+        #expect { try model.run(["x": Tensor(dtype: .float32, shape: [1, 3, 17])]) } throws: { ($0 as? EngineError)?.code == .invalidInput }
+        #expect { try model.run(["x": Tensor(dtype: .float32, shape: [1, 3, 16, 17])]) } throws: {
+            guard let e = $0 as? EngineError else { return false }
+            return e.message.contains("17") && e.message.contains("16")
+        }
+        #expect { try model.run(feeds, outputs: ["nope"]) } throws: { ($0 as? EngineError)?.code == .unknownOutput }
+        let onlyLogits = try model.run(feeds, outputs: ["logits"])
+        #expect(Array(onlyLogits.keys) == ["logits"])
+    }
+
+    @Test func concurrentRunsAgree() throws {
+        let (model, feeds, expected) = try Self.load("cnn")
+        let reference = expected["probs"]!.scalars(as: Float.self)
+        let failures = LockedCounter()
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            guard let r = try? model.run(feeds), TestSupport.close(r["probs"]!.scalars(as: Float.self), reference) else {
+                failures.increment()
+                return
+            }
+        }
+        #expect(failures.value == 0)
+    }
+}
+
+/// A thread-safe counter for the concurrency test.
+final class LockedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.lock(); count += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+}
+
+/// Compile-time rewrites and the per-shape plan cache.
+@Suite struct CompilerTests {
+    @Test func undeclaredOutputShapesAreProbed() throws {
+        let model = try CompiledModel(contentsOf: TestSupport.fixtures + "/mlp/model.onnx")
+        let am = try #require(model.outputs.first { $0.name == "am" })
+        #expect(am.dtype == .int64)
+        #expect(am.shape == [.symbolic("N"), .fixed(5)])
+    }
+
+    @Test func shapePlansAreCachedPerSignature() throws {
+        let dir = TestSupport.fixtures + "/mlp"
+        let model = try CompiledModel(contentsOf: dir + "/model.onnx")
+        let before = model.cachedPlanCount
+        let x = try TestSupport.npy(dir + "/input_x.npy")
+        _ = try model.run(["x": x])
+        _ = try model.run(["x": x])
+        #expect(model.cachedPlanCount == before + 1 || model.cachedPlanCount == before)
+        let one = try model.run(["x": Tensor.concatenatingRows([x.rows(0..<1)])])
+        #expect(one["rs"]!.shape == [1, 2])
+        let expected = try TestSupport.npy(dir + "/output_rs.npy").rows(0..<1)
+        #expect(TestSupport.close(one["rs"]!.scalars(as: Float.self), expected.scalars(as: Float.self)))
+    }
+
+    @Test func float16InitializerFeedingCastIsFoldedToFloat32() throws {
+        var halfBits = Tensor(dtype: .float16, shape: [2])
+        halfBits.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: UInt16(0x3C00), toByteOffset: 0, as: UInt16.self)   // 1.0
+            raw.storeBytes(of: UInt16(0xC000), toByteOffset: 2, as: UInt16.self)   // -2.0
+        }
+        let graph = Graph(nodes: [Node(opType: "Cast", inputs: ["w16"], outputs: ["w"], attributes: ["to": .int(1)]),
+                                  Node(opType: "Add", inputs: ["x", "w"], outputs: ["y"])],
+                          initializers: [(name: "w16", tensor: halfBits)],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(2)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: [.symbolic("N"), .fixed(2)])])
+        let model = try CompiledModel(model: Model(graph: graph))
+        let y = try model.run(["x": Tensor(shape: [1, 2], scalars: [Float(1), 1])])["y"]!
+        #expect(y.scalars(as: Float.self) == [2, -1])
+    }
+
+    @Test func convBatchNormReluFusionMatchesUnfusedMath() throws {
+        // Conv 1x1 (weight 2, bias 1) -> BN (scale 3, B 0.5, mean 1, var 4, eps 0) -> Relu.
+        let graph = Graph(nodes: [Node(opType: "Conv", inputs: ["x", "w", "b"], outputs: ["c"]),
+                                  Node(opType: "BatchNormalization", inputs: ["c", "s", "bb", "m", "v"], outputs: ["n"], attributes: ["epsilon": .float(0)]),
+                                  Node(opType: "Relu", inputs: ["n"], outputs: ["y"])],
+                          initializers: [(name: "w", tensor: TestSupport.f([1, 1, 1, 1], [2])), (name: "b", tensor: TestSupport.f([1], [1])),
+                                         (name: "s", tensor: TestSupport.f([1], [3])), (name: "bb", tensor: TestSupport.f([1], [0.5])),
+                                         (name: "m", tensor: TestSupport.f([1], [1])), (name: "v", tensor: TestSupport.f([1], [4]))],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(1), .fixed(1), .fixed(3)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: nil)])
+        let model = try CompiledModel(model: Model(graph: graph))
+        let y = try model.run(["x": TestSupport.f([1, 1, 1, 3], [-2, 0, 1])])["y"]!
+        // (2x + 1 - 1) * 3 / 2 + 0.5, then relu.
+        #expect(y.scalars(as: Float.self) == [0, 0.5, 3.5])
+        #expect(model.outputs[0].shape == [.symbolic("N"), .fixed(1), .fixed(1), .fixed(3)])
+    }
+
+    @Test func nodesAreSortedRegardlessOfFileOrder() throws {
+        let graph = Graph(nodes: [Node(opType: "Relu", inputs: ["t"], outputs: ["y"]), Node(opType: "Neg", inputs: ["x"], outputs: ["t"])],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(2)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: [.fixed(2)])])
+        let model = try CompiledModel(model: Model(graph: graph))
+        #expect(try model.run(["x": TestSupport.f([2], [1, -1])])["y"]!.scalars(as: Float.self) == [0, 1])
+        let cyclic = Graph(nodes: [Node(opType: "Relu", inputs: ["b"], outputs: ["a"]), Node(opType: "Relu", inputs: ["a"], outputs: ["b"])],
+                           inputs: [], outputs: [ValueInfo(name: "a")])
+        #expect(throws: EngineError.self) { try CompiledModel(model: Model(graph: cyclic)) }
+    }
+}
+
+/// The `.npy` codec.
+@Suite struct NumpyFormatTests {
+    @Test func roundTripsDtypesAndShapes() throws {
+        for tensor in [Tensor(shape: [2, 3], scalars: [Float(1), 2, 3, 4, 5, 6]), Tensor(shape: [3], scalars: [Int64(-1), 0, 1 << 40]),
+                       Tensor(shape: [], scalars: [Double(2.5)]), Tensor(shape: [2], scalars: [true, false]), Tensor(shape: [0, 4], scalars: [UInt8]())] {
+            let bytes = try NumpyFormat.encode(tensor)
+            #expect(bytes.count % 64 == (tensor.byteCount % 64))
+            let back = try NumpyFormat.decode(bytes)
+            #expect(back.dtype == tensor.dtype && back.shape == tensor.shape)
+            #expect(back.withUnsafeBytes { Array($0) } == tensor.withUnsafeBytes { Array($0) })
+        }
+    }
+
+    @Test func readsNumpyWrittenFixture() throws {
+        let x = try NumpyFormat.read(path: TestSupport.fixtures + "/cnn/input_x.npy")
+        #expect(x.dtype == .float32 && x.shape == [3, 3, 17, 17])
+    }
+
+    @Test func rejectsFortranOrderAndUnknownDtypes() throws {
+        func file(_ header: String) -> [UInt8] {
+            var h = header
+            while (10 + h.utf8.count + 1) % 64 != 0 { h += " " }
+            h += "\n"
+            return [0x93, 0x4E, 0x55, 0x4D, 0x50, 0x59, 1, 0, UInt8(h.utf8.count & 0xff), UInt8(h.utf8.count >> 8)] + Array(h.utf8) + [UInt8](repeating: 0, count: 16)
+        }
+        #expect { try NumpyFormat.decode(file("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }")) } throws: {
+            ($0 as? EngineError)?.message.contains("fortran") ?? false
+        }
+        #expect { try NumpyFormat.decode(file("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }")) } throws: {
+            ($0 as? EngineError)?.message.contains("c8") ?? false
+        }
+        #expect { try NumpyFormat.decode(file("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }")) } throws: { $0 is EngineError }
+        #expect { try NumpyFormat.decode(file("{'descr': '<f4', 'fortran_order': False, 'shape': (100,), }")) } throws: { $0 is EngineError }
+        #expect { try NumpyFormat.decode([1, 2, 3]) } throws: { $0 is EngineError }
+        let v3 = file("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }")
+        #expect(try NumpyFormat.decode(v3).shape == [2])
+    }
+}

@@ -1,1 +1,0 @@
-// Replaced by the module's real tests; keeps the test target buildable meanwhile.
