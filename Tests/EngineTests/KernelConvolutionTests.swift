@@ -87,6 +87,19 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         }
     }
 
+    /// Planes large enough to be cut into row tiles (unfolded and pointwise), with one and two threads.
+    @Test(.serialized, arguments: [1, 2])
+    func tiledPlanesMatchReference(threads: Int) {
+        var rng = SeededGenerator(seed: 8)
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        checkConvolution(ConvGeometry(batch: 2, inChannels: 64, inHeight: 40, inWidth: 40, outChannels: 8, kernelHeight: 3, kernelWidth: 3,
+                                      padTop: 1, padLeft: 1, padBottom: 1, padRight: 1),
+                         activation: .relu, withBias: true, withResidual: true, rng: &rng)
+        checkConvolution(ConvGeometry(batch: 1, inChannels: 256, inHeight: 48, inWidth: 48, outChannels: 8, kernelHeight: 1, kernelWidth: 1),
+                         activation: .clip(min: 0, max: 6), withBias: true, withResidual: false, rng: &rng)
+    }
+
     @Test func singleThreadMatchesReference() {
         var rng = SeededGenerator(seed: 5)
         EngineThreads.configure(threads: 1)

@@ -94,6 +94,12 @@ public final class PackedConvolution: @unchecked Sendable {
         }
         let needed = workspaceCount(for: g)
         precondition(needed == 0 || workspace != nil, "convolution needs a workspace of \(needed) floats")
+        let tiling = tiling(g, path: path)
+        if tiling.count >= 1 && (EngineThreads.threads == 1 || tiling.count >= 2 * EngineThreads.threads) {
+            runTiled(g, path: path, rowsPerTile: tiling.rowsPerTile, tilesPerImage: tiling.count / (g.batch * groups),
+                     input: input, output: output, residual: residual)
+            return
+        }
         if batchesImages(g) {
             runBatched(g, path: path, input: input, output: output, workspace: workspace!)
         } else {
@@ -103,6 +109,56 @@ public final class PackedConvolution: @unchecked Sendable {
         for n in 0..<g.batch {
             applyChannelEpilogue(output + n * outChannels * outPlane, channels: outChannels, planeSize: outPlane, bias: bias,
                                  residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
+        }
+    }
+
+    /// Tiles of whole output rows sized so one tile's columns and products stay in the L2 cache (about 1 MB here),
+    /// or none when small planes batch better (`runBatched`). count = tiles over all images and groups.
+    private func tiling(_ g: ConvGeometry, path: Path) -> (rowsPerTile: Int, count: Int) {
+        if batchesImages(g) { return (0, 0) }
+        let k = g.inChannelsPerGroup * kernelHeight * kernelWidth
+        let budget = 640 * 1024 / MemoryLayout<Float>.stride
+        let columns = min(g.outHeight * g.outWidth, max(128, budget / (k + g.outChannelsPerGroup)))
+        let rowsPerTile = max(1, columns / g.outWidth)
+        let tilesPerImage = (g.outHeight + rowsPerTile - 1) / rowsPerTile
+        return (rowsPerTile, g.batch * groups * tilesPerImage)
+    }
+
+    /// Tiles run in parallel, each on one thread: unfold its rows into the thread's scratch, one single-threaded gemm
+    /// into the output columns, then the epilogue while the tile is still in cache.
+    private func runTiled(_ g: ConvGeometry, path: Path, rowsPerTile: Int, tilesPerImage: Int, input: UnsafePointer<Float>,
+                          output: UnsafeMutablePointer<Float>, residual: UnsafePointer<Float>?) {
+        let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
+        let k = cg * kernelHeight * kernelWidth
+        let outPlane = g.outHeight * g.outWidth, inPlane = g.inHeight * g.inWidth
+        let tiles = g.batch * groups * tilesPerImage
+        let weights = self.weights, bias = self.bias, activation = self.activation, groups = self.groups
+        let inChannels = self.inChannels, outChannels = self.outChannels
+        parallelFor(tiles) { tile in
+            let block = tile % tilesPerImage, group = (tile / tilesPerImage) % groups, n = tile / (tilesPerImage * groups)
+            let rows = (block * rowsPerTile)..<min(g.outHeight, (block + 1) * rowsPerTile)
+            let first = rows.lowerBound * g.outWidth, width = rows.count * g.outWidth
+            let image = input + n * inChannels * inPlane
+            let result = output + (n * outChannels + group * mg) * outPlane + first
+            let gemm = { (b: UnsafePointer<Float>, ldb: Int) in
+                sgemm(transposeA: false, transposeB: false, m: mg, n: width, k: k, alpha: 1, a: weights + group * mg * k, lda: k,
+                      b: b, ldb: ldb, beta: 0, c: result, ldc: outPlane)
+            }
+            if path == .pointwise {
+                gemm(image + group * cg * inPlane + first, inPlane)
+            } else {
+                withThreadScratch(k * width) { columns in
+                    im2col(g, image: image, firstChannel: group * cg, columns: columns, outRows: rows)
+                    gemm(columns, width)
+                }
+            }
+            let res = residual.map { $0 + (n * outChannels + group * mg) * outPlane + first }
+            if bias != nil || res != nil || activation != .none {
+                for i in 0..<mg {
+                    activation.apply(result + i * outPlane, count: width, adding: bias?[group * mg + i] ?? 0,
+                                     residual: res.map { $0 + i * outPlane })
+                }
+            }
         }
     }
 

@@ -1,11 +1,14 @@
-/// Unfolds one group of one NCHW image into the gemm operand: col [cg*kh*kw, outH*outW] with rows `rowStride` apart.
-/// Row (c, ky, kx), column (y, x) holds input[c][y*sh - pt + ky*dh][x*sw - pl + kx*dw], or 0 in the padding.
-func im2col(_ g: ConvGeometry, image: UnsafePointer<Float>, firstChannel: Int, columns: UnsafeMutablePointer<Float>, rowStride: Int? = nil) {
-    let oh = g.outHeight, ow = g.outWidth, kh = g.kernelHeight, kw = g.kernelWidth
+/// Unfolds one group of one NCHW image into the gemm operand: col [cg*kh*kw, outRows.count*outW] with rows
+/// `rowStride` apart. Row (c, ky, kx), column (y - outRows.lowerBound, x) holds
+/// input[c][y*sh - pt + ky*dh][x*sw - pl + kx*dw], or 0 in the padding.
+func im2col(_ g: ConvGeometry, image: UnsafePointer<Float>, firstChannel: Int, columns: UnsafeMutablePointer<Float>,
+            outRows: Range<Int>? = nil, rowStride: Int? = nil) {
+    let outRows = outRows ?? 0..<g.outHeight
+    let ow = g.outWidth, kh = g.kernelHeight, kw = g.kernelWidth
     let rows = g.inChannelsPerGroup * kh * kw
     let plane = g.inHeight * g.inWidth
-    let rowStride = rowStride ?? oh * ow
-    parallelRanges(rows, minimumChunk: max(1, 16_384 / max(1, oh * ow))) { range in
+    let rowStride = rowStride ?? outRows.count * ow
+    parallelRanges(rows, minimumChunk: max(1, 16_384 / max(1, outRows.count * ow))) { range in
         for row in range {
             let kx = row % kw, ky = (row / kw) % kh, c = row / (kw * kh)
             let src = image + (firstChannel + c) * plane
@@ -14,8 +17,8 @@ func im2col(_ g: ConvGeometry, image: UnsafePointer<Float>, firstChannel: Int, c
             let offsetX = kx * g.dilationWidth - g.padLeft
             let xLo = min(ow, offsetX >= 0 ? 0 : (-offsetX + g.strideWidth - 1) / g.strideWidth)
             let xHi = max(xLo, min(ow, offsetX > g.inWidth - 1 ? 0 : (g.inWidth - 1 - offsetX) / g.strideWidth + 1))
-            for y in 0..<oh {
-                let out = dst + y * ow
+            for y in outRows {
+                let out = dst + (y - outRows.lowerBound) * ow
                 let iy = y * g.strideHeight - g.padTop + ky * g.dilationHeight
                 if iy < 0 || iy >= g.inHeight {
                     out.update(repeating: 0, count: ow)

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Vector width of the kernels: one AVX-512 register, two AVX2 registers.
 typealias FloatVector = SIMD16<Float>
 
@@ -66,4 +68,38 @@ func paddedCount(_ count: Int) -> Int { count + vectorReadSlack }
 func allocateFloats(_ count: Int) -> UnsafeMutablePointer<Float> {
     let raw = UnsafeMutableRawPointer.allocate(byteCount: max(1, count) * MemoryLayout<Float>.stride, alignment: 64)
     return raw.bindMemory(to: Float.self, capacity: max(1, count))
+}
+
+/// Runs `body` with a float buffer of at least `count` elements owned by the calling thread and kept for its next
+/// call (compute threads are persistent, so tiles reuse warm memory instead of allocating). Not reentrant.
+func withThreadScratch<R>(_ count: Int, _ body: (UnsafeMutablePointer<Float>) -> R) -> R {
+    let box: ThreadScratch
+    if let existing = pthread_getspecific(ThreadScratch.key) {
+        box = Unmanaged<ThreadScratch>.fromOpaque(existing).takeUnretainedValue()
+    } else {
+        box = ThreadScratch()
+        pthread_setspecific(ThreadScratch.key, Unmanaged.passRetained(box).toOpaque())
+    }
+    if box.capacity < count {
+        box.pointer?.deallocate()
+        box.capacity = paddedCount(count)
+        box.pointer = allocateFloats(box.capacity)
+    }
+    return body(box.pointer!)
+}
+
+/// The per-thread buffer behind `withThreadScratch`, released when its thread exits.
+private final class ThreadScratch {
+    var pointer: UnsafeMutablePointer<Float>?
+    var capacity = 0
+
+    deinit { pointer?.deallocate() }
+
+    static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key) { raw in
+            if let raw { Unmanaged<ThreadScratch>.fromOpaque(raw).release() }
+        }
+        return key
+    }()
 }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Engine benchmark: onnxruntime vs Osprey on MobileNetV2-1.0 and ResNet-18 (224x224, batch 1 and 8, 1 and 2 threads).
+#
+#   Benchmarks/engine/run.sh [REPEAT]
+#
+# Rows: onnxruntime (intra_op threads T, inter_op 1, sequential) vs `osprey predict --repeat N --threads T`
+# (fastest run of each, wall clock, same inputs), ratio Osprey/onnxruntime (lower is better) and Osprey's GFLOP/s.
+# The kernel harness section times every conv layer of the same models through PackedConvolution alone.
+# Osprey is looked up at $OSPREY, else .build/release/osprey (build it first: swift build -c release --product osprey).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPEAT=${1:-10}
+OUT=Benchmarks/out/engine
+mkdir -p "$OUT"
+[ -f "$OUT/resnet18.onnx" ] || python3 Benchmarks/engine/make_models.py "$OUT"
+OSPREY=${OSPREY:-.build/release/osprey}
+
+# Kernel harness: the kernel sources compiled straight with swiftc (x86-64-v3 baseline, as recommended for Package.swift).
+swiftc -Ounchecked -wmo -target-cpu haswell -module-name EngineKernels -I Sources/COpenBLAS \
+    Sources/Engine/Kernels/*.swift Benchmarks/engine/harness/main.swift -lopenblas -o "$OUT/harness"
+
+declare -A GMAC=([mobilenetv2]=0.300 [resnet18]=1.814)
+echo "uptime: $(uptime)"
+echo
+echo "| model | threads | batch | onnxruntime ms | osprey ms | osprey/ort | osprey GFLOP/s |"
+echo "|---|---|---|---|---|---|---|"
+for model in mobilenetv2 resnet18; do
+    for threads in 1 2; do
+        for batch in 1 8; do
+            input="$OUT/input_b$batch.npy"
+            [ -f "$input" ] || python3 -c "import numpy as np; np.save('$input', np.random.default_rng(0).random(($batch, 3, 224, 224), dtype=np.float32))"
+            read -r ort _ < <(python3 Benchmarks/engine/bench_ort.py "$OUT/$model.onnx" "$threads" "$batch" "$REPEAT")
+            osprey="n/a"; ratio="n/a"; gflops="n/a"
+            if [ -x "$OSPREY" ] && "$OSPREY" predict --help >/dev/null 2>&1; then
+                line=$("$OSPREY" predict "$OUT/$model.onnx" --input "$input" --output "$OUT/out.npy" --repeat "$REPEAT" --threads "$threads" | grep "ms per run")
+                osprey=$(sed -E 's/.*\(min ([0-9.]+) ms.*/\1/' <<<"$line")
+                ratio=$(python3 -c "print(f'{$osprey / $ort:.2f}')")
+                gflops=$(python3 -c "print(f'{2 * ${GMAC[$model]} * $batch / ($osprey / 1000):.1f}')")
+            fi
+            echo "| $model | $threads | $batch | $ort | $osprey | $ratio | $gflops |"
+        done
+    done
+done
+echo
+echo "Kernel harness (conv layers only through PackedConvolution; one thread = thread CPU time, two = wall):"
+for threads in 1 2; do
+    for batch in 1 8; do
+        "$OUT/harness" "$OUT/layers.json" "$threads" "$batch" "$REPEAT" | sed 's/^/    /'
+        read -r ortwall ortcpu < <(python3 Benchmarks/engine/bench_ort.py "$OUT/mobilenetv2.onnx" "$threads" "$batch" "$REPEAT")
+        echo "    onnxruntime mobilenetv2 whole model threads $threads batch $batch: wall $ortwall ms, thread CPU $ortcpu ms"
+        read -r ortwall ortcpu < <(python3 Benchmarks/engine/bench_ort.py "$OUT/resnet18.onnx" "$threads" "$batch" "$REPEAT")
+        echo "    onnxruntime resnet18 whole model threads $threads batch $batch: wall $ortwall ms, thread CPU $ortcpu ms"
+    done
+done
