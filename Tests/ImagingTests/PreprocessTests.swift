@@ -152,3 +152,26 @@ import Tensor
         }
     }
 }
+
+@Suite struct PipelineTests {
+    @Test func backgroundFromConfigReachesTheDecoder() throws {
+        let bytes = try Fixtures.bytes("png_rgba8.png")
+        var config = PreprocessConfig(width: 23, height: 17, layout: .nhwc, dtype: .uint8, background: [0, 0, 0])
+        let black = try decodeAndPreprocess(bytes, config: config).scalars(as: UInt8.self)
+        #expect(black.prefix(23 * 3).allSatisfy { $0 == 0 })
+        config.background = [10, 20, 30]
+        let tinted = try decodeAndPreprocess(bytes, config: config).scalars(as: UInt8.self)
+        #expect(Array(tinted.prefix(3)) == [10, 20, 30])
+    }
+
+    @Test func decodeErrorsPassThrough() throws {
+        let config = PreprocessConfig(width: 8, height: 8)
+        #expect(throws: ImagingError.tooLarge(pixels: 10_000_000_000, limit: 50_000_000)) {
+            try decodeAndPreprocess(try Fixtures.bytes("bomb.png"), config: config)
+        }
+        #expect { try decodeAndPreprocess(try Fixtures.bytes("bad_gif.gif"), config: config) } throws: { error in
+            if case ImagingError.unsupportedFormat = error { return true }
+            return false
+        }
+    }
+}
