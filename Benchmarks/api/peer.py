@@ -1,4 +1,5 @@
 """The peer: how Python V2 servers decode the same bodies (json/orjson + numpy, and np.frombuffer for binary)."""
+import hashlib
 import json
 import sys
 import time
@@ -43,6 +44,7 @@ for name, fn, n, size in [
     ("python json+numpy  ", lambda: decode_json(json.loads), 3, len(body)),
     ("python orjson+numpy", (lambda: decode_json(orjson.loads)) if orjson else None, 3, len(body)),
     ("python binary      ", decode_binary, 200, len(binary)),
+    ("python sha256      ", lambda: hashlib.sha256(body).digest(), 5, len(body)),
 ]:
     if fn is None:
         continue
