@@ -1,6 +1,10 @@
+import API
+import Engine
+import Foundation
 import HTTP
+import Serving
 
-/// `osprey serve`: the HTTP server with its flags; the health routes below stand in until the API router lands.
+/// `osprey serve`: the model repository behind the HTTP server, with graceful shutdown on SIGTERM/SIGINT.
 let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KServe V2)", help: """
     osprey serve: serve models over HTTP/1.1 (KServe V2 / Open Inference Protocol)
 
@@ -20,6 +24,10 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
       --read-timeout DURATION  time for a started request to arrive completely, else 408 (default 30s)
       --shutdown-timeout DURATION
                                on SIGTERM/SIGINT, time in-flight requests get to finish (default 30s)
+      --threads N              compute threads for the engine, OpenBLAS included (default: all cores)
+      --admin-token TOKEN      require 'Authorization: Bearer TOKEN' on /v2/repository/* (default: loopback clients only)
+      --poll-interval DURATION watch the repository for added and removed versions (default: off)
+      --max-image-pixels N     largest image accepted by classify, checked before decoding (default 50000000)
       --log-format FORMAT      json or logfmt (default logfmt)
       --log-level LEVEL        debug, info, warn, error or off; access lines are info (default info)
       --help                   show this help
@@ -27,13 +35,42 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     Sizes accept 65536, 64KiB, 16MiB; durations accept 30, 250ms, 2s, 1m.
     """) { args in
     let options = try ServeOptions(args)
+    let logger = options.configuration.logger
+    let repository = options.modelRepository
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: repository, isDirectory: &isDirectory), isDirectory.boolValue else {
+        throw UsageError(description: "--model-repository '\(repository)' is not a directory")
+    }
+    EngineThreads.configure(threads: options.computeThreads)
+    let metrics = Metrics()
+    let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader,
+                                 options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) }),
+                                 metrics: metrics, logger: servingLogger(logger))
     let readiness = ReadinessFlag(ready: true)
-    let routes = HealthRoutes(readiness: readiness)
-    let server = HTTPServer(configuration: options.configuration,
-                            responder: { request in routes.respond(to: request) },
-                            inlineResponder: { request in routes.respond(to: request) })
-    return try serve(server: server, readiness: readiness, shutdownTimeout: options.shutdownTimeout,
-                     logger: options.configuration.logger)
+    let service = OspreyService(registry: registry, metrics: metrics, imageWorkers: ImageWorkers(threads: options.computeThreads),
+                                options: options.service, readiness: readiness,
+                                log: { line in logger.error(line) })
+    let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder)
+    service.setConnectionCounter { server.openConnections }
+    // Models load in the background: the server answers (not ready) at once, so probes and clients see progress.
+    Task {
+        await registry.loadAll()
+        logger.info("model repository loaded", [("path", repository), ("ready", String(registry.isReady))])
+        await registry.run()
+    }
+    return try serve(server: server, readiness: readiness, shutdownTimeout: options.shutdownTimeout, logger: logger)
+}
+
+/// Serving's log lines through the server's logger.
+private func servingLogger(_ logger: Logger) -> ServingLogger {
+    { level, message in
+        switch level {
+        case .debug: logger.debug(message)
+        case .info: logger.info(message)
+        case .warning: logger.warn(message)
+        case .error: logger.error(message)
+        }
+    }
 }
 
 /// `osprey serve` flags parsed into a server configuration.
@@ -41,9 +78,13 @@ struct ServeOptions {
     var configuration = HTTPServerConfiguration()
     var modelRepository = "models"
     var shutdownTimeout = 30.0
+    var service = ServiceOptions()
+    var computeThreads = ProcessInfo.processInfo.activeProcessorCount
+    var pollInterval: Double?
 
     static let valueFlags: Set<String> = ["host", "port", "model-repository", "io-threads", "max-header-bytes", "max-body-bytes",
-                                          "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "log-format", "log-level"]
+                                          "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "log-format", "log-level",
+                                          "threads", "admin-token", "poll-interval", "max-image-pixels"]
 
     init(_ args: ArraySlice<String>) throws {
         let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags, booleanFlags: [])
@@ -61,6 +102,14 @@ struct ServeOptions {
         configuration.idleTimeout = try arguments.seconds("idle-timeout", default: configuration.idleTimeout)
         configuration.readTimeout = try arguments.seconds("read-timeout", default: configuration.readTimeout)
         shutdownTimeout = try arguments.seconds("shutdown-timeout", default: shutdownTimeout)
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        computeThreads = min(try arguments.int("threads", default: cores, minimum: 1), cores)
+        service.adminToken = arguments.string("admin-token").flatMap { $0.isEmpty ? nil : $0 }
+        if arguments.string("poll-interval") != nil {
+            let seconds = try arguments.seconds("poll-interval", default: 0)
+            pollInterval = seconds > 0 ? seconds : nil
+        }
+        service.maxImagePixels = try arguments.int("max-image-pixels", default: service.maxImagePixels, minimum: 1)
         if let text = arguments.string("log-format") {
             guard let format = LogFormat(rawValue: text.lowercased()) else {
                 throw UsageError(description: "--log-format expects json or logfmt, got '\(text)'")
@@ -76,46 +125,5 @@ struct ServeOptions {
         guard configuration.maxHeaderBytes >= 256 else {
             throw UsageError(description: "--max-header-bytes expects at least 256, got \(configuration.maxHeaderBytes)")
         }
-    }
-}
-
-/// Stand-in router (health and server metadata only); the API module's router replaces it.
-struct HealthRoutes: Sendable {
-    let readiness: ReadinessFlag
-
-    private static let json: HTTPHeaders = ["Content-Type": "application/json"]
-    private static let live = Array(#"{"live": true}"#.utf8)
-    private static let ready = Array(#"{"ready": true}"#.utf8)
-    private static let notReady = Array(#"{"ready": false}"#.utf8)
-    private static let metadata = Array(#"{"name":"osprey","version":"0.1.0","extensions":["binary_tensor_data","classification","model_repository"]}"#.utf8)
-
-    /// Answers the health and metadata routes; 405 with `Allow` for other methods, 404 JSON elsewhere.
-    func respond(to request: HTTPRequest) -> HTTPResponse {
-        let body: [UInt8]
-        var status = 200
-        switch request.path {
-        case "/v2/health/live": body = Self.live
-        case "/v2/health/ready":
-            if readiness.isReady { body = Self.ready } else { status = 503; body = Self.notReady }
-        case "/v2", "/v2/": body = Self.metadata
-        default:
-            return error(404, "no route for \(request.method) \(request.path)")
-        }
-        guard request.method == "GET" || request.method == "HEAD" else {
-            var response = error(405, "method \(request.method) is not allowed on \(request.path); allowed: GET, HEAD")
-            response.headers.add("Allow", "GET, HEAD")
-            return response
-        }
-        return HTTPResponse(status: status, headers: Self.json, body: body)
-    }
-
-    private func error(_ status: Int, _ message: String) -> HTTPResponse {
-        var body = Array(#"{"error": ""#.utf8)
-        for byte in message.utf8 {
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { body.append(UInt8(ascii: "\\")) }
-            body.append(byte < 0x20 ? UInt8(ascii: " ") : byte)
-        }
-        body.append(contentsOf: Array(#""}"#.utf8))
-        return HTTPResponse(status: status, headers: Self.json, body: body)
     }
 }

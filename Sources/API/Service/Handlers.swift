@@ -7,11 +7,8 @@ extension ServiceContext {
             .serverMetadata: { _, _ in
                 V2Codec.encodeServerMetadata(name: c.options.serverName, version: c.options.serverVersion, extensions: protocolExtensions)
             },
-            .serverLive: { _, _ in .json(.object(["live": .bool(true)])) },
-            .serverReady: { _, _ in
-                let ready = c.isReady
-                return .json(.object(["ready": .bool(ready)]), status: ready ? 200 : 503)
-            },
+            .serverLive: { _, _ in c.liveResponse() },
+            .serverReady: { _, _ in c.readyResponse() },
             .modelMetadata: { _, p in try c.modelMetadata(p) },
             .modelVersionMetadata: { _, p in try c.modelMetadata(p) },
             .modelReady: { _, p in c.modelReady(p) },
@@ -30,5 +27,14 @@ extension ServiceContext {
             .repositoryClearDefault: { r, p in try await c.clearDefault(r, p) },
             .metrics: { _, _ in c.metricsExposition() },
         ]
+    }
+
+    /// `{"live": true}`: the process answers.
+    func liveResponse() -> HTTPResponse { .json(.object(["live": .bool(true)])) }
+
+    /// `{"ready": true}` (200) when not draining and every model has a READY version, else `{"ready": false}` (503).
+    func readyResponse() -> HTTPResponse {
+        let ready = isReady
+        return .json(.object(["ready": .bool(ready)]), status: ready ? 200 : 503)
     }
 }

@@ -39,9 +39,11 @@ public final class OspreyService: Sendable {
     private let router: Router
 
     /// Assembles the service; `log` receives one line per unmapped (500) error.
+    /// `readiness` is the server's drain switch: shutdown clears it so `/v2/health/ready` fails while requests finish.
     public init(registry: ModelRegistry, metrics: Metrics, imageWorkers: ImageWorkers, options: ServiceOptions = ServiceOptions(),
-                log: @escaping @Sendable (String) -> Void = Router.logToStandardError) {
-        context = ServiceContext(registry: registry, metrics: metrics, imageWorkers: imageWorkers, options: options, state: ServiceState())
+                readiness: ReadinessFlag = ReadinessFlag(), log: @escaping @Sendable (String) -> Void = Router.logToStandardError) {
+        context = ServiceContext(registry: registry, metrics: metrics, imageWorkers: imageWorkers, options: options,
+                                 readiness: readiness, state: ServiceState())
         router = Routes.makeRouter(handlers: ServiceContext.handlers(context), log: log)
     }
 
@@ -53,14 +55,24 @@ public final class OspreyService: Sendable {
     /// The router with every operation bound (for tests that check nothing is left unhandled).
     public var routes: Router { router }
 
-    /// Stops reporting ready (SIGTERM: load balancers drain us while in-flight requests finish).
-    public func beginDraining() { context.state.setDraining() }
-
     /// Ready when not draining and every model in the repository has a READY version.
     public var isReady: Bool { context.isReady }
 
     /// Sets the function that reports open HTTP connections (read at scrape time).
     public func setConnectionCounter(_ counter: @escaping @Sendable () -> Int) { context.state.setConnectionCounter(counter) }
+
+    /// Health probes answered on the loop thread (no hop, so probes stay fast under load); nil defers to `responder`.
+    public var inlineResponder: HTTPInlineResponder {
+        let context = self.context
+        return { request in
+            guard request.method == "GET" || request.method == "HEAD" else { return nil }
+            switch request.path {
+            case "/v2/health/live": return context.liveResponse()
+            case "/v2/health/ready": return context.readyResponse()
+            default: return nil
+            }
+        }
+    }
 
     /// The responder for the HTTP server: routing, handlers and per-route HTTP metrics.
     public var responder: HTTPResponder {
@@ -82,19 +94,17 @@ struct ServiceContext: Sendable {
     let metrics: Metrics
     let imageWorkers: ImageWorkers
     let options: ServiceOptions
+    let readiness: ReadinessFlag
     let state: ServiceState
 
-    var isReady: Bool { !state.isDraining && registry.isReady }
+    var isReady: Bool { readiness.isReady && registry.isReady }
 }
 
 /// Mutable service state read from any thread: a lock, no awaiting.
 final class ServiceState: @unchecked Sendable {
     private let lock = NSLock()
-    private var draining = false
     private var counter: @Sendable () -> Int = { 0 }
 
-    var isDraining: Bool { lock.withLock { draining } }
-    func setDraining() { lock.withLock { draining = true } }
     func setConnectionCounter(_ c: @escaping @Sendable () -> Int) { lock.withLock { counter = c } }
     func connectionCount() -> Int { lock.withLock { counter }() }
 }
