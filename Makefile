@@ -23,6 +23,7 @@ run: build
 test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	.ci/interop
 
 clean:
 	rm -rf .build

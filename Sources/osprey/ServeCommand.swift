@@ -46,7 +46,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader,
                                  options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) }),
                                  metrics: metrics, logger: servingLogger(logger))
-    let readiness = ReadinessFlag(ready: true)
+    // Not ready until the repository has been scanned: before that the empty routing table looks "all loaded".
+    let readiness = ReadinessFlag(ready: false)
     let service = OspreyService(registry: registry, metrics: metrics, imageWorkers: ImageWorkers(threads: options.computeThreads),
                                 options: options.service, readiness: readiness,
                                 log: { line in logger.error(line) })
@@ -55,6 +56,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     // Models load in the background: the server answers (not ready) at once, so probes and clients see progress.
     Task {
         await registry.loadAll()
+        readiness.set(true)
+        if server.isShuttingDown { readiness.set(false) }
         logger.info("model repository loaded", [("path", repository), ("ready", String(registry.isReady))])
         await registry.run()
     }
