@@ -24,23 +24,23 @@ enum JPEGDecoder {
         let format = isCMYK ? Int32(TJPF_CMYK.rawValue) : Int32(TJPF_RGB.rawValue)
         let pixelCount = outW * outH
 
-        let raw = UnsafeMutablePointer<UInt8>.allocate(capacity: pixelCount * channels)
-        defer { raw.deallocate() }
-        let rc = tjDecompress2(handle, source, UInt(bytes.count), raw, Int32(outW), 0, Int32(outH), format, 0)
-        if rc != 0 {
-            let text = errorText(handle)
-            // TurboJPEG reports "warning" whenever any warning preceded a fatal error, so classify by the
-            // final message: libjpeg's recoverable warnings (stray bytes, a damaged segment) keep the image,
-            // as Pillow does; anything else stopped the decoder part-way.
-            if tjGetErrorCode(handle) == Int32(TJERR_FATAL.rawValue) || !isRecoverableWarning(text) {
-                throw ImagingError.corrupt("JPEG data: \(text)")
+        // RGB decodes straight into the result; CMYK goes through a scratch buffer and the conversion.
+        let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: isCMYK ? pixelCount * channels : 0)
+        defer { scratch.deallocate() }
+        let pixels = try [UInt8](unsafeUninitializedCapacity: pixelCount * 3) { out, initialized in
+            let target = isCMYK ? scratch : out.baseAddress!
+            let rc = tjDecompress2(handle, source, UInt(bytes.count), target, Int32(outW), 0, Int32(outH), format, 0)
+            if rc != 0 {
+                let text = errorText(handle)
+                // TurboJPEG reports "warning" whenever any warning preceded a fatal error, so classify by the
+                // final message: libjpeg's recoverable warnings (stray bytes, a damaged segment) keep the image,
+                // as Pillow does; anything else stopped the decoder part-way.
+                if tjGetErrorCode(handle) == Int32(TJERR_FATAL.rawValue) || !isRecoverableWarning(text) {
+                    throw ImagingError.corrupt("JPEG data: \(text)")
+                }
             }
-        }
-        let pixels = [UInt8](unsafeUninitializedCapacity: pixelCount * 3) { out, initialized in
             if isCMYK {
-                ColorConversion.cmykToRGB(raw, count: pixelCount, inverted: markers.adobe, into: out.baseAddress!)
-            } else {
-                out.baseAddress!.update(from: raw, count: pixelCount * 3)
+                ColorConversion.cmykToRGB(scratch, count: pixelCount, inverted: markers.adobe, into: out.baseAddress!)
             }
             initialized = pixelCount * 3
         }
