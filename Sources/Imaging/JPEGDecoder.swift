@@ -8,7 +8,7 @@ enum JPEGDecoder {
         let source = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
         var w: Int32 = 0, h: Int32 = 0, subsampling: Int32 = 0, colorspace: Int32 = 0
         guard tjDecompressHeader3(handle, source, UInt(bytes.count), &w, &h, &subsampling, &colorspace) == 0 else {
-            throw ImagingError.corrupt("JPEG header: \(errorText(handle))")
+            throw classify("JPEG header", errorText(handle))
         }
         let width = Int(w), height = Int(h)
         try options.checkSize(width: width, height: height)
@@ -36,7 +36,7 @@ enum JPEGDecoder {
                 // final message: libjpeg's recoverable warnings (stray bytes, a damaged segment) keep the image,
                 // as Pillow does; anything else stopped the decoder part-way.
                 if tjGetErrorCode(handle) == Int32(TJERR_FATAL.rawValue) || !isRecoverableWarning(text) {
-                    throw ImagingError.corrupt("JPEG data: \(text)")
+                    throw classify("JPEG data", text)
                 }
             }
             if isCMYK {
@@ -65,6 +65,12 @@ enum JPEGDecoder {
             if sw >= needStored.0 && sh >= needStored.1 && sw * sh < best.0 * best.1 { best = (sw, sh) }
         }
         return best
+    }
+
+    /// Valid JPEG variants this libjpeg cannot decode (12-bit, lossless, hierarchical) are unsupported, not corrupt.
+    static func classify(_ stage: String, _ text: String) -> ImagingError {
+        if text.hasPrefix("Unsupported JPEG") { return .unsupportedFormat("JPEG variant: \(text)") }
+        return .corrupt("\(stage): \(text)")
     }
 
     /// libjpeg's warning messages (JWRN_*) after which the decoded image is complete.

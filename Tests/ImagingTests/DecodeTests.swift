@@ -165,3 +165,17 @@ struct SplitMix {
         return z ^ (z >> 31)
     }
 }
+
+@Suite struct JPEGVariantTests {
+    @Test func twelveBitJPEGIsUnsupportedNotCorrupt() throws {
+        // Patch the baseline SOF0 into SOF1 (extended) with 12-bit precision: valid JPEG, not decodable here.
+        var bytes = try Fixtures.bytes("jpeg_baseline.jpg")
+        let sof = try #require((0..<(bytes.count - 1)).first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xC0 })
+        bytes[sof + 1] = 0xC1
+        bytes[sof + 4] = 12
+        #expect { try ImageDecoder.decode(bytes) } throws: { error in
+            if case ImagingError.unsupportedFormat(let what) = error { return what.contains("12") }
+            return false
+        }
+    }
+}
