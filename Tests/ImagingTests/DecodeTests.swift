@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct DecodeTests {
     static let pngExact = ["png_rgb8", "png_gray8", "png_rgba8", "png_gray_alpha8", "png_palette", "png_palette_trns",
-                           "png_interlaced", "png_interlaced_rgba", "png_rgb16", "png_gray16"]
+                           "png_interlaced", "png_interlaced_rgba", "png_rgb16", "png_gray16", "png_gamma1"]
 
     @Test(arguments: pngExact) func pngMatchesReferenceExactly(name: String) throws {
         let image = try Fixtures.image(name + ".png")

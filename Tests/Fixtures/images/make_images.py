@@ -133,6 +133,11 @@ save_rgb("png_interlaced.rgb", base)
 write("png_interlaced_rgba.png", png_bytes(np.dstack([base, alpha]), 8, 6, interlace=True))
 save_rgb("png_interlaced_rgba.rgb", pillow_rgb("png_interlaced_rgba.png"))
 
+# gAMA 1.0 (linear): Pillow ignores the chunk and returns the stored values; so must we.
+write("png_gamma1.png", png_bytes(base, 8, 2, extra_chunks=[chunk(b"gAMA", struct.pack(">I", 100000))]))
+save_rgb("png_gamma1.rgb", pillow_rgb("png_gamma1.png"))
+assert np.array_equal(pillow_rgb("png_gamma1.png"), base)
+
 # ---- JPEG variants ----
 JW, JH = 40, 30
 jbase = scene(JW, JH)
