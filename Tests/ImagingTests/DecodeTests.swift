@@ -19,7 +19,7 @@ import Testing
         #expect(Fixtures.maxDifference(image.pixels, expected)! <= 1)
     }
 
-    static let jpegs = ["jpeg_baseline", "jpeg_progressive", "jpeg_gray", "jpeg_cmyk", "jpeg_444", "jpeg_orientation6_be"]
+    static let jpegs = ["jpeg_baseline", "jpeg_progressive", "jpeg_gray", "jpeg_cmyk", "jpeg_ycck", "jpeg_444", "jpeg_orientation6_be"]
         + (1...8).map { "jpeg_orientation\($0)" }
 
     @Test(arguments: jpegs) func jpegMatchesPillowWithinIDCTTolerance(name: String) throws {
