@@ -216,3 +216,33 @@ final class LockedCounter: @unchecked Sendable {
         #expect(try NumpyFormat.decode(v3).shape == [2])
     }
 }
+
+/// Buffer reuse: a released intermediate is written in place by an elementwise op.
+@Suite struct MemoryReuseTests {
+    @Test func unaryOpWritesReleasedInputInPlace() throws {
+        // Neg's output dies at Relu, so Relu may reuse its buffer; the graph input itself must never be written.
+        let graph = Graph(nodes: [Node(opType: "Neg", inputs: ["x"], outputs: ["t"]), Node(opType: "Relu", inputs: ["t"], outputs: ["y"])],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(4)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: [.fixed(4)])])
+        let model = try CompiledModel(model: Model(graph: graph))
+        let x = TestSupport.f([4], [1, -2, 3, -4])
+        let y = try model.run(["x": x])["y"]!
+        #expect(y.scalars(as: Float.self) == [0, 2, 0, 4])
+        #expect(x.scalars(as: Float.self) == [1, -2, 3, -4])
+    }
+
+    @Test func reluKernelReusesAHandedOverBuffer() throws {
+        let ctx = OpContext(node: Node(opType: "Relu", inputs: ["t"], outputs: ["y"]), opset: 17, constants: [:], activation: .none)
+        let kernel = try operatorTable["Relu"]!(ctx).kernel
+        var inputs = KernelInputs(values: [TestSupport.f([3], [-1, 2, -3])])
+        let address = inputs.values[0]!.storage.pointer
+        let y = try kernel(&inputs)[0]
+        #expect(y.scalars(as: Float.self) == [0, 2, 0])
+        #expect(y.storage.pointer == address)
+        // A tensor still referenced elsewhere is copied, never overwritten.
+        let kept = TestSupport.f([2], [-5, 5])
+        var shared = KernelInputs(values: [kept])
+        _ = try kernel(&shared)
+        #expect(kept.scalars(as: Float.self) == [-5, 5])
+    }
+}

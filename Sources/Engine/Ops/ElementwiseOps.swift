@@ -49,13 +49,14 @@ func unaryFloat(_ name: String, int intOp: (@Sendable (Int64) -> Int64)? = nil,
     (name, { ctx in
         let f = try make(ctx)
         return PreparedKernel(kernel: { inputs in
-            guard let x = inputs.take(0) else { throw ctx.error(.invalidModel, "missing input") }
-            switch x.dtype {
-            case .float32: return [mapFloats(x, f)]
-            case .float64: return [mapElements(x) { (v: Double) in Double(f(Float(v))) }]
-            case .int64 where intOp != nil: return [mapElements(x) { (v: Int64) in intOp!(v) }]
-            case .int32 where intOp != nil: return [mapElements(x) { (v: Int32) in Int32(truncatingIfNeeded: intOp!(Int64(v))) }]
-            default: throw ctx.error(.unsupportedDType, "input dtype \(x.dtype) is not supported (float32)")
+            // Only the dtype is read here: holding the tensor would keep a second reference and defeat in-place writes.
+            guard let dtype = inputs[0]?.dtype else { throw ctx.error(.invalidModel, "missing input") }
+            switch dtype {
+            case .float32: return [mapFloats(taking: 0, from: &inputs, f)]
+            case .float64: return [mapElements(inputs[0]!) { (v: Double) in Double(f(Float(v))) }]
+            case .int64 where intOp != nil: return [mapElements(inputs[0]!) { (v: Int64) in intOp!(v) }]
+            case .int32 where intOp != nil: return [mapElements(inputs[0]!) { (v: Int32) in Int32(truncatingIfNeeded: intOp!(Int64(v))) }]
+            default: throw ctx.error(.unsupportedDType, "input dtype \(dtype) is not supported (float32)")
             }
         })
     })
@@ -220,16 +221,18 @@ let elementwiseOperators: OperatorTable = {
         let attrMin = try ctx.float("min", -.greatestFiniteMagnitude), attrMax = try ctx.float("max", .greatestFiniteMagnitude)
         let legacy = ctx.opset < 11
         return PreparedKernel { inputs in
-            guard let x = inputs.take(0) else { throw ctx.error(.invalidModel, "missing input") }
+            guard let dtype = inputs[0]?.dtype else { throw ctx.error(.invalidModel, "missing input") }
             if legacy {
-                guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "dtype \(x.dtype) is not supported") }
-                return [mapFloats(x) { Swift.min(Swift.max($0, attrMin), attrMax) }]
+                guard dtype == .float32 else { throw ctx.error(.unsupportedDType, "dtype \(dtype) is not supported") }
+                return [mapFloats(taking: 0, from: &inputs) { Swift.min(Swift.max($0, attrMin), attrMax) }]
             }
             let lo = inputs[1].map { $0.doubleValue(at: 0) }, hi = inputs[2].map { $0.doubleValue(at: 0) }
-            switch x.dtype {
-            case .float32:
+            if dtype == .float32 {
                 let l = lo.map { Float($0) } ?? -.infinity, h = hi.map { Float($0) } ?? .infinity
-                return [mapFloats(x) { Swift.min(Swift.max($0, l), h) }]
+                return [mapFloats(taking: 0, from: &inputs) { Swift.min(Swift.max($0, l), h) }]
+            }
+            let x = inputs[0]!
+            switch x.dtype {
             case .int64:
                 let l = lo.map { Int64($0) } ?? .min, h = hi.map { Int64($0) } ?? .max
                 return [mapElements(x) { (v: Int64) in Swift.min(Swift.max(v, l), h) }]
