@@ -246,3 +246,44 @@ final class LockedCounter: @unchecked Sendable {
         #expect(kept.scalars(as: Float.self) == [-5, 5])
     }
 }
+
+/// Unusual but legal inputs and malformed models end in results or `EngineError`, never a crash.
+@Suite struct RobustnessTests {
+    @Test(arguments: OnnxRuntimeFixtureTests.models) func emptyBatchRunsOrFailsCleanly(_ name: String) throws {
+        let (model, feeds, _) = try OnnxRuntimeFixtureTests.load(name)
+        let input = try #require(feeds.first)
+        let empty = Tensor(dtype: input.value.dtype, shape: [0] + input.value.shape.dropFirst())
+        do {
+            let results = try model.run([input.key: empty])
+            for (_, value) in results where value.rank > 0 { #expect(value.count == 0 || value.shape[0] != 0) }
+        } catch let error as EngineError {
+            #expect(!error.message.isEmpty)
+        }
+    }
+
+    @Test func mismatchedWeightsAreReportedNotTrapped() throws {
+        let graph = Graph(nodes: [Node(name: "conv", opType: "Conv", inputs: ["x", "w"], outputs: ["y"])],
+                          initializers: [(name: "w", tensor: TestSupport.f([2, 3, 1, 1], [1, 1, 1, 1, 1, 1]))],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .symbolic("C"), .fixed(2), .fixed(2)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: nil)])
+        let model = try CompiledModel(model: Model(graph: graph))
+        #expect { try model.run(["x": Tensor(dtype: .float32, shape: [1, 4, 2, 2])]) } throws: {
+            guard let e = $0 as? EngineError else { return false }
+            return e.message.contains("conv") && e.message.contains("4") && e.message.contains("3")
+        }
+        let reshape = Graph(nodes: [Node(opType: "Reshape", inputs: ["x", "s"], outputs: ["y"])],
+                            initializers: [(name: "s", tensor: TestSupport.i([2], [5, -1]))],
+                            inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N")])],
+                            outputs: [ValueInfo(name: "y", elementType: .float32, shape: nil)])
+        let r = try CompiledModel(model: Model(graph: reshape))
+        #expect(throws: EngineError.self) { try r.run(["x": Tensor(dtype: .float32, shape: [7])]) }
+        #expect(try r.run(["x": Tensor(dtype: .float32, shape: [10])])["y"]!.shape == [5, 2])
+    }
+
+    @Test func danglingInputsAndMissingOutputsAreInvalidModels() {
+        let dangling = Graph(nodes: [Node(opType: "Relu", inputs: ["nowhere"], outputs: ["y"])], outputs: [ValueInfo(name: "y")])
+        #expect { try CompiledModel(model: Model(graph: dangling)) } throws: { ($0 as? EngineError)?.code == .invalidModel }
+        let noProducer = Graph(inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(1)])], outputs: [ValueInfo(name: "z")])
+        #expect { try CompiledModel(model: Model(graph: noProducer)) } throws: { ($0 as? EngineError)?.code == .invalidModel }
+    }
+}
