@@ -240,6 +240,14 @@ final class LockedCounter: @unchecked Sendable {
         #expect(y.scalars(as: Float.self) == [0, 2, 0])
         #expect(y.storage.pointer == address)
         // A tensor still referenced elsewhere is copied, never overwritten.
+        let add = try operatorTable["Add"]!(OpContext(node: Node(opType: "Add", inputs: ["a", "b"], outputs: ["y"]), opset: 17, constants: [:], activation: .none)).kernel
+        var pair = KernelInputs(values: [TestSupport.f([2, 2], [1, 2, 3, 4]), TestSupport.f([2], [10, 20])])
+        let sumAddress = pair.values[0]!.storage.pointer
+        let sum = try add(&pair)[0]
+        #expect(sum.scalars(as: Float.self) == [11, 22, 13, 24] && sum.storage.pointer == sumAddress)
+        var flipped = KernelInputs(values: [TestSupport.f([2], [10, 20]), TestSupport.f([2, 2], [1, 2, 3, 4])])
+        let sub = try operatorTable["Sub"]!(OpContext(node: Node(opType: "Sub", inputs: ["a", "b"], outputs: ["y"]), opset: 17, constants: [:], activation: .none)).kernel
+        #expect(try sub(&flipped)[0].scalars(as: Float.self) == [9, 18, 7, 16])
         let kept = TestSupport.f([2], [-5, 5])
         var shared = KernelInputs(values: [kept])
         _ = try kernel(&shared)

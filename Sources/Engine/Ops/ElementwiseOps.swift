@@ -28,6 +28,42 @@ func arithmetic(_ ctx: OpContext, _ a: Tensor, _ b: Tensor,
     }
 }
 
+/// float32 `op(a, b)` written into whichever operand already has the output shape (in place when the executor
+/// handed over its last reference); nil when neither operand qualifies or the dtypes are not float32.
+func floatBinaryInPlace(_ inputs: inout KernelInputs, _ ctx: OpContext, _ op: (Float, Float) -> Float) throws -> Tensor? {
+    // Only shapes are read before the take: holding the tensors would keep extra references and force a copy.
+    guard inputs[0]?.dtype == .float32, inputs[1]?.dtype == .float32, let aShape = inputs[0]?.shape, let bShape = inputs[1]?.shape else { return nil }
+    guard let shape = broadcastShape(aShape, bShape) else {
+        throw ctx.error(.executionFailed, "cannot broadcast shapes \(aShape) and \(bShape)")
+    }
+    let intoFirst = aShape == shape
+    guard intoFirst || bShape == shape else { return nil }
+    var target = inputs.take(intoFirst ? 0 : 1)!
+    let other = inputs[intoFirst ? 1 : 0]!
+    let strides = broadcastStrides(other.shape, to: shape)
+    target.withUnsafeMutableBufferPointer(of: Float.self) { t in
+        other.withUnsafeBufferPointer(of: Float.self) { o in
+            guard let tp = t.baseAddress, let op0 = o.baseAddress else { return }
+            if other.count == t.count {
+                if intoFirst { for i in 0..<t.count { tp[i] = op(tp[i], op0[i]) } } else { for i in 0..<t.count { tp[i] = op(op0[i], tp[i]) } }
+                return
+            }
+            forEachRun(shape: shape, strides: [Tensor.contiguousStrides(shape), strides]) { off, n, inner in
+                let tt = tp + off[0], oo = op0 + off[1], step = inner[1]
+                if step == 0 {
+                    let v = oo[0]
+                    if intoFirst { for i in 0..<n { tt[i] = op(tt[i], v) } } else { for i in 0..<n { tt[i] = op(v, tt[i]) } }
+                } else if intoFirst {
+                    for i in 0..<n { tt[i] = op(tt[i], oo[i * step]) }
+                } else {
+                    for i in 0..<n { tt[i] = op(oo[i * step], tt[i]) }
+                }
+            }
+        }
+    }
+    return target
+}
+
 /// Comparison producing bool.
 func comparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: @escaping (Double, Double) -> Bool) throws -> Tensor {
     guard a.dtype == b.dtype else { throw ctx.error(.executionFailed, "operand dtypes differ: \(a.dtype) and \(b.dtype)") }
@@ -119,16 +155,20 @@ let elementwiseOperators: OperatorTable = {
     for (name, factory) in unaries { table[name] = factory }
 
     table["Add"] = { ctx in PreparedKernel { inputs in
-        [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 + $1 }, { $0 + $1 }, { $0 &+ $1 }, { $0 &+ $1 })]
+        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 + $1 }) { return [result] }
+        return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 + $1 }, { $0 + $1 }, { $0 &+ $1 }, { $0 &+ $1 })]
     } }
     table["Sub"] = { ctx in PreparedKernel { inputs in
-        [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 - $1 }, { $0 - $1 }, { $0 &- $1 }, { $0 &- $1 })]
+        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 - $1 }) { return [result] }
+        return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 - $1 }, { $0 - $1 }, { $0 &- $1 }, { $0 &- $1 })]
     } }
     table["Mul"] = { ctx in PreparedKernel { inputs in
-        [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 * $1 }, { $0 * $1 }, { $0 &* $1 }, { $0 &* $1 })]
+        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 * $1 }) { return [result] }
+        return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 * $1 }, { $0 * $1 }, { $0 &* $1 }, { $0 &* $1 })]
     } }
     table["Div"] = { ctx in PreparedKernel { inputs in
-        [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 / $1 }, { $0 / $1 },
+        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 / $1 }) { return [result] }
+        return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 / $1 }, { $0 / $1 },
                         { $1 == 0 ? 0 : $0 / $1 }, { $1 == 0 ? 0 : $0 / $1 })]
     } }
     table["Mod"] = { ctx in
