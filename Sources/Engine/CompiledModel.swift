@@ -140,7 +140,8 @@ public final class CompiledModel: Sendable {
 
         let plan = ExecutionPlan(steps: steps, slotCount: slots.count,
                                  constantSlots: usedConstants.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                                 inputSlots: inputs.map { ($0.name, inputSlots[$0.name]!) }, producers: producers)
+                                 inputSlots: inputs.map { ($0.name, inputSlots[$0.name]!) }, producers: producers,
+                                 outputSlots: outputSpecs.map { outputSlots[$0.name]! })
         self.plan = plan
         self.inputSlots = inputSlots
         self.outputSlots = outputSlots

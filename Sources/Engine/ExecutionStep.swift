@@ -57,9 +57,26 @@ struct ExecutionPlan: Sendable {
     let inputSlots: [(String, Int)]
     let producers: [Int: Int]
     let shapeCache = ShapePlanCache()
+    /// Steps needed for every graph output (the common case, computed once).
+    let allOutputSlots: [Int]
+    let allOutputsNeeded: [Bool]
+
+    init(steps: [ExecutionStep], slotCount: Int, constantSlots: [(Int, Tensor)], inputSlots: [(String, Int)], producers: [Int: Int], outputSlots: [Int]) {
+        self.steps = steps
+        self.slotCount = slotCount
+        self.constantSlots = constantSlots
+        self.inputSlots = inputSlots
+        self.producers = producers
+        self.allOutputSlots = outputSlots
+        self.allOutputsNeeded = ExecutionPlan.needed(steps: steps, producers: producers, for: outputSlots)
+    }
 
     /// Steps needed to produce `slots`.
     func neededSteps(for slots: [Int]) -> [Bool] {
+        slots == allOutputSlots ? allOutputsNeeded : ExecutionPlan.needed(steps: steps, producers: producers, for: slots)
+    }
+
+    private static func needed(steps: [ExecutionStep], producers: [Int: Int], for slots: [Int]) -> [Bool] {
         var needed = [Bool](repeating: false, count: steps.count)
         var stack = slots
         var seen = Set<Int>()

@@ -10,7 +10,7 @@ let predictCommand = Command(
     summary: "Run an ONNX model on .npy inputs and write .npy outputs",
     help: """
         Usage: osprey predict MODEL.onnx --input [NAME=]FILE.npy ... (--output OUT.npy | --output-dir DIR)
-                              [--repeat N] [--threads N]
+                              [--repeat N] [--threads N] [--profile]
 
         Inputs are NumPy .npy files (v1-v3, C order, little-endian; float32, float64, float16,
         int8-64, uint8-64, bool). With one model input, NAME= may be left out.
