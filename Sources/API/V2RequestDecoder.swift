@@ -39,7 +39,11 @@ public enum V2Codec {
                     throw V2CodecError(.invalidJSON, "request body must be a JSON object")
                 }
                 try reader.beginObject()
+                var seenKeys = Set<String>()
                 while let key = try reader.nextKey() {
+                    guard seenKeys.insert(key).inserted else {
+                        throw V2CodecError(.invalidJSON, "duplicate key \"\(key)\" in the request object")
+                    }
                     switch key {
                     case "id":
                         guard try reader.peek() == UInt8(ascii: "\"") else { throw V2CodecError(.invalidField, "'id' must be a string") }
