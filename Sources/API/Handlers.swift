@@ -39,7 +39,13 @@ public enum OspreyHandlers {
                 try V2Codec.decodeInferRequest(body: request.body, headers: request.headers)
             }
             let inputs = try V2Codec.bindInputs(decoded, to: model.inputs)
-            let produced = try await service.infer(model, inputs: inputs)
+            let wanted = decoded.requestedOutputs.isEmpty ? nil : decoded.requestedOutputs.map(\.name)
+            if let wanted {
+                for name in wanted where !model.outputs.contains(where: { $0.name == name }) {
+                    throw V2CodecError(.invalidField, "unknown output '\(name)', the model's outputs are \(model.outputs.map { "'\($0.name)'" }.joined(separator: ", "))")
+                }
+            }
+            let produced = try await service.infer(model, inputs: inputs, outputs: wanted)
             let outputs = try V2Codec.makeOutputs(modelOutputs: produced, request: decoded, labels: model.labels)
             let response = V2InferenceResponse(modelName: model.name, modelVersion: String(model.version), id: decoded.id, outputs: outputs)
             let size = outputs.reduce(0) { $0 + V2Codec.binarySize(of: $1.tensor) }

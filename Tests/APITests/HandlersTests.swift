@@ -23,7 +23,7 @@ private final class FakeService: InferenceService {
                            labels: ["y": ["a", "b", "c", "d"]], handle: version ?? 2)
     }
 
-    func infer(_ model: ServedModel, inputs: [Tensor]) async throws -> [(name: String, tensor: Tensor)] {
+    func infer(_ model: ServedModel, inputs: [Tensor], outputs: [String]?) async throws -> [(name: String, tensor: Tensor)] {
         let x = inputs[0]
         return [(name: "y", tensor: Tensor(shape: x.shape, scalars: x.scalars(as: Float.self).map { $0 * 2 }))]
     }
@@ -111,6 +111,9 @@ private final class FakeService: InferenceService {
         #expect(try JSONValue.parse(await call("POST", "/v2/models/doubler/infer", Array(wrongType.utf8)).body)["error"]
                 == .string("input 'x': expected FP32, got INT64"))
         #expect(await call("POST", "/v2/models/nope/infer", Array(wrongShape.utf8)).status == 404)
+        let unknownOutput = #"{"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}], "outputs": [{"name": "z"}]}"#
+        #expect(try JSONValue.parse(await call("POST", "/v2/models/doubler/infer", Array(unknownOutput.utf8)).body)["error"]
+                == .string("unknown output 'z', the model's outputs are 'y'"))
     }
 
     @Test func largeBodiesAreOffloaded() async throws {
