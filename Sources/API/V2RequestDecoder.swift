@@ -110,6 +110,9 @@ public enum V2Codec {
                 if let t = object.tensor {
                     tensor = t
                 } else if let size = object.binaryDataSize {
+                    guard jsonLength != nil || size == 0 else {
+                        throw V2CodecError(.binaryData, "\(label): has binary_data_size but the request has no \(inferenceHeaderContentLength) header")
+                    }
                     guard size <= body.count - cursor else {
                         throw V2CodecError(.binaryData, "\(label): binary_data_size \(size) exceeds the \(body.count - cursor) bytes left after the JSON")
                     }

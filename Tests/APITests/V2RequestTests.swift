@@ -138,6 +138,12 @@ private func decodeError(_ json: String) -> V2CodecError? { decodeError(Array(js
         #expect(decodeError(b4, h4)?.kind == .invalidField)
     }
 
+    @Test func binaryDataNeedsTheHeader() {
+        let json = #"{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "parameters": {"binary_data_size": 4}}]}"#
+        let e = decodeError(Array(json.utf8) + [0, 0, 0, 0])
+        #expect(e?.message == "input 'x': has binary_data_size but the request has no Inference-Header-Content-Length header")
+    }
+
     @Test func binaryBytesFraming() {
         let json = #"{"inputs": [{"name": "s", "shape": [2], "datatype": "BYTES", "parameters": {"binary_data_size": 9}}]}"#
         let (truncated, h) = binaryBody(json, [[5, 0, 0, 0, 65, 66, 67, 68, 69]])
