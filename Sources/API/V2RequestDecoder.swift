@@ -85,7 +85,10 @@ public enum V2Codec {
                 }
                 try reader.expectEnd()
             } catch let error as JSONError {
-                throw V2CodecError(.invalidJSON, "invalid JSON: \(error)")
+                // Bytes after the JSON usually mean binary tensors sent without the length header.
+                let hint = error.kind == .trailingData && jsonLength == nil
+                    ? " (binary tensor data needs the \(inferenceHeaderContentLength) header)" : ""
+                throw V2CodecError(.invalidJSON, "invalid JSON: \(error)\(hint)")
             }
             guard let objects else { throw V2CodecError(.missingField, "request has no 'inputs'") }
             guard !objects.isEmpty else { throw V2CodecError(.missingField, "request 'inputs' is empty") }
