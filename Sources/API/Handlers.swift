@@ -89,7 +89,7 @@ public enum OspreyHandlers {
             guard !request.body.isEmpty else { throw APIError.badRequest("upload body is empty, expected an ONNX model") }
             let digest = try await maybeOffload(service, request.body.count) { () throws -> [UInt8] in
                 if let header = request.headers["Digest"] { try DigestHeader.verify(header, body: request.body) }
-                return SHA256.hash(request.body)
+                return SHA256Hash.hash(request.body)
             }
             let version = p.version ?? 0
             try await service.upload(model: p.model ?? "", version: version, onnx: request.body)

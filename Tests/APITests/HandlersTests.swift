@@ -140,12 +140,12 @@ private final class FakeService: InferenceService {
         #expect(await call("POST", "/v2/repository/models/other/load").status == 500)
         #expect(await call("POST", "/v2/repository/models/doubler/unload").status == 200)
         let onnx: [UInt8] = [8, 7, 18, 4]
-        let digest = "sha-256=" + Base64.encode(SHA256.hash(onnx))
+        let digest = "sha-256=" + Base64.encode(SHA256Hash.hash(onnx))
         let uploaded = await call("PUT", "/v2/repository/models/doubler/versions/3", onnx,
                                   headers: ["Content-Type": "application/octet-stream", "Digest": digest])
         #expect(uploaded.status == 201)
         #expect(service.uploads.withLock { $0.map { "\($0.0)/\($0.1)/\($0.2)" } } == ["doubler/3/4"])
-        let bad = await call("PUT", "/v2/repository/models/doubler/versions/4", onnx, headers: ["Digest": "sha-256=" + Base64.encode(SHA256.hash([1]))])
+        let bad = await call("PUT", "/v2/repository/models/doubler/versions/4", onnx, headers: ["Digest": "sha-256=" + Base64.encode(SHA256Hash.hash([1]))])
         #expect(bad.status == 400)
         #expect(await call("PUT", "/v2/repository/models/doubler/versions/4", onnx, headers: ["Content-Type": "text/plain"]).status == 415)
         let pinned = try JSONValue.parse(await call("POST", "/v2/repository/models/doubler/default", Array(#"{"version": "1"}"#.utf8)).body)
