@@ -78,7 +78,7 @@ public enum DigestHeader {
     /// Checks `body` against the header; throws 400 naming both digests when they differ.
     public static func verify(_ value: String, body: [UInt8]) throws {
         let expected = try expectedSHA256(value)
-        let actual = SHA256.hash(body)
+        let actual = SHA256Hash.hash(body)
         guard expected == actual else {
             throw APIError.badRequest("Digest mismatch: header says sha-256=\(Base64.encode(expected)), body has sha-256=\(Base64.encode(actual))")
         }

@@ -33,7 +33,7 @@ public struct RepositoryIndexEntry: Sendable, Equatable {
 }
 
 /// Timing counter of the statistics response: events and their total nanoseconds.
-public struct DurationStatistic: Sendable, Equatable {
+public struct DurationTotals: Sendable, Equatable {
     /// Number of events.
     public var count: UInt64
     /// Total nanoseconds across them.
@@ -59,19 +59,19 @@ public struct ModelVersionStatistics: Sendable, Equatable {
     /// Model executions (batches).
     public var executionCount: UInt64
     /// Successful requests, end to end.
-    public var success: DurationStatistic
+    public var success: DurationTotals
     /// Failed requests.
-    public var fail: DurationStatistic
+    public var fail: DurationTotals
     /// Time spent queued for a batch.
-    public var queue: DurationStatistic
+    public var queue: DurationTotals
     /// Input decoding/preparation.
-    public var computeInput: DurationStatistic
+    public var computeInput: DurationTotals
     /// Model execution.
-    public var computeInfer: DurationStatistic
+    public var computeInfer: DurationTotals
     /// Output encoding.
-    public var computeOutput: DurationStatistic
+    public var computeOutput: DurationTotals
     /// Executions by batch size.
-    public var batches: [(batchSize: Int, computeInfer: DurationStatistic)]
+    public var batches: [(batchSize: Int, computeInfer: DurationTotals)]
 
     /// A statistics value with zero counters.
     public init(name: String, version: Int) {
@@ -80,7 +80,7 @@ public struct ModelVersionStatistics: Sendable, Equatable {
         lastInferenceMilliseconds = 0
         inferenceCount = 0
         executionCount = 0
-        let zero = DurationStatistic(count: 0, nanoseconds: 0)
+        let zero = DurationTotals(count: 0, nanoseconds: 0)
         success = zero
         fail = zero
         queue = zero
@@ -159,7 +159,7 @@ public enum RepositoryCodec {
 
     /// `{"model_stats":[...]}` in the shape of Triton's statistics extension.
     public static func encodeStatistics(_ stats: [ModelVersionStatistics]) -> HTTPResponse {
-        func duration(_ d: DurationStatistic) -> JSONValue {
+        func duration(_ d: DurationTotals) -> JSONValue {
             .object(["count": .integer(Int64(clamping: d.count)), "ns": .integer(Int64(clamping: d.nanoseconds))])
         }
         return .json(.object(["model_stats": .array(stats.map { s in

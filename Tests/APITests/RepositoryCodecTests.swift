@@ -25,14 +25,14 @@ import Testing
             .object(["name": .string("m"), "version": .string("2"), "state": .string("READY")]),
             .object(["name": .string("n"), "state": .string("UNAVAILABLE"), "reason": .string("bad onnx")]),
         ]))
-        let uploaded = RepositoryCodec.encodeUploaded(name: "m", version: 3, sha256: SHA256.hash([UInt8]()))
+        let uploaded = RepositoryCodec.encodeUploaded(name: "m", version: 3, sha256: SHA256Hash.hash([UInt8]()))
         #expect(uploaded.status == 201)
         #expect(try JSONValue.parse(uploaded.body)["sha256"]?.stringValue?.hasPrefix("e3b0c442") == true)
         let def = try JSONValue.parse(RepositoryCodec.encodeDefaultVersion(name: "m", defaultVersion: nil, pinned: false).body)
         #expect(def["default_version"] == .null)
         var s = ModelVersionStatistics(name: "m", version: 1)
         s.inferenceCount = 5
-        s.batches = [(batchSize: 4, computeInfer: DurationStatistic(count: 1, nanoseconds: 900))]
+        s.batches = [(batchSize: 4, computeInfer: DurationTotals(count: 1, nanoseconds: 900))]
         let stats = try JSONValue.parse(RepositoryCodec.encodeStatistics([s]).body)
         #expect(stats["model_stats"]?.arrayValue?[0]["inference_count"] == .integer(5))
         #expect(stats["model_stats"]?.arrayValue?[0]["batch_stats"]?.arrayValue?[0]["compute_infer"]?["ns"] == .integer(900))

@@ -1,5 +1,5 @@
 /// SHA-256 (FIPS 180-4), for checking `Digest: sha-256=...` on model uploads without a crypto dependency.
-public struct SHA256: Sendable {
+public struct SHA256Hash: Sendable {
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
     private var pending: [UInt8] = []
@@ -10,7 +10,7 @@ public struct SHA256: Sendable {
 
     /// The digest of `bytes` in one call.
     public static func hash<C: Collection>(_ bytes: C) -> [UInt8] where C.Element == UInt8 {
-        var h = SHA256()
+        var h = SHA256Hash()
         h.update(bytes)
         return h.finalize()
     }
