@@ -1,4 +1,5 @@
 import HTTP
+import Synchronization
 import Testing
 @testable import API
 
@@ -114,17 +115,8 @@ private func text(_ response: HTTPResponse) -> String { String(decoding: respons
 }
 
 /// Collects log lines from concurrent handlers.
-final class LockedLines: @unchecked Sendable {
-    private let lock = NSLockish()
-    private var storage: [String] = []
-    func append(_ line: String) { lock.withLock { storage.append(line) } }
-    var lines: [String] { lock.withLock { storage } }
-}
-
-import Synchronization
-
-/// A tiny lock wrapper (Mutex needs a value; this keeps the test helper simple).
-final class NSLockish: Sendable {
-    private let mutex = Mutex(())
-    func withLock<R>(_ body: () -> R) -> R { mutex.withLock { _ in body() } }
+final class LockedLines: Sendable {
+    private let storage = Mutex<[String]>([])
+    func append(_ line: String) { storage.withLock { $0.append(line) } }
+    var lines: [String] { storage.withLock { $0 } }
 }
