@@ -105,6 +105,17 @@ private func text(_ response: HTTPResponse) -> String { String(decoding: respons
         #expect(!attached.unhandledOperations.contains(.serverMetadata))
     }
 
+    @Test func customRoutesCanBeRegistered() async {
+        var r = Router(log: { _ in })
+        r.register(method: "get", path: "/debug/{model}/x") { _, params in
+            HTTPResponse(status: 200, body: Array((params.model ?? "").utf8))
+        }
+        #expect(r.routes.map { "\($0.method) \($0.pattern)" } == ["GET /debug/{model}/x"])
+        #expect(text(await call(r, "GET", "/debug/abc/x")) == "abc")
+        #expect(await call(r, "GET", "/debug/a%b/x").status == 400)
+        #expect(r.unhandledOperations.isEmpty)
+    }
+
     @Test func routeTableCoversEveryOperationOnce() {
         #expect(Routes.all.map(\.operation) == OperationID.allCases)
         let pairs = Routes.all.map { "\($0.method) \($0.pattern)" }
