@@ -33,6 +33,7 @@ public enum OspreyHandlers {
         h[.modelReady] = ready
         h[.modelVersionReady] = ready
         let infer: RouteHandler = { request, p in
+            try rejectContentEncoding(request)
             let model = try await lookup(service, p)
             guard model.ready else { throw APIError.unavailable("model '\(model.name)' version \(model.version) is not ready", retryAfter: 1) }
             let decoded = try await maybeOffload(service, request.body.count) {
@@ -45,7 +46,14 @@ public enum OspreyHandlers {
                     throw V2CodecError(.invalidField, "unknown output '\(name)', the model's outputs are \(model.outputs.map { "'\($0.name)'" }.joined(separator: ", "))")
                 }
             }
-            let produced = try await service.infer(model, inputs: inputs, outputs: wanted)
+            var timeout: Duration?
+            if let t = decoded.parameters["timeout"] {
+                guard let micros = t.intValue, micros > 0 else {
+                    throw V2CodecError(.invalidField, "parameter timeout must be a positive integer (microseconds)")
+                }
+                timeout = .microseconds(micros)
+            }
+            let produced = try await service.infer(model, inputs: inputs, outputs: wanted, timeout: timeout)
             let outputs = try V2Codec.makeOutputs(modelOutputs: produced, request: decoded, labels: model.labels)
             let response = V2InferenceResponse(modelName: model.name, modelVersion: String(model.version), id: decoded.id, outputs: outputs)
             let size = outputs.reduce(0) { $0 + V2Codec.binarySize(of: $1.tensor) }
@@ -108,6 +116,13 @@ public enum OspreyHandlers {
             HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: await service.metricsText())
         }
         return h
+    }
+
+    /// Compressed bodies (tritonclient's request_compression_algorithm) are not decoded: say so instead of "invalid JSON".
+    private static func rejectContentEncoding(_ request: HTTPRequest) throws {
+        if let encoding = request.headers["Content-Encoding"], encoding.lowercased() != "identity" {
+            throw APIError.unsupportedMediaType("Content-Encoding '\(encoding)' is not supported; send the body uncompressed")
+        }
     }
 
     private static func lookup<S: InferenceService>(_ service: S, _ p: PathParameters) async throws -> ServedModel {

@@ -47,8 +47,9 @@ public protocol InferenceService: Sendable {
     /// The named model at `version` (nil = its default version); nil when unknown.
     func model(named name: String, version: Int?) async throws -> ServedModel?
     /// Runs one request's inputs (in `model.inputs` order); returns the outputs named in `outputs`
-    /// (every output when nil), in `model.outputs` order.
-    func infer(_ model: ServedModel, inputs: [Tensor], outputs: [String]?) async throws -> [(name: String, tensor: Tensor)]
+    /// (every output when nil), in `model.outputs` order. `timeout` (the request's `timeout` parameter,
+    /// Triton-style microseconds) bounds its queueing; nil means the model's default.
+    func infer(_ model: ServedModel, inputs: [Tensor], outputs: [String]?, timeout: Duration?) async throws -> [(name: String, tensor: Tensor)]
     /// Decodes, preprocesses and classifies images, `topK` classes per image.
     func classify(_ model: ServedModel, images: [ImageUpload], topK: Int) async throws -> [[Classification]]
     /// Statistics of the model's versions (`version` nil = all loaded versions).

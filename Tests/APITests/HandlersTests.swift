@@ -23,7 +23,10 @@ private final class FakeService: InferenceService {
                            labels: ["y": ["a", "b", "c", "d"]], handle: version ?? 2)
     }
 
-    func infer(_ model: ServedModel, inputs: [Tensor], outputs: [String]?) async throws -> [(name: String, tensor: Tensor)] {
+    let lastTimeout = Mutex<Duration?>(nil)
+
+    func infer(_ model: ServedModel, inputs: [Tensor], outputs: [String]?, timeout: Duration?) async throws -> [(name: String, tensor: Tensor)] {
+        lastTimeout.withLock { $0 = timeout }
         let x = inputs[0]
         return [(name: "y", tensor: Tensor(shape: x.shape, scalars: x.scalars(as: Float.self).map { $0 * 2 }))]
     }
@@ -80,12 +83,15 @@ private final class FakeService: InferenceService {
     }
 
     @Test func jsonInferRoundTrip() async throws {
-        let body = #"{"id": "q1", "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"#
+        let body = #"{"id": "q1", "parameters": {"timeout": 2500}, "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}"#
         let response = await call("POST", "/v2/models/doubler/infer", Array(body.utf8))
         #expect(response.status == 200)
         let decoded = try V2Codec.decodeInferResponse(body: response.body, headers: response.headers)
         #expect(decoded.id == "q1" && decoded.modelVersion == "2")
         #expect(decoded.outputs[0].tensor.scalars(as: Float.self) == [2, 4, 6, 8])
+        #expect(service.lastTimeout.withLock { $0 } == .microseconds(2500))
+        let gz = await call("POST", "/v2/models/doubler/infer", Array(body.utf8), headers: ["Content-Encoding": "gzip"])
+        #expect(gz.status == 415)
     }
 
     @Test func binaryInferWithClassification() async throws {
