@@ -1,28 +1,12 @@
+import Engine
 import Tensor
-
-/// What a model declares for one input: name, element type, and shape (symbolic dimensions vary).
-public struct ModelInputSpec: Sendable, Equatable {
-    /// Input name.
-    public var name: String
-    /// Element type the model computes with.
-    public var dtype: DType
-    /// Declared dimensions.
-    public var shape: [Dimension]
-
-    /// A spec value.
-    public init(name: String, dtype: DType, shape: [Dimension]) {
-        self.name = name
-        self.dtype = dtype
-        self.shape = shape
-    }
-}
 
 extension V2Codec {
     /// Matches request inputs to the model's inputs, in model order, ready to run.
     ///
     /// Every model input must be present and no others; dtypes are converted only when lossless; ranks
     /// and fixed dimensions must match, and a symbolic dimension name must take one size across inputs.
-    public static func bindInputs(_ request: V2InferenceRequest, to specs: [ModelInputSpec]) throws -> [Tensor] {
+    public static func bindInputs(_ request: V2InferenceRequest, to specs: [TensorSpec]) throws -> [Tensor] {
         let expected = specs.map { "'\($0.name)'" }.joined(separator: ", ")
         for input in request.inputs where !specs.contains(where: { $0.name == input.name }) {
             throw V2CodecError(.invalidField, "unexpected input '\(input.name)', the model's inputs are \(expected)")

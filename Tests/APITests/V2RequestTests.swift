@@ -1,3 +1,4 @@
+import Engine
 import HTTP
 import Testing
 import Tensor
@@ -185,8 +186,8 @@ private func decodeError(_ json: String) -> V2CodecError? { decodeError(Array(js
 
 @Suite struct V2InputBindingTests {
     private let specs = [
-        ModelInputSpec(name: "image", dtype: .float32, shape: [.symbolic("N"), .fixed(3), .fixed(2)]),
-        ModelInputSpec(name: "ids", dtype: .int64, shape: [.symbolic("N")]),
+        TensorSpec(name: "image", dtype: .float32, shape: [.symbolic("N"), .fixed(3), .fixed(2)]),
+        TensorSpec(name: "ids", dtype: .int64, shape: [.symbolic("N")]),
     ]
 
     private func request(_ inputs: [V2Input]) -> V2InferenceRequest { V2InferenceRequest(inputs: inputs) }

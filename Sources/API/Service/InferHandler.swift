@@ -17,25 +17,18 @@ extension ServiceContext {
                                                                id: decoded.id, outputs: outputs))
     }
 
-    /// Each decoded input as the tensor the model expects: lossless dtype widening, and for a model with an
-    /// image input, a BYTES tensor of encoded PNG/JPEG images preprocessed exactly as `classify` does.
+    /// Each decoded input as the tensor the model expects (`bindInputs`: names, lossless widening, shapes); for a
+    /// model with an image input, a BYTES tensor of encoded PNG/JPEG images is first preprocessed exactly as `classify` does.
     private func modelFeeds(_ decoded: V2InferenceRequest, for served: ServedVersion) async throws -> [String: Tensor] {
-        var feeds: [String: Tensor] = [:]
-        for input in decoded.inputs {
-            guard let spec = served.inputs.first(where: { $0.name == input.name }) else {
-                throw ServingError.invalidInput("unknown input '\(input.name)': model '\(served.name)' expects inputs [\(served.inputs.map(\.name).joined(separator: ", "))]")
-            }
-            if input.tensor.dtype == .string && spec.dtype != .string {
-                guard let plan = try served.imageInputPlan(), plan.input.name == spec.name else {
-                    throw ServingError.invalidInput("input '\(spec.name)': expected \(V2Datatype(spec.dtype).rawValue), got BYTES (the model has no image input of that name)")
-                }
-                feeds[spec.name] = try await served.imageBatch(input.tensor.strings, plan: plan, maxPixels: options.maxImagePixels,
-                                                               workers: imageWorkers)
-            } else {
-                feeds[spec.name] = try V2Codec.convert(input, to: spec.dtype)
-            }
+        var request = decoded
+        for (index, input) in decoded.inputs.enumerated() where input.tensor.dtype == .string {
+            guard let plan = try served.imageInputPlan(), plan.input.name == input.name else { continue }
+            let batch = try await served.imageBatch(input.tensor.strings, plan: plan, maxPixels: options.maxImagePixels,
+                                                    workers: imageWorkers)
+            request.inputs[index] = V2Input(name: input.name, datatype: V2Datatype(batch.dtype), tensor: batch, parameters: input.parameters)
         }
-        return feeds
+        let tensors = try V2Codec.bindInputs(request, to: served.inputs)
+        return Dictionary(uniqueKeysWithValues: zip(served.inputs.map(\.name), tensors))
     }
 
     /// The `timeout` request parameter (microseconds, as Triton's), if given.

@@ -7,22 +7,8 @@ extension ServiceContext {
     /// Body `{"ready": true}` keeps only READY entries, as in Triton.
     func repositoryIndex(_ request: HTTPRequest) throws -> HTTPResponse {
         try authorizeAdmin(request)
-        var onlyReady = false
-        if !request.body.isEmpty {
-            let body = try JSONValue.parse(request.body)
-            guard case .object = body else { throw APIError.badRequest("index body: expected a JSON object, got \(body.kindName)") }
-            if let flag = body["ready"] {
-                guard let value = flag.boolValue else { throw APIError.badRequest("index field 'ready': expected a boolean, got \(flag.kindName)") }
-                onlyReady = value
-            }
-        }
-        let entries: [JSONValue] = registry.index().filter { !onlyReady || $0.state == .ready }.map { entry in
-            var object: JSONObject = ["name": .string(entry.name), "state": .string(entry.state.rawValue)]
-            if let version = entry.version { object["version"] = .string(String(version)) }
-            if let reason = entry.reason { object["reason"] = .string(reason) }
-            return .object(object)
-        }
-        return .json(.array(entries))
+        let onlyReady = try RepositoryCodec.decodeIndexRequest(request.body)
+        return RepositoryCodec.encodeIndex(registry.index().filter { !onlyReady || $0.state == .ready })
     }
 
     /// `POST /v2/repository/models/{model}/load`: (re)load per the version policy, re-reading config and labels.
@@ -47,8 +33,9 @@ extension ServiceContext {
         let model = p.model ?? ""
         guard let version = p.version else { throw APIError.badRequest("version: expected a positive integer") }
         guard !request.body.isEmpty else { throw APIError.badRequest("empty body: expected the ONNX model bytes") }
-        let digest = try request.headers["Digest"].map(Self.sha256Hex(fromDigestHeader:))
-        try await registry.putVersion(model: model, version: version, bytes: request.body, sha256: digest ?? nil)
+        // Serving hashes the body off the I/O threads and refuses a mismatch before writing anything.
+        let digest = try request.headers["Digest"].map { DigestHeader.hex(try DigestHeader.expectedSHA256($0)) }
+        try await registry.putVersion(model: model, version: version, bytes: request.body, sha256: digest)
         return modelIndexResponse(model, status: 201)
     }
 
@@ -56,17 +43,7 @@ extension ServiceContext {
     func setDefault(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
         let model = p.model ?? ""
-        let body = try JSONValue.parse(request.body)
-        guard let field = body["version"] else { throw APIError.badRequest("body: expected {\"version\": \"N\"}, got no 'version' field") }
-        let version: Int?
-        switch field {
-        case .string(let text): version = Int(text)
-        case .integer(let number): version = Int(exactly: number)
-        default: version = nil
-        }
-        guard let version, version > 0 else {
-            throw APIError.badRequest("field 'version': expected a positive integer (string or number), got \(field.kindName)")
-        }
+        let version = try RepositoryCodec.decodeDefaultVersionRequest(request.body)
         try await registry.pin(model: model, version: version)
         return modelIndexResponse(model)
     }
@@ -121,21 +98,6 @@ extension ServiceContext {
         }
         if host.hasPrefix("::ffff:") { host = String(host.dropFirst(7)) }
         return host.hasPrefix("127.") || host == "::1" || host == "localhost"
-    }
-
-    /// The hex SHA-256 from a `Digest` header (`sha-256=<base64>` per RFC 3230; hex accepted too); nil when it names no SHA-256.
-    static func sha256Hex(fromDigestHeader header: String) throws -> String? {
-        for item in header.split(separator: ",") {
-            let pair = item.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].lowercased() == "sha-256" else { continue }
-            let value = String(pair[1])
-            if value.count == 64, value.allSatisfy(\.isHexDigit) { return value.lowercased() }
-            guard let data = Data(base64Encoded: value), data.count == 32 else {
-                throw APIError.badRequest("Digest header: expected sha-256=<base64 of 32 bytes>, got '\(value)'")
-            }
-            return data.map { String(format: "%02x", $0) }.joined()
-        }
-        return nil
     }
 }
 
