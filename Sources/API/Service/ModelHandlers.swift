@@ -13,20 +13,12 @@ extension ServiceContext {
             outputs: served.outputs.map { V2TensorMetadata(name: $0.name, dtype: $0.dtype, dimensions: $0.shape) })
     }
 
-    /// `GET .../ready`: 200 when the model (or that version) can serve, else 503; unknown names are 404.
-    func modelReady(_ p: PathParameters) -> HTTPResponse {
+    /// `GET .../ready`: 200 `{"name", "ready": true}` when the model (or that version) can serve; unknown names 404,
+    /// otherwise 503 with the reason (loading, failed, unloaded).
+    func modelReady(_ p: PathParameters) throws -> HTTPResponse {
         let model = p.model ?? ""
-        do {
-            _ = try registry.resolve(model: model, version: p.version)
-            return .json(.object(["name": .string(model), "ready": .bool(true)]))
-        } catch let error as ServingError {
-            switch error {
-            case .modelNotFound, .versionNotFound: return error.response
-            default: return .json(.object(["name": .string(model), "ready": .bool(false)]), status: 503)
-            }
-        } catch {
-            return .jsonError(500, "\(error)")
-        }
+        _ = try registry.resolve(model: model, version: p.version)
+        return .json(.object(["name": .string(model), "ready": .bool(true)]))
     }
 
     /// `GET .../stats`: Triton's statistics extension shape.

@@ -14,38 +14,40 @@ extension ServiceContext {
     /// `POST /v2/repository/models/{model}/load`: (re)load per the version policy, re-reading config and labels.
     func loadModel(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
-        let model = p.model ?? ""
-        try await registry.load(model: model)
-        return modelIndexResponse(model)
+        try await registry.load(model: p.model ?? "")
+        return HTTPResponse(status: 200)
     }
 
     /// `POST /v2/repository/models/{model}/unload`: stop serving; admitted requests finish first.
     func unloadModel(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
-        let model = p.model ?? ""
-        try await registry.unload(model: model)
-        return modelIndexResponse(model)
+        try await registry.unload(model: p.model ?? "")
+        return HTTPResponse(status: 200)
     }
 
-    /// `PUT /v2/repository/models/{model}/versions/{version}`: store the ONNX body atomically (verifying `Digest`) and load it.
+    /// `PUT /v2/repository/models/{model}/versions/{version}`: verify `Digest`, store the ONNX body atomically and load it.
     func uploadVersion(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
         let model = p.model ?? ""
         guard let version = p.version else { throw APIError.badRequest("version: expected a positive integer") }
         guard !request.body.isEmpty else { throw APIError.badRequest("empty body: expected the ONNX model bytes") }
-        // Serving hashes the body off the I/O threads and refuses a mismatch before writing anything.
-        let digest = try request.headers["Digest"].map { DigestHeader.hex(try DigestHeader.expectedSHA256($0)) }
-        try await registry.putVersion(model: model, version: version, bytes: request.body, sha256: digest)
-        return modelIndexResponse(model, status: 201)
+        let expected = try request.headers["Digest"].map { DigestHeader.hex(try DigestHeader.expectedSHA256($0)) }
+        // Hash once, on a worker thread (models run to hundreds of MB): it is both checked and reported.
+        let body = request.body
+        let actual = try await imageWorkers.run { SHA256.hexDigest(body) }
+        if let expected, expected != actual {
+            throw ServingError.digestMismatch(expected: expected, got: actual)
+        }
+        try await registry.putVersion(model: model, version: version, bytes: request.body)
+        return .json(.object(["name": .string(model), "version": .string(String(version)), "sha256": .string(actual)]), status: 201)
     }
 
     /// `POST /v2/repository/models/{model}/default` with `{"version": "2"}`: pin (roll back or forward) in one call.
     func setDefault(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
         let model = p.model ?? ""
-        let version = try RepositoryCodec.decodeDefaultVersionRequest(request.body)
-        try await registry.pin(model: model, version: version)
-        return modelIndexResponse(model)
+        try await registry.pin(model: model, version: try RepositoryCodec.decodeDefaultVersionRequest(request.body))
+        return await defaultVersionResponse(model)
     }
 
     /// `DELETE /v2/repository/models/{model}/default`: unpin; the highest READY version serves again.
@@ -53,22 +55,15 @@ extension ServiceContext {
         try authorizeAdmin(request)
         let model = p.model ?? ""
         try await registry.unpin(model: model)
-        return modelIndexResponse(model)
+        return await defaultVersionResponse(model)
     }
 
-    /// `{"name", "default_version", "pinned", "versions": [{version, state, reason}]}` after a change.
-    private func modelIndexResponse(_ model: String, status: Int = 200) -> HTTPResponse {
-        let entries = registry.index().filter { $0.name == model }
+    /// `{"name", "default_version", "pinned"}`: the version unversioned routes now use.
+    private func defaultVersionResponse(_ model: String) async -> HTTPResponse {
         let current = try? registry.resolve(model: model, version: nil)
-        var object: JSONObject = ["name": .string(model)]
-        object["default_version"] = current.map { .string(String($0.version)) } ?? .null
-        object["versions"] = .array(entries.map { entry in
-            var item: JSONObject = ["state": .string(entry.state.rawValue)]
-            if let version = entry.version { item["version"] = .string(String(version)) }
-            if let reason = entry.reason { item["reason"] = .string(reason) }
-            return .object(item)
-        })
-        return .json(.object(object), status: status)
+        let pinned = await registry.pinnedVersion(model: model) != nil
+        return .json(.object(["name": .string(model), "default_version": current.map { .string(String($0.version)) } ?? .null,
+                              "pinned": .bool(pinned)]))
     }
 
     /// Admin endpoints: with a token, `Authorization: Bearer <token>` is required; without one, loopback clients only.
