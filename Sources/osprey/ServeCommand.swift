@@ -47,7 +47,7 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
                                  options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) }),
                                  metrics: metrics, logger: servingLogger(logger))
     let readiness = ReadinessFlag(ready: true)
-    let service = OspreyService(registry: registry, metrics: metrics, imageWorkers: ImageWorkers(threads: options.computeThreads),
+    let service = OspreyService(registry: registry, metrics: metrics, workers: WorkerPool(threads: options.computeThreads),
                                 options: options.service, readiness: readiness,
                                 log: { line in logger.error(line) })
     let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder)

@@ -18,7 +18,7 @@ import Testing
         let metrics = Metrics()
         let registry = ModelRegistry(repositoryPath: temp.path, loader: engineLoader, metrics: metrics)
         await registry.loadAll()
-        let service = OspreyService(registry: registry, metrics: metrics, imageWorkers: ImageWorkers(threads: 2),
+        let service = OspreyService(registry: registry, metrics: metrics, workers: WorkerPool(threads: 2),
                                     options: ServiceOptions(adminToken: adminToken))
         return (service, temp)
     }

@@ -6,15 +6,16 @@ extension ServiceContext {
     /// `POST /v2/models/{model}[/versions/{version}]/infer`: JSON or binary-extension request through the version's batcher.
     func infer(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         let served = try registry.resolve(model: p.model ?? "", version: p.version)
-        let decoded = try V2Codec.decodeInferRequest(body: request.body, headers: request.headers)
+        let decoded = try await offloaded(request.body.count) { try V2Codec.decodeInferRequest(body: request.body, headers: request.headers) }
         let feeds = try await modelFeeds(decoded, for: served)
         let requested = decoded.requestedOutputs.map(\.name)
         let results = try await served.infer(feeds, outputs: requested.isEmpty ? nil : requested, timeout: try requestTimeout(decoded))
         let produced = served.outputs.compactMap { spec in results[spec.name].map { (name: spec.name, tensor: $0) } }
         let labels = served.labels.isEmpty ? [:] : Dictionary(uniqueKeysWithValues: served.outputs.map { ($0.name, served.labels) })
         let outputs = try V2Codec.makeOutputs(modelOutputs: produced, request: decoded, labels: labels)
-        return V2Codec.encodeInferResponse(V2InferenceResponse(modelName: served.name, modelVersion: String(served.version),
-                                                               id: decoded.id, outputs: outputs))
+        let response = V2InferenceResponse(modelName: served.name, modelVersion: String(served.version), id: decoded.id, outputs: outputs)
+        let outputBytes = outputs.reduce(0) { $0 + $1.tensor.byteCount }
+        return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
     }
 
     /// Each decoded input as the tensor the model expects (`bindInputs`: names, lossless widening, shapes); for a
@@ -24,7 +25,7 @@ extension ServiceContext {
         for (index, input) in decoded.inputs.enumerated() where input.tensor.dtype == .string {
             guard let plan = try served.imageInputPlan(), plan.input.name == input.name else { continue }
             let batch = try await served.imageBatch(input.tensor.strings, plan: plan, maxPixels: options.maxImagePixels,
-                                                    workers: imageWorkers)
+                                                    workers: workers)
             request.inputs[index] = V2Input(name: input.name, datatype: V2Datatype(batch.dtype), tensor: batch, parameters: input.parameters)
         }
         let tensors = try V2Codec.bindInputs(request, to: served.inputs)
@@ -38,5 +39,11 @@ extension ServiceContext {
             throw APIError.badRequest("parameter 'timeout': expected a non-negative integer (microseconds), got \(value.kindName)")
         }
         return micros == 0 ? nil : .microseconds(micros)
+    }
+
+    /// Runs codec work of `size` bytes inline when small, else on a worker thread: parsing megabytes of JSON
+    /// would otherwise stall one of the few cooperative threads every other request needs.
+    private func offloaded<T: Sendable>(_ size: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
+        size < 64 * 1024 ? try work() : try await workers.run(work)
     }
 }

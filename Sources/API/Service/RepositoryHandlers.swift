@@ -34,7 +34,7 @@ extension ServiceContext {
         let expected = try request.headers["Digest"].map { DigestHeader.hex(try DigestHeader.expectedSHA256($0)) }
         // Hash once, on a worker thread (models run to hundreds of MB): it is both checked and reported.
         let body = request.body
-        let actual = try await imageWorkers.run { SHA256.hexDigest(body) }
+        let actual = try await workers.run { SHA256.hexDigest(body) }
         if let expected, expected != actual {
             throw ServingError.digestMismatch(expected: expected, got: actual)
         }
