@@ -46,7 +46,7 @@ let encodeSeconds = measure(iterations: 10) {
     encodedBytes = response.body.count
 }
 var digest: [UInt8] = []
-let shaSeconds = measure(iterations: 5) { digest = SHA256.hash(json) }
+let shaSeconds = measure(iterations: 5) { digest = SHA256Hash.hash(json) }
 func mbps(_ bytes: Int, _ seconds: Double) -> String { String(format: "%.0f MB/s", Double(bytes) / seconds / 1e6) }
 print(String(format: "osprey json_decode   %8.2f ms  %@  (%d bytes)", jsonSeconds * 1e3, mbps(json.count, jsonSeconds), json.count))
 print(String(format: "osprey binary_decode %8.3f ms  %@  (%d bytes)", binarySeconds * 1e3, mbps(binary.count, binarySeconds), binary.count))

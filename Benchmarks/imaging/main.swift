@@ -1,4 +1,4 @@
-// Times decode + preprocess of one JPEG to a 224x224 float tensor with the Imaging module.
+// Times (thread CPU time) decode + preprocess of one JPEG to a 224x224 float tensor with the Imaging module.
 // Usage: imaging-bench FILE [iterations]
 import Foundation
 import Imaging
@@ -17,10 +17,16 @@ let configs: [(String, PreprocessConfig)] = [
 ]
 
 func median(_ xs: [Double]) -> Double { xs.sorted()[xs.count / 2] }
+/// Thread CPU time in ms: stable on a box shared with other jobs, where wall time is not.
+func cpuMilliseconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) * 1e3 + Double(ts.tv_nsec) / 1e6
+}
 func time(_ body: () throws -> Void) rethrows -> Double {
-    let start = DispatchTime.now().uptimeNanoseconds
+    let start = cpuMilliseconds()
     try body()
-    return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+    return cpuMilliseconds() - start
 }
 
 for (name, config) in configs {

@@ -33,30 +33,31 @@ public enum ClassifyCodec {
         switch media {
         case "image/png", "image/jpeg", "image/jpg":
             images = [ImageUpload(source: "body", mediaType: media == "image/jpg" ? "image/jpeg" : media, bytes: request.body[...])]
-        case "application/octet-stream":
+        case "application/octet-stream", "", "image/*", "*/*":
+            // Missing or generic types are common from scripts: the magic bytes decide.
             guard let sniffed = sniffImageType(request.body[...]) else {
-                throw APIError.unsupportedMediaType("application/octet-stream body is neither PNG nor JPEG")
+                let declared = media.isEmpty ? "a body without Content-Type" : "\(media) body"
+                throw APIError.unsupportedMediaType("\(declared) is neither PNG nor JPEG; expected image/png, image/jpeg or multipart/form-data")
             }
             images = [ImageUpload(source: "body", mediaType: sniffed, bytes: request.body[...])]
         case "multipart/form-data":
-            for part in try Multipart.parse(body: request.body, contentType: contentType, limits: limits) {
+            for (index, part) in try Multipart.parse(body: request.body, contentType: contentType, limits: limits).enumerated() {
                 if part.name == "top_k" && part.filename == nil {
                     if topKText == nil { topKText = String(decoding: part.body, as: UTF8.self).trimmingASCIIWhitespace() }
                     continue
                 }
                 let declared = part.contentType.map { $0 == "image/jpg" ? "image/jpeg" : $0 }
+                let label = part.name.isEmpty ? "#\(index + 1)" : part.name
                 if let declared, imageTypes.contains(declared) {
-                    images.append(ImageUpload(source: part.name, mediaType: declared, bytes: part.body))
+                    images.append(ImageUpload(source: label, mediaType: declared, bytes: part.body))
                 } else if declared == nil || declared == "application/octet-stream", let sniffed = sniffImageType(part.body) {
-                    images.append(ImageUpload(source: part.name, mediaType: sniffed, bytes: part.body))
-                } else if part.filename != nil {
-                    throw APIError.unsupportedMediaType("part '\(part.name)' is \(declared ?? "untyped"), expected image/png or image/jpeg")
+                    images.append(ImageUpload(source: label, mediaType: sniffed, bytes: part.body))
+                } else {
+                    // Every part is an image to classify; anything else is a client mistake worth naming.
+                    throw APIError.badRequest("part '\(label)' is \(declared ?? "untyped data"), expected a PNG or JPEG image")
                 }
-                // Other plain form fields are ignored.
             }
             guard !images.isEmpty else { throw APIError.badRequest("multipart body has no image part (image/png or image/jpeg)") }
-        case "":
-            throw APIError.unsupportedMediaType("missing Content-Type; expected image/png, image/jpeg or multipart/form-data")
         default:
             throw APIError.unsupportedMediaType("Content-Type '\(media)' is not accepted; expected image/png, image/jpeg or multipart/form-data")
         }

@@ -75,16 +75,7 @@ public enum DigestHeader {
         throw APIError.badRequest("Digest header has no sha-256 value (expected 'sha-256=<base64>')")
     }
 
-    /// Checks `body` against the header; throws 400 naming both digests when they differ.
-    public static func verify(_ value: String, body: [UInt8]) throws {
-        let expected = try expectedSHA256(value)
-        let actual = SHA256.hash(body)
-        guard expected == actual else {
-            throw APIError.badRequest("Digest mismatch: header says sha-256=\(Base64.encode(expected)), body has sha-256=\(Base64.encode(actual))")
-        }
-    }
-
-    /// Lower-case hex of bytes (e.g. a SHA-256 for the upload response).
+    /// Lower-case hex of bytes (the form Serving verifies uploads against).
     public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)

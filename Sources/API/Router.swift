@@ -33,6 +33,8 @@ public struct Router: Sendable {
         var method: String
         var pattern: String
         var segments: [Segment]
+        /// True for literal segments: the specificity used to pick among matching patterns.
+        var literalMask: [Bool]
         var operation: OperationID?
         var handler: RouteHandler?
     }
@@ -71,7 +73,8 @@ public struct Router: Sendable {
             entries[i].handler = handler
             entries[i].operation = operation ?? entries[i].operation
         } else {
-            entries.append(Entry(method: method, pattern: pattern, segments: segments, operation: operation, handler: handler))
+            let mask = segments.map { segment -> Bool in if case .literal = segment { return true } else { return false } }
+            entries.append(Entry(method: method, pattern: pattern, segments: segments, literalMask: mask, operation: operation, handler: handler))
         }
     }
 
@@ -104,32 +107,29 @@ public struct Router: Sendable {
         guard request.path.hasPrefix("/") else {
             return .jsonError(404, "no route for \(request.method) \(request.path)")
         }
-        // Candidates: patterns that match the path, the most literal one first.
-        var matches: [(entry: Entry, captures: [String: String], score: [Bool])] = []
-        for entry in entries {
-            guard entry.segments.count == pathSegments.count else { continue }
-            var captures: [String: String] = [:]
-            var score: [Bool] = []
-            var ok = true
+        // Candidates: patterns that match the path; literal segments beat parameters, leftmost first.
+        var best: [(entry: Entry, score: [Bool])] = []
+        for entry in entries where entry.segments.count == pathSegments.count {
+            var matched = true
             for (segment, actual) in zip(entry.segments, pathSegments) {
                 switch segment {
-                case .literal(let text):
-                    if text != actual { ok = false }
-                    score.append(true)
-                case .parameter(let name):
-                    if actual.isEmpty { ok = false }
-                    captures[name] = String(actual)
-                    score.append(false)
+                case .literal(let text): matched = text == actual
+                case .parameter: matched = !actual.isEmpty
                 }
-                if !ok { break }
+                if !matched { break }
             }
-            if ok { matches.append((entry, captures, score)) }
+            guard matched else { continue }
+            let score = entry.literalMask
+            if let current = best.first?.score {
+                if lexicallyLess(score, current) { continue }
+                if lexicallyLess(current, score) { best.removeAll() }
+            }
+            best.append((entry, score))
         }
-        guard !matches.isEmpty else {
+        guard !best.isEmpty else {
             return .jsonError(404, "no route for \(request.method) \(request.path)")
         }
         let method = request.method.uppercased()
-        let best = matches.filter { m in m.score == matches.map(\.score).max(by: { lexicallyLess($0, $1) })! }
         let lookup = method == "HEAD" ? ["HEAD", "GET"] : [method]
         guard let chosen = lookup.lazy.compactMap({ m in best.first { $0.entry.method == m } }).first else {
             var allowed: [String] = []
@@ -140,14 +140,18 @@ public struct Router: Sendable {
             if method == "OPTIONS" { return HTTPResponse(status: 204, headers: ["Allow": allow]) }
             return .jsonError(405, "method \(request.method) is not allowed on \(request.path); allowed: \(allow)", headers: ["Allow": allow])
         }
-        for (name, value) in chosen.captures {
+        var captures: [String: String] = [:]
+        for (segment, actual) in zip(chosen.entry.segments, pathSegments) {
+            guard case .parameter(let name) = segment else { continue }
+            let value = String(actual)
             if let problem = PathParameterRules.problem(name: name, value: value) { return .jsonError(400, problem) }
+            captures[name] = value
         }
         guard let handler = chosen.entry.handler else {
             return .jsonError(501, "\(chosen.entry.operation?.rawValue ?? chosen.entry.pattern) is not implemented")
         }
         do {
-            return try await handler(request, PathParameters(chosen.captures))
+            return try await handler(request, PathParameters(captures))
         } catch let error as HTTPErrorConvertible {
             return error.response
         } catch {

@@ -51,8 +51,9 @@ extension V2Codec {
         ]))
     }
 
-    /// Readiness as the V2 HTTP protocol reports it: 200 with an empty body when ready, else 503.
-    public static func readiness(_ ready: Bool) -> HTTPResponse {
-        HTTPResponse(status: ready ? 200 : 503)
+    /// Readiness as the V2 HTTP protocol reports it: 200 with an empty body when ready, else 503
+    /// with `{"error": "<subject> is not ready"}`.
+    public static func readiness(_ ready: Bool, subject: String = "server") -> HTTPResponse {
+        ready ? HTTPResponse(status: 200) : .jsonError(503, "\(subject) is not ready")
     }
 }

@@ -39,7 +39,11 @@ public enum V2Codec {
                     throw V2CodecError(.invalidJSON, "request body must be a JSON object")
                 }
                 try reader.beginObject()
+                var seenKeys = Set<String>()
                 while let key = try reader.nextKey() {
+                    guard seenKeys.insert(key).inserted else {
+                        throw V2CodecError(.invalidJSON, "duplicate key \"\(key)\" in the request object")
+                    }
                     switch key {
                     case "id":
                         guard try reader.peek() == UInt8(ascii: "\"") else { throw V2CodecError(.invalidField, "'id' must be a string") }
@@ -81,7 +85,10 @@ public enum V2Codec {
                 }
                 try reader.expectEnd()
             } catch let error as JSONError {
-                throw V2CodecError(.invalidJSON, "invalid JSON: \(error)")
+                // Bytes after the JSON usually mean binary tensors sent without the length header.
+                let hint = error.kind == .trailingData && jsonLength == nil
+                    ? " (binary tensor data needs the \(inferenceHeaderContentLength) header)" : ""
+                throw V2CodecError(.invalidJSON, "invalid JSON: \(error)\(hint)")
             }
             guard let objects else { throw V2CodecError(.missingField, "request has no 'inputs'") }
             guard !objects.isEmpty else { throw V2CodecError(.missingField, "request 'inputs' is empty") }
@@ -106,6 +113,9 @@ public enum V2Codec {
                 if let t = object.tensor {
                     tensor = t
                 } else if let size = object.binaryDataSize {
+                    guard jsonLength != nil || size == 0 else {
+                        throw V2CodecError(.binaryData, "\(label): has binary_data_size but the request has no \(inferenceHeaderContentLength) header")
+                    }
                     guard size <= body.count - cursor else {
                         throw V2CodecError(.binaryData, "\(label): binary_data_size \(size) exceeds the \(body.count - cursor) bytes left after the JSON")
                     }

@@ -36,7 +36,11 @@ extension JSONReader {
             }
         }
 
+        var seenKeys = Set<String>()
         while let key = try nextKey() {
+            guard seenKeys.insert(key).inserted else {
+                throw V2CodecError(.invalidJSON, "\(label): duplicate key \"\(key)\"")
+            }
             switch key {
             case "name":
                 guard try peek() == UInt8(ascii: "\"") else { throw fieldType(label, "name", "a string") }

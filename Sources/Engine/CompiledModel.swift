@@ -83,7 +83,8 @@ public final class CompiledModel: Sendable {
             }
             let outputIDs = node.outputs.map { $0.isEmpty ? -1 : slot($0) }
             for o in outputIDs where o >= 0 { producers[o] = steps.count }
-            steps.append(ExecutionStep(label: ctx.label, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
+            let fused = planned.activation == .none ? "" : "+\(planned.activation)"
+            steps.append(ExecutionStep(label: ctx.label, opType: node.opType + fused, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
         }
         var outputSlots: [String: Int] = [:]
         var outputSpecs: [TensorSpec] = []
@@ -139,7 +140,8 @@ public final class CompiledModel: Sendable {
 
         let plan = ExecutionPlan(steps: steps, slotCount: slots.count,
                                  constantSlots: usedConstants.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                                 inputSlots: inputs.map { ($0.name, inputSlots[$0.name]!) }, producers: producers)
+                                 inputSlots: inputs.map { ($0.name, inputSlots[$0.name]!) }, producers: producers,
+                                 outputSlots: outputSpecs.map { outputSlots[$0.name]! })
         self.plan = plan
         self.inputSlots = inputSlots
         self.outputSlots = outputSlots
@@ -181,6 +183,22 @@ public final class CompiledModel: Sendable {
         var result: [String: Tensor] = [:]
         for (name, value) in zip(wanted, values) { result[name] = value }
         return result
+    }
+
+    /// Runs all outputs `repeats` times and returns the total seconds spent per operator type, slowest first.
+    public func profile(_ feeds: [String: Tensor], repeats: Int = 1) throws -> [(opType: String, seconds: Double, nodes: Int)] {
+        try validate(feeds)
+        var timings = [Double](repeating: 0, count: plan.steps.count)
+        let wanted = outputs.map { outputSlots[$0.name]! }
+        for _ in 0..<max(1, repeats) {
+            _ = try withUnsafeMutablePointer(to: &timings) { try plan.execute(feeds: feeds, wanted: wanted, timings: $0) }
+        }
+        var byType: [String: (Double, Int)] = [:]
+        for (step, seconds) in zip(plan.steps, timings) {
+            let entry = byType[step.opType] ?? (0, 0)
+            byType[step.opType] = (entry.0 + seconds, entry.1 + 1)
+        }
+        return byType.map { (opType: $0.key, seconds: $0.value.0, nodes: $0.value.1) }.sorted { $0.seconds > $1.seconds }
     }
 
     /// Number of input-shape signatures with cached shape-derived values (for tests and metrics).

@@ -6,6 +6,8 @@ import Tensor
 struct ExecutionStep: Sendable {
     /// Node label for errors.
     let label: String
+    /// Operator type, with `+Activation` when an epilogue was fused (for profiles).
+    let opType: String
     /// The prepared operator.
     let kernel: Kernel
     /// Input slots; -1 marks an omitted optional input (or a constant baked into the kernel).
@@ -55,9 +57,26 @@ struct ExecutionPlan: Sendable {
     let inputSlots: [(String, Int)]
     let producers: [Int: Int]
     let shapeCache = ShapePlanCache()
+    /// Steps needed for every graph output (the common case, computed once).
+    let allOutputSlots: [Int]
+    let allOutputsNeeded: [Bool]
+
+    init(steps: [ExecutionStep], slotCount: Int, constantSlots: [(Int, Tensor)], inputSlots: [(String, Int)], producers: [Int: Int], outputSlots: [Int]) {
+        self.steps = steps
+        self.slotCount = slotCount
+        self.constantSlots = constantSlots
+        self.inputSlots = inputSlots
+        self.producers = producers
+        self.allOutputSlots = outputSlots
+        self.allOutputsNeeded = ExecutionPlan.needed(steps: steps, producers: producers, for: outputSlots)
+    }
 
     /// Steps needed to produce `slots`.
     func neededSteps(for slots: [Int]) -> [Bool] {
+        slots == allOutputSlots ? allOutputsNeeded : ExecutionPlan.needed(steps: steps, producers: producers, for: slots)
+    }
+
+    private static func needed(steps: [ExecutionStep], producers: [Int: Int], for slots: [Int]) -> [Bool] {
         var needed = [Bool](repeating: false, count: steps.count)
         var stack = slots
         var seen = Set<Int>()
@@ -70,7 +89,7 @@ struct ExecutionPlan: Sendable {
     }
 
     /// Runs the steps that `wanted` needs on validated `feeds`, returning those slots' values in order.
-    func execute(feeds: [String: Tensor], wanted: [Int]) throws -> [Tensor] {
+    func execute(feeds: [String: Tensor], wanted: [Int], timings: UnsafeMutablePointer<[Double]>? = nil) throws -> [Tensor] {
         let needed = neededSteps(for: wanted)
         var values = [Tensor?](repeating: nil, count: slotCount)
         for (id, tensor) in constantSlots { values[id] = tensor }
@@ -91,7 +110,9 @@ struct ExecutionPlan: Sendable {
             }
             // Hand over the last reference so elementwise kernels can write in place.
             for id in step.releases where step.inputs.filter({ $0 == id }).count == 1 { values[id] = nil }
+            let started = timings == nil ? 0 : monotonicSeconds()
             let results = try step.kernel(&args)
+            if let timings { timings.pointee[i] += monotonicSeconds() - started }
             for (k, id) in step.outputs.enumerated() where id >= 0 {
                 guard k < results.count else { throw EngineError(.executionFailed, "\(step.label): output \(k) was not produced") }
                 values[id] = results[k]
@@ -130,4 +151,11 @@ enum OutputProbe {
             return spec
         }
     }
+}
+
+/// Monotonic clock in seconds (profiling only).
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }

@@ -8,6 +8,8 @@ public struct DecodeOptions: Sendable {
     /// downsamples the result by at least `scalingMargin` (the IDCT does the first, cheap reduction).
     public var sizeHint: PreprocessConfig?
     /// How much larger than the final resampled size a DCT-scaled decode must stay (1 = never upsample).
+    /// Default 2 (like Pillow's `reducing_gap=2`): 12 MP to 224 stays within about 0.15 pixel levels (mean) of a
+    /// full decode for about 8% more CPU than 1, which drifts about 0.4 levels (Benchmarks/imaging).
     public var scalingMargin: Double
 
     /// Default limit: 50 megapixels.

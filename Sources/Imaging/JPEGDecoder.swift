@@ -8,7 +8,7 @@ enum JPEGDecoder {
         let source = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
         var w: Int32 = 0, h: Int32 = 0, subsampling: Int32 = 0, colorspace: Int32 = 0
         guard tjDecompressHeader3(handle, source, UInt(bytes.count), &w, &h, &subsampling, &colorspace) == 0 else {
-            throw ImagingError.corrupt("JPEG header: \(errorText(handle))")
+            throw classify("JPEG header", errorText(handle))
         }
         let width = Int(w), height = Int(h)
         try options.checkSize(width: width, height: height)
@@ -24,23 +24,23 @@ enum JPEGDecoder {
         let format = isCMYK ? Int32(TJPF_CMYK.rawValue) : Int32(TJPF_RGB.rawValue)
         let pixelCount = outW * outH
 
-        let raw = UnsafeMutablePointer<UInt8>.allocate(capacity: pixelCount * channels)
-        defer { raw.deallocate() }
-        let rc = tjDecompress2(handle, source, UInt(bytes.count), raw, Int32(outW), 0, Int32(outH), format, 0)
-        if rc != 0 {
-            let text = errorText(handle)
-            // TurboJPEG reports "warning" whenever any warning preceded a fatal error, so classify by the
-            // final message: libjpeg's recoverable warnings (stray bytes, a damaged segment) keep the image,
-            // as Pillow does; anything else stopped the decoder part-way.
-            if tjGetErrorCode(handle) == Int32(TJERR_FATAL.rawValue) || !isRecoverableWarning(text) {
-                throw ImagingError.corrupt("JPEG data: \(text)")
+        // RGB decodes straight into the result; CMYK goes through a scratch buffer and the conversion.
+        let scratch = UnsafeMutablePointer<UInt8>.allocate(capacity: isCMYK ? pixelCount * channels : 0)
+        defer { scratch.deallocate() }
+        let pixels = try [UInt8](unsafeUninitializedCapacity: pixelCount * 3) { out, initialized in
+            let target = isCMYK ? scratch : out.baseAddress!
+            let rc = tjDecompress2(handle, source, UInt(bytes.count), target, Int32(outW), 0, Int32(outH), format, 0)
+            if rc != 0 {
+                let text = errorText(handle)
+                // TurboJPEG reports "warning" whenever any warning preceded a fatal error, so classify by the
+                // final message: libjpeg's recoverable warnings (stray bytes, a damaged segment) keep the image,
+                // as Pillow does; anything else stopped the decoder part-way.
+                if tjGetErrorCode(handle) == Int32(TJERR_FATAL.rawValue) || !isRecoverableWarning(text) {
+                    throw classify("JPEG data", text)
+                }
             }
-        }
-        let pixels = [UInt8](unsafeUninitializedCapacity: pixelCount * 3) { out, initialized in
             if isCMYK {
-                ColorConversion.cmykToRGB(raw, count: pixelCount, inverted: markers.adobe, into: out.baseAddress!)
-            } else {
-                out.baseAddress!.update(from: raw, count: pixelCount * 3)
+                ColorConversion.cmykToRGB(scratch, count: pixelCount, inverted: markers.adobe, into: out.baseAddress!)
             }
             initialized = pixelCount * 3
         }
@@ -65,6 +65,12 @@ enum JPEGDecoder {
             if sw >= needStored.0 && sh >= needStored.1 && sw * sh < best.0 * best.1 { best = (sw, sh) }
         }
         return best
+    }
+
+    /// Valid JPEG variants this libjpeg cannot decode (12-bit, lossless, hierarchical) are unsupported, not corrupt.
+    static func classify(_ stage: String, _ text: String) -> ImagingError {
+        if text.hasPrefix("Unsupported JPEG") { return .unsupportedFormat("JPEG variant: \(text)") }
+        return .corrupt("\(stage): \(text)")
     }
 
     /// libjpeg's warning messages (JWRN_*) after which the decoded image is complete.

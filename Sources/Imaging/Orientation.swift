@@ -9,24 +9,29 @@ enum Orientation {
         let w = image.width, h = image.height
         let outW = swapsAxes(orientation) ? h : w
         let outH = swapsAxes(orientation) ? w : h
-        // Source coordinate of output pixel (x, y).
-        let map: (Int, Int) -> (Int, Int)
+        // Source coordinate of output pixel (x, y) is affine: (sx, sy) = (x0 + xdx*x + xdy*y, y0 + ydx*x + ydy*y).
+        let (x0, xdx, xdy, y0, ydx, ydy): (Int, Int, Int, Int, Int, Int)
         switch orientation {
-        case 2: map = { x, y in (w - 1 - x, y) }                 // mirror horizontally
-        case 3: map = { x, y in (w - 1 - x, h - 1 - y) }         // rotate 180
-        case 4: map = { x, y in (x, h - 1 - y) }                 // mirror vertically
-        case 5: map = { x, y in (y, x) }                         // transpose
-        case 6: map = { x, y in (y, h - 1 - x) }                 // rotate 90 clockwise
-        case 7: map = { x, y in (w - 1 - y, h - 1 - x) }         // transverse
-        default: map = { x, y in (w - 1 - y, x) }                // 8: rotate 90 counter-clockwise
+        case 2: (x0, xdx, xdy, y0, ydx, ydy) = (w - 1, -1, 0, 0, 0, 1)          // mirror horizontally
+        case 3: (x0, xdx, xdy, y0, ydx, ydy) = (w - 1, -1, 0, h - 1, 0, -1)     // rotate 180
+        case 4: (x0, xdx, xdy, y0, ydx, ydy) = (0, 1, 0, h - 1, 0, -1)          // mirror vertically
+        case 5: (x0, xdx, xdy, y0, ydx, ydy) = (0, 0, 1, 0, 1, 0)               // transpose
+        case 6: (x0, xdx, xdy, y0, ydx, ydy) = (0, 0, 1, h - 1, -1, 0)          // rotate 90 clockwise
+        case 7: (x0, xdx, xdy, y0, ydx, ydy) = (w - 1, 0, -1, h - 1, -1, 0)     // transverse
+        default: (x0, xdx, xdy, y0, ydx, ydy) = (w - 1, 0, -1, 0, 1, 0)         // 8: rotate 90 counter-clockwise
         }
+        // In byte offsets: one output step in x or y moves the source pointer by a constant.
+        let stepX = (ydx * w + xdx) * 3, stepY = (ydy * w + xdy) * 3
         let pixels = [UInt8](unsafeUninitializedCapacity: w * h * 3) { out, initialized in
             image.pixels.withUnsafeBufferPointer { src in
+                let base = src.baseAddress!, dst = out.baseAddress!
                 for y in 0..<outH {
-                    for x in 0..<outW {
-                        let (sx, sy) = map(x, y)
-                        let s = (sy * w + sx) * 3, d = (y * outW + x) * 3
-                        out[d] = src[s]; out[d + 1] = src[s + 1]; out[d + 2] = src[s + 2]
+                    var s = (y0 * w + x0) * 3 + y * stepY
+                    var d = y * outW * 3
+                    for _ in 0..<outW {
+                        dst[d] = base[s]; dst[d + 1] = base[s + 1]; dst[d + 2] = base[s + 2]
+                        s += stepX
+                        d += 3
                     }
                 }
             }

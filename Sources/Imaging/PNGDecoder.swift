@@ -3,6 +3,41 @@ import CPNG
 /// PNG decoding through libpng's simplified API (the classic API needs setjmp, which Swift cannot use).
 enum PNGDecoder {
     static func decode(_ bytes: UnsafeRawBufferPointer, options: DecodeOptions) throws -> RGBImage {
+        // libpng would gamma-correct files carrying a gAMA chunk to sRGB; Pillow, OpenCV and torchvision ignore
+        // it, so models were trained on the stored values: drop the chunk and decode those.
+        let gammaChunks = chunkRanges(named: "gAMA", in: bytes)
+        if !gammaChunks.isEmpty {
+            var copy = [UInt8]()
+            copy.reserveCapacity(bytes.count)
+            var cursor = 0
+            for range in gammaChunks {
+                copy.append(contentsOf: bytes[cursor..<range.lowerBound])
+                cursor = range.upperBound
+            }
+            copy.append(contentsOf: bytes[cursor...])
+            return try copy.withUnsafeBytes { try decodeStoredValues($0, options: options) }
+        }
+        return try decodeStoredValues(bytes, options: options)
+    }
+
+    /// Byte ranges (header to CRC) of the chunks named `name` before the first IDAT.
+    static func chunkRanges(named name: String, in bytes: UnsafeRawBufferPointer) -> [Range<Int>] {
+        let wanted = Array(name.utf8)
+        var ranges = [Range<Int>]()
+        var offset = 8
+        while offset + 12 <= bytes.count {
+            let length = Int(bytes[offset]) << 24 | Int(bytes[offset + 1]) << 16 | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
+            let type = bytes[(offset + 4)..<(offset + 8)]
+            if type.elementsEqual("IDAT".utf8) || type.elementsEqual("IEND".utf8) { break }
+            let end = offset + 12 + length
+            guard length >= 0, length < Int(Int32.max), end <= bytes.count else { break }
+            if type.elementsEqual(wanted) { ranges.append(offset..<end) }
+            offset = end
+        }
+        return ranges
+    }
+
+    private static func decodeStoredValues(_ bytes: UnsafeRawBufferPointer, options: DecodeOptions) throws -> RGBImage {
         var image = png_image()
         image.version = UInt32(PNG_IMAGE_VERSION)
         defer { png_image_free(&image) }

@@ -111,6 +111,8 @@ struct Preprocessor {
                                 into temp: UnsafeMutablePointer<Float>) {
         let outW = geometry.regionWidth
         let taps = horizontal.maxTaps
+        let wide = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: c == 3 ? width : 1)
+        defer { wide.deallocate() }
         horizontal.weights.withUnsafeBufferPointer { weights in
         horizontal.starts.withUnsafeBufferPointer { starts in
         horizontal.counts.withUnsafeBufferPointer { counts in
@@ -118,15 +120,16 @@ struct Preprocessor {
                 let src = source + y * width * c
                 let dst = temp + r * outW * c
                 if c == 3 {
+                    // Widen the row to one SIMD4 per pixel once, so each tap is a single vector multiply-add.
+                    for x in 0..<width {
+                        wide[x] = SIMD4<Float>(Float(src[x * 3]), Float(src[x * 3 + 1]), Float(src[x * 3 + 2]), 0)
+                    }
                     for x in 0..<outW {
-                        var a0: Float = 0, a1: Float = 0, a2: Float = 0
-                        let p = src + starts[x] * 3
+                        var acc = SIMD4<Float>()
+                        let p = wide + starts[x]
                         let wp = weights.baseAddress! + x * taps
-                        for k in 0..<counts[x] {
-                            let w = wp[k]
-                            a0 += w * Float(p[k * 3]); a1 += w * Float(p[k * 3 + 1]); a2 += w * Float(p[k * 3 + 2])
-                        }
-                        dst[x * 3] = a0; dst[x * 3 + 1] = a1; dst[x * 3 + 2] = a2
+                        for k in 0..<counts[x] { acc += wp[k] * p[k] }
+                        dst[x * 3] = acc[0]; dst[x * 3 + 1] = acc[1]; dst[x * 3 + 2] = acc[2]
                     }
                 } else {
                     for x in 0..<outW {

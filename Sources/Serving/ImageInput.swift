@@ -45,7 +45,7 @@ extension ServedVersion {
     /// Decodes and preprocesses encoded PNG/JPEG `images` on `workers` into one batch for the image input.
     ///
     /// Each image is written straight into its row of the batch tensor; throws `ImageInputError` naming the image.
-    public func imageBatch(_ images: [[UInt8]], plan: ImageInputPlan, maxPixels: Int, workers: ImageWorkers) async throws -> Tensor {
+    public func imageBatch(_ images: [[UInt8]], plan: ImageInputPlan, maxPixels: Int, workers: WorkerPool) async throws -> Tensor {
         let config = plan.preprocessing
         let rows = try await withThrowingTaskGroup(of: (Int, Tensor).self) { group in
             for (index, bytes) in images.enumerated() {
@@ -70,7 +70,7 @@ extension ServedVersion {
     ///
     /// The scores come from the model's first output; softmax is applied when the config says the model
     /// emits logits, or when it does not say and the rows are not already probability distributions.
-    public func classify(_ images: [[UInt8]], maxPixels: Int, workers: ImageWorkers, timeout: Duration? = nil) async throws -> Tensor {
+    public func classify(_ images: [[UInt8]], maxPixels: Int, workers: WorkerPool, timeout: Duration? = nil) async throws -> Tensor {
         guard let plan = try imageInputPlan() else {
             let shapes = inputs.map { "\($0.name) \($0.dtype)[\($0.shape.map(\.description).joined(separator: ", "))]" }
             throw ServingError.invalidInput("model '\(name)' has no image input: expected one rank-4 input with 1 or 3 channels, got \(shapes.joined(separator: "; "))")

@@ -7,6 +7,12 @@ public struct DurationStatistic: Sendable, Equatable {
     /// Total nanoseconds over those events.
     public var nanoseconds: UInt64 = 0
 
+    /// A pair of totals.
+    public init(count: UInt64 = 0, nanoseconds: UInt64 = 0) {
+        self.count = count
+        self.nanoseconds = nanoseconds
+    }
+
     /// Adds one event of `ns` nanoseconds.
     mutating func add(_ ns: UInt64, count: UInt64 = 1) {
         self.count &+= count
@@ -24,6 +30,9 @@ public struct BatchStatistics: Sendable, Equatable {
     public var computeInfer = DurationStatistic()
     /// Time splitting outputs.
     public var computeOutput = DurationStatistic()
+
+    /// Empty totals for one batch size.
+    public init(batchSize: Int) { self.batchSize = batchSize }
 }
 
 /// Triton-style statistics of one model version, for `/v2/models/{m}/versions/{v}/stats`.
@@ -52,6 +61,12 @@ public struct ModelStatistics: Sendable, Equatable {
     public var computeOutput = DurationStatistic()
     /// Executions per batch size, ascending.
     public var batchStatistics: [BatchStatistics] = []
+
+    /// Zeroed statistics of one version.
+    public init(name: String, version: Int) {
+        self.name = name
+        self.version = version
+    }
 }
 
 /// Statistics and Prometheus series of one served version, recorded synchronously from any thread.

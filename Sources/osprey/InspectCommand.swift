@@ -1,3 +1,4 @@
+import API
 import ONNX
 
 /// `osprey inspect MODEL.onnx [--json]`: what a model needs and contains, without compiling it.
@@ -9,7 +10,8 @@ let inspectCommand = Command(
 
         Prints the producer, IR version, opsets, inputs and outputs (dtype and shape; dynamic
         dimensions by name, or -1 when unnamed), an operator histogram, the parameter count and
-        size, and metadata_props.
+        size, metadata_props, and for an image model the preprocessing classify applies (config.json
+        beside the version directory over defaults derived from the input shape).
 
         Options:
           --json    Print one JSON object (sorted keys) instead of text
@@ -19,15 +21,18 @@ let inspectCommand = Command(
     guard arguments.positionals.count == 1, let path = arguments.positionals.first else {
         throw UsageError(description: "expected exactly one model path, got \(arguments.positionals.count)")
     }
-    let summary = ModelSummary(try Model(contentsOf: path))
-    Console.out(arguments.flag("json") ? InspectFormat.json(summary, path: path) : InspectFormat.text(summary, path: path))
+    let model = try Model(contentsOf: path)
+    let summary = ModelSummary(model)
+    let image = try ImageInputDescription(model: model, path: path)
+    Console.out(arguments.flag("json") ? InspectFormat.json(summary, image: image, path: path)
+                                       : InspectFormat.text(summary, image: image, path: path))
     return 0
 }
 
 /// Renders a `ModelSummary` as text or JSON.
 enum InspectFormat {
     /// Human-readable report.
-    static func text(_ s: ModelSummary, path: String) -> String {
+    static func text(_ s: ModelSummary, image: ImageInputDescription?, path: String) -> String {
         var lines = ["model: \(path)"]
         let producer = [s.producerName, s.producerVersion].filter { !$0.isEmpty }.joined(separator: " ")
         lines.append("producer: \(producer.isEmpty ? "(unknown)" : producer)")
@@ -52,45 +57,48 @@ enum InspectFormat {
             lines.append("metadata:")
             lines += s.metadata.map { "  \($0.key): \($0.value)" }
         }
+        if let image { lines += image.textLines }
         return lines.joined(separator: "\n")
     }
 
     /// One JSON object with sorted keys.
-    static func json(_ s: ModelSummary, path: String) -> String {
-        func values(_ list: [ModelSummary.Value]) -> JSON {
+    static func json(_ s: ModelSummary, image: ImageInputDescription?, path: String) -> String {
+        func values(_ list: [ModelSummary.Value]) -> JSONValue {
             .array(list.map { value in
-                let shape: JSON = value.shape.map { dims in
-                    .array(dims.map { entry -> JSON in
+                let shape: JSONValue = value.shape.map { dims in
+                    .array(dims.map { entry -> JSONValue in
                         switch entry {
-                        case .size(let n): return .int(n)
+                        case .size(let n): return .integer(Int64(n))
                         case .name(let name): return .string(name)
                         }
                     })
                 } ?? .null
-                return .object(["name": .string(value.name), "datatype": .string(value.type), "shape": shape])
+                return .object(["datatype": .string(value.type), "name": .string(value.name), "shape": shape])
             })
         }
-        var metadata: [String: JSON] = [:]
-        for (key, value) in s.metadata { metadata[key] = .string(value) }
-        var opsets: [String: JSON] = [:]
-        for (domain, version) in s.opsets { opsets[domain] = .int(Int(version)) }
-        let root: JSON = .object([
+        let root: [String: JSONValue] = [
             "model": .string(path),
             "producer": .object(["name": .string(s.producerName), "version": .string(s.producerVersion)]),
-            "ir_version": .int(Int(s.irVersion)),
+            "ir_version": .integer(s.irVersion),
             "graph": .string(s.graphName),
             "domain": .string(s.domain),
-            "model_version": .int(Int(s.modelVersion)),
-            "opsets": .object(opsets),
+            "model_version": .integer(s.modelVersion),
+            "opsets": sortedObject(Dictionary(s.opsets.map { ($0.domain, JSONValue.integer($0.version)) }, uniquingKeysWith: { a, _ in a })),
             "inputs": values(s.inputs),
             "outputs": values(s.outputs),
-            "operators": .array(s.operatorCounts.map { .object(["op_type": .string($0.op), "count": .int($0.count)]) }),
-            "parameters": .object(["count": .int(s.parameterCount), "bytes": .int(s.parameterBytes)]),
-            "metadata": .object(metadata),
-        ])
-        var out = ""
-        root.write(to: &out)
-        return out
+            "operators": .array(s.operatorCounts.map { .object(["count": .integer(Int64($0.count)), "op_type": .string($0.op)]) }),
+            "parameters": .object(["bytes": .integer(Int64(s.parameterBytes)), "count": .integer(Int64(s.parameterCount))]),
+            "metadata": sortedObject(Dictionary(s.metadata.map { ($0.key, JSONValue.string($0.value)) }, uniquingKeysWith: { _, b in b })),
+            "image_preprocessing": image?.json ?? .null,
+        ]
+        return String(decoding: sortedObject(root).serialized, as: UTF8.self)
+    }
+
+    /// A JSON object whose members are in key order, so output is stable.
+    static func sortedObject(_ members: [String: JSONValue]) -> JSONValue {
+        var object = JSONObject()
+        for key in members.keys.sorted() { object[key] = members[key]! }
+        return .object(object)
     }
 
     private static func pad(_ text: String, _ width: Int) -> String {
@@ -103,56 +111,5 @@ enum InspectFormat {
         var unit = 0
         while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
         return unit == 0 ? "\(bytes) B" : "\((value * 10).rounded() / 10) \(units[unit])"
-    }
-}
-
-/// The few JSON shapes `inspect --json` emits; objects print with sorted keys.
-private indirect enum JSON {
-    case null
-    case int(Int)
-    case string(String)
-    case array([JSON])
-    case object([String: JSON])
-
-    func write(to out: inout String) {
-        switch self {
-        case .null: out += "null"
-        case .int(let n): out += String(n)
-        case .string(let s): JSON.writeString(s, to: &out)
-        case .array(let items):
-            out += "["
-            for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
-                item.write(to: &out)
-            }
-            out += "]"
-        case .object(let members):
-            out += "{"
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { out += "," }
-                JSON.writeString(key, to: &out)
-                out += ":"
-                members[key]!.write(to: &out)
-            }
-            out += "}"
-        }
-    }
-
-    private static func writeString(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
     }
 }

@@ -10,7 +10,7 @@ let predictCommand = Command(
     summary: "Run an ONNX model on .npy inputs and write .npy outputs",
     help: """
         Usage: osprey predict MODEL.onnx --input [NAME=]FILE.npy ... (--output OUT.npy | --output-dir DIR)
-                              [--repeat N] [--threads N]
+                              [--repeat N] [--threads N] [--profile]
 
         Inputs are NumPy .npy files (v1-v3, C order, little-endian; float32, float64, float16,
         int8-64, uint8-64, bool). With one model input, NAME= may be left out.
@@ -21,9 +21,10 @@ let predictCommand = Command(
           --output-dir DIR      Write every output as DIR/<name>.npy (unsafe characters become _)
           --repeat N            Run N times and print the median milliseconds per run (default 1)
           --threads N           Compute threads (default and maximum: the number of cores)
+          --profile             Also print time per operator type over the runs
         """
 ) { args in
-    let arguments = try Arguments(args, valueFlags: ["input", "output", "output-dir", "repeat", "threads"], booleanFlags: [])
+    let arguments = try Arguments(args, valueFlags: ["input", "output", "output-dir", "repeat", "threads"], booleanFlags: ["profile"])
     guard arguments.positionals.count == 1, let modelPath = arguments.positionals.first else {
         throw UsageError(description: "expected exactly one model path, got \(arguments.positionals.count)")
     }
@@ -55,6 +56,14 @@ let predictCommand = Command(
         let sorted = timings.sorted()
         let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         Console.out("median \(formatMilliseconds(median)) ms per run over \(repeats) runs (min \(formatMilliseconds(sorted[0])) ms, threads \(min(threads, cores)))")
+    }
+    if arguments.flag("profile") {
+        let profile = try model.profile(feeds, repeats: repeats)
+        let total = profile.reduce(0) { $0 + $1.seconds }
+        for entry in profile {
+            let share = total > 0 ? Int((entry.seconds / total * 100).rounded()) : 0
+            Console.out("  \(entry.opType): \(formatMilliseconds(entry.seconds / Double(repeats))) ms per run, \(entry.nodes) nodes, \(share)%")
+        }
     }
     if let outputFile {
         try NumpyFormat.write(results[model.outputs[0].name]!, path: outputFile)

@@ -48,7 +48,7 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
                                  metrics: metrics, logger: servingLogger(logger))
     // Not ready until the repository has been scanned: before that the empty routing table looks "all loaded".
     let readiness = ReadinessFlag(ready: false)
-    let service = OspreyService(registry: registry, metrics: metrics, imageWorkers: ImageWorkers(threads: options.computeThreads),
+    let service = OspreyService(registry: registry, metrics: metrics, workers: WorkerPool(threads: options.computeThreads),
                                 options: options.service, readiness: readiness,
                                 log: { line in logger.error(line) })
     let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder)

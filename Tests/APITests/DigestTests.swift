@@ -1,26 +1,8 @@
+import Serving
 import Testing
 @testable import API
 
 @Suite struct DigestTests {
-    @Test func sha256KnownAnswers() {
-        #expect(DigestHeader.hex(SHA256.hash([UInt8]())) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(DigestHeader.hex(SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(DigestHeader.hex(SHA256.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
-                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
-        let million = [UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)
-        #expect(DigestHeader.hex(SHA256.hash(million)) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
-    }
-
-    @Test func incrementalMatchesOneShot() {
-        let data = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-        for split in [0, 1, 63, 64, 65, 500, 999, 1000] {
-            var h = SHA256()
-            h.update(data[..<split])
-            h.update(data[split...])
-            #expect(h.finalize() == SHA256.hash(data))
-        }
-    }
-
     @Test func base64RoundTripAndRejects() {
         for n in 0..<10 {
             let bytes = (0..<n).map { UInt8($0 * 37 & 0xFF) }
@@ -34,13 +16,15 @@ import Testing
         #expect(Base64.decode("Zm9vYh==") == nil)
     }
 
-    @Test func digestHeader() throws {
+    @Test func digestHeaderGivesTheHexServingVerifies() throws {
         let body = Array("model bytes".utf8)
-        let good = "sha-256=" + Base64.encode(SHA256.hash(body))
-        #expect(throws: Never.self) { try DigestHeader.verify(good, body: body) }
-        #expect(throws: Never.self) { try DigestHeader.verify("md5=abc, SHA-256=" + Base64.encode(SHA256.hash(body)), body: body) }
-        #expect(throws: APIError.self) { try DigestHeader.verify(good, body: body + [0]) }
-        #expect(throws: APIError.self) { try DigestHeader.verify("sha-256=short", body: body) }
-        #expect(throws: APIError.self) { try DigestHeader.verify("md5=abc", body: body) }
+        let hex = SHA256.hexDigest(body)
+        let base64 = Base64.encode(stride(from: 0, to: hex.count, by: 2).map { i in
+            UInt8(hex[hex.index(hex.startIndex, offsetBy: i)..<hex.index(hex.startIndex, offsetBy: i + 2)], radix: 16)!
+        })
+        #expect(DigestHeader.hex(try DigestHeader.expectedSHA256("sha-256=" + base64)) == hex)
+        #expect(DigestHeader.hex(try DigestHeader.expectedSHA256("md5=abc, SHA-256=" + base64)) == hex)
+        #expect(throws: APIError.self) { try DigestHeader.expectedSHA256("sha-256=short") }
+        #expect(throws: APIError.self) { try DigestHeader.expectedSHA256("md5=abc") }
     }
 }

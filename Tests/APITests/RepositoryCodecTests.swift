@@ -1,3 +1,4 @@
+import Serving
 import Testing
 @testable import API
 
@@ -18,21 +19,18 @@ import Testing
 
     @Test func encodedBodies() throws {
         let index = try JSONValue.parse(RepositoryCodec.encodeIndex([
-            RepositoryIndexEntry(name: "m", version: 2, state: .ready),
-            RepositoryIndexEntry(name: "n", version: nil, state: .unavailable, reason: "bad onnx"),
+            ModelIndexEntry(name: "m", version: 2, state: .ready, reason: nil),
+            ModelIndexEntry(name: "n", version: nil, state: .unavailable, reason: "bad onnx"),
         ]).body)
         #expect(index == .array([
             .object(["name": .string("m"), "version": .string("2"), "state": .string("READY")]),
             .object(["name": .string("n"), "state": .string("UNAVAILABLE"), "reason": .string("bad onnx")]),
         ]))
-        let uploaded = RepositoryCodec.encodeUploaded(name: "m", version: 3, sha256: SHA256.hash([UInt8]()))
-        #expect(uploaded.status == 201)
-        #expect(try JSONValue.parse(uploaded.body)["sha256"]?.stringValue?.hasPrefix("e3b0c442") == true)
-        let def = try JSONValue.parse(RepositoryCodec.encodeDefaultVersion(name: "m", defaultVersion: nil, pinned: false).body)
-        #expect(def["default_version"] == .null)
-        var s = ModelVersionStatistics(name: "m", version: 1)
+        var s = ModelStatistics(name: "m", version: 1)
         s.inferenceCount = 5
-        s.batches = [(batchSize: 4, computeInfer: DurationStatistic(count: 1, nanoseconds: 900))]
+        var batch = BatchStatistics(batchSize: 4)
+        batch.computeInfer = DurationStatistic(count: 1, nanoseconds: 900)
+        s.batchStatistics = [batch]
         let stats = try JSONValue.parse(RepositoryCodec.encodeStatistics([s]).body)
         #expect(stats["model_stats"]?.arrayValue?[0]["inference_count"] == .integer(5))
         #expect(stats["model_stats"]?.arrayValue?[0]["batch_stats"]?.arrayValue?[0]["compute_infer"]?["ns"] == .integer(900))

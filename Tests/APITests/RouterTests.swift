@@ -1,4 +1,5 @@
 import HTTP
+import Synchronization
 import Testing
 @testable import API
 
@@ -104,6 +105,17 @@ private func text(_ response: HTTPResponse) -> String { String(decoding: respons
         #expect(!attached.unhandledOperations.contains(.serverMetadata))
     }
 
+    @Test func customRoutesCanBeRegistered() async {
+        var r = Router(log: { _ in })
+        r.register(method: "get", path: "/debug/{model}/x") { _, params in
+            HTTPResponse(status: 200, body: Array((params.model ?? "").utf8))
+        }
+        #expect(r.routes.map { "\($0.method) \($0.pattern)" } == ["GET /debug/{model}/x"])
+        #expect(text(await call(r, "GET", "/debug/abc/x")) == "abc")
+        #expect(await call(r, "GET", "/debug/a%b/x").status == 400)
+        #expect(r.unhandledOperations.isEmpty)
+    }
+
     @Test func routeTableCoversEveryOperationOnce() {
         #expect(Routes.all.map(\.operation) == OperationID.allCases)
         let pairs = Routes.all.map { "\($0.method) \($0.pattern)" }
@@ -114,17 +126,8 @@ private func text(_ response: HTTPResponse) -> String { String(decoding: respons
 }
 
 /// Collects log lines from concurrent handlers.
-final class LockedLines: @unchecked Sendable {
-    private let lock = NSLockish()
-    private var storage: [String] = []
-    func append(_ line: String) { lock.withLock { storage.append(line) } }
-    var lines: [String] { lock.withLock { storage } }
-}
-
-import Synchronization
-
-/// A tiny lock wrapper (Mutex needs a value; this keeps the test helper simple).
-final class NSLockish: Sendable {
-    private let mutex = Mutex(())
-    func withLock<R>(_ body: () -> R) -> R { mutex.withLock { _ in body() } }
+final class LockedLines: Sendable {
+    private let storage = Mutex<[String]>([])
+    func append(_ line: String) { storage.withLock { $0.append(line) } }
+    var lines: [String] { storage.withLock { $0 } }
 }

@@ -1,3 +1,4 @@
+import Engine
 import HTTP
 import Testing
 import Tensor
@@ -138,6 +139,14 @@ private func decodeError(_ json: String) -> V2CodecError? { decodeError(Array(js
         #expect(decodeError(b4, h4)?.kind == .invalidField)
     }
 
+    @Test func binaryDataNeedsTheHeader() {
+        let json = #"{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "parameters": {"binary_data_size": 4}}]}"#
+        let e = decodeError(Array(json.utf8) + [0, 0, 0, 0])
+        #expect(e?.message.hasSuffix("(binary tensor data needs the Inference-Header-Content-Length header)") == true)
+        let alone = decodeError(Array(json.utf8))
+        #expect(alone?.message == "input 'x': has binary_data_size but the request has no Inference-Header-Content-Length header")
+    }
+
     @Test func binaryBytesFraming() {
         let json = #"{"inputs": [{"name": "s", "shape": [2], "datatype": "BYTES", "parameters": {"binary_data_size": 9}}]}"#
         let (truncated, h) = binaryBody(json, [[5, 0, 0, 0, 65, 66, 67, 68, 69]])
@@ -172,5 +181,53 @@ private func decodeError(_ json: String) -> V2CodecError? { decodeError(Array(js
         #expect(throws: V2CodecError.self) { try V2Codec.convert(big, to: .float32) }
         let f = V2Input(name: "x", datatype: .fp32, tensor: Tensor(shape: [1], scalars: [Float(0.1)]))
         #expect(try V2Codec.convert(f, to: .float64).scalars(as: Double.self) == [Double(Float(0.1))])
+    }
+}
+
+@Suite struct V2InputBindingTests {
+    private let specs = [
+        TensorSpec(name: "image", dtype: .float32, shape: [.symbolic("N"), .fixed(3), .fixed(2)]),
+        TensorSpec(name: "ids", dtype: .int64, shape: [.symbolic("N")]),
+    ]
+
+    private func request(_ inputs: [V2Input]) -> V2InferenceRequest { V2InferenceRequest(inputs: inputs) }
+    private func image(_ shape: [Int]) -> V2Input {
+        V2Input(name: "image", datatype: .fp32, tensor: Tensor(dtype: .float32, shape: shape))
+    }
+    private func ids(_ n: Int) -> V2Input {
+        V2Input(name: "ids", datatype: .int32, tensor: Tensor(shape: [n], scalars: [Int32](repeating: 7, count: n)))
+    }
+    private func message(_ inputs: [V2Input]) -> String? {
+        do { _ = try V2Codec.bindInputs(request(inputs), to: specs); return nil } catch { return "\(error)" }
+    }
+
+    @Test func bindsInModelOrderAndWidens() throws {
+        let tensors = try V2Codec.bindInputs(request([ids(2), image([2, 3, 2])]), to: specs)
+        #expect(tensors.map(\.dtype) == [.float32, .int64])
+        #expect(tensors[1].scalars(as: Int64.self) == [7, 7])
+    }
+
+    @Test func reportsMismatches() {
+        #expect(message([image([2, 3, 2])])?.contains("missing input 'ids'") == true)
+        #expect(message([image([2, 3, 2]), ids(2), V2Input(name: "extra", datatype: .fp32, tensor: Tensor(dtype: .float32, shape: [1]))])?.contains("unexpected input 'extra'") == true)
+        #expect(message([image([2, 3, 3]), ids(2)]) == "input 'image': expected shape [-1, 3, 2], got [2, 3, 3] (axis 2)")
+        #expect(message([image([3, 2]), ids(2)])?.contains("expected shape [-1, 3, 2], got [3, 2]") == true)
+        #expect(message([image([2, 3, 2]), ids(3)]) == "dimension 'N' is 2 in input 'image' but 3 in input 'ids'")
+        let wrongType = V2Input(name: "image", datatype: .fp64, tensor: Tensor(dtype: .float64, shape: [1, 3, 2]))
+        #expect(message([wrongType, ids(1)]) == "input 'image': expected FP32, got FP64")
+    }
+}
+
+@Suite struct V2DuplicateKeyTests {
+    @Test func duplicateKeysAreRejected() {
+        for json in [#"{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1], "data": [2]}]}"#,
+                     #"{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}], "inputs": []}"#] {
+            do {
+                _ = try V2Codec.decodeInferRequest(body: Array(json.utf8), headers: HTTPHeaders())
+                Issue.record("accepted \(json)")
+            } catch let error as V2CodecError {
+                #expect(error.kind == .invalidJSON && error.message.contains("duplicate key"))
+            } catch { Issue.record("\(error)") }
+        }
     }
 }

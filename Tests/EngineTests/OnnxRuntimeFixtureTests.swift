@@ -216,3 +216,82 @@ final class LockedCounter: @unchecked Sendable {
         #expect(try NumpyFormat.decode(v3).shape == [2])
     }
 }
+
+/// Buffer reuse: a released intermediate is written in place by an elementwise op.
+@Suite struct MemoryReuseTests {
+    @Test func unaryOpWritesReleasedInputInPlace() throws {
+        // Neg's output dies at Relu, so Relu may reuse its buffer; the graph input itself must never be written.
+        let graph = Graph(nodes: [Node(opType: "Neg", inputs: ["x"], outputs: ["t"]), Node(opType: "Relu", inputs: ["t"], outputs: ["y"])],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(4)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: [.fixed(4)])])
+        let model = try CompiledModel(model: Model(graph: graph))
+        let x = TestSupport.f([4], [1, -2, 3, -4])
+        let y = try model.run(["x": x])["y"]!
+        #expect(y.scalars(as: Float.self) == [0, 2, 0, 4])
+        #expect(x.scalars(as: Float.self) == [1, -2, 3, -4])
+    }
+
+    @Test func reluKernelReusesAHandedOverBuffer() throws {
+        let ctx = OpContext(node: Node(opType: "Relu", inputs: ["t"], outputs: ["y"]), opset: 17, constants: [:], activation: .none)
+        let kernel = try operatorTable["Relu"]!(ctx).kernel
+        var inputs = KernelInputs(values: [TestSupport.f([3], [-1, 2, -3])])
+        let address = inputs.values[0]!.storage.pointer
+        let y = try kernel(&inputs)[0]
+        #expect(y.scalars(as: Float.self) == [0, 2, 0])
+        #expect(y.storage.pointer == address)
+        // A tensor still referenced elsewhere is copied, never overwritten.
+        let add = try operatorTable["Add"]!(OpContext(node: Node(opType: "Add", inputs: ["a", "b"], outputs: ["y"]), opset: 17, constants: [:], activation: .none)).kernel
+        var pair = KernelInputs(values: [TestSupport.f([2, 2], [1, 2, 3, 4]), TestSupport.f([2], [10, 20])])
+        let sumAddress = pair.values[0]!.storage.pointer
+        let sum = try add(&pair)[0]
+        #expect(sum.scalars(as: Float.self) == [11, 22, 13, 24] && sum.storage.pointer == sumAddress)
+        var flipped = KernelInputs(values: [TestSupport.f([2], [10, 20]), TestSupport.f([2, 2], [1, 2, 3, 4])])
+        let sub = try operatorTable["Sub"]!(OpContext(node: Node(opType: "Sub", inputs: ["a", "b"], outputs: ["y"]), opset: 17, constants: [:], activation: .none)).kernel
+        #expect(try sub(&flipped)[0].scalars(as: Float.self) == [9, 18, 7, 16])
+        let kept = TestSupport.f([2], [-5, 5])
+        var shared = KernelInputs(values: [kept])
+        _ = try kernel(&shared)
+        #expect(kept.scalars(as: Float.self) == [-5, 5])
+    }
+}
+
+/// Unusual but legal inputs and malformed models end in results or `EngineError`, never a crash.
+@Suite struct RobustnessTests {
+    @Test(arguments: OnnxRuntimeFixtureTests.models) func emptyBatchRunsOrFailsCleanly(_ name: String) throws {
+        let (model, feeds, _) = try OnnxRuntimeFixtureTests.load(name)
+        let input = try #require(feeds.first)
+        let empty = Tensor(dtype: input.value.dtype, shape: [0] + input.value.shape.dropFirst())
+        do {
+            let results = try model.run([input.key: empty])
+            for (_, value) in results where value.rank > 0 { #expect(value.count == 0 || value.shape[0] != 0) }
+        } catch let error as EngineError {
+            #expect(!error.message.isEmpty)
+        }
+    }
+
+    @Test func mismatchedWeightsAreReportedNotTrapped() throws {
+        let graph = Graph(nodes: [Node(name: "conv", opType: "Conv", inputs: ["x", "w"], outputs: ["y"])],
+                          initializers: [(name: "w", tensor: TestSupport.f([2, 3, 1, 1], [1, 1, 1, 1, 1, 1]))],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .symbolic("C"), .fixed(2), .fixed(2)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: nil)])
+        let model = try CompiledModel(model: Model(graph: graph))
+        #expect { try model.run(["x": Tensor(dtype: .float32, shape: [1, 4, 2, 2])]) } throws: {
+            guard let e = $0 as? EngineError else { return false }
+            return e.message.contains("conv") && e.message.contains("4") && e.message.contains("3")
+        }
+        let reshape = Graph(nodes: [Node(opType: "Reshape", inputs: ["x", "s"], outputs: ["y"])],
+                            initializers: [(name: "s", tensor: TestSupport.i([2], [5, -1]))],
+                            inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N")])],
+                            outputs: [ValueInfo(name: "y", elementType: .float32, shape: nil)])
+        let r = try CompiledModel(model: Model(graph: reshape))
+        #expect(throws: EngineError.self) { try r.run(["x": Tensor(dtype: .float32, shape: [7])]) }
+        #expect(try r.run(["x": Tensor(dtype: .float32, shape: [10])])["y"]!.shape == [5, 2])
+    }
+
+    @Test func danglingInputsAndMissingOutputsAreInvalidModels() {
+        let dangling = Graph(nodes: [Node(opType: "Relu", inputs: ["nowhere"], outputs: ["y"])], outputs: [ValueInfo(name: "y")])
+        #expect { try CompiledModel(model: Model(graph: dangling)) } throws: { ($0 as? EngineError)?.code == .invalidModel }
+        let noProducer = Graph(inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(1)])], outputs: [ValueInfo(name: "z")])
+        #expect { try CompiledModel(model: Model(graph: noProducer)) } throws: { ($0 as? EngineError)?.code == .invalidModel }
+    }
+}

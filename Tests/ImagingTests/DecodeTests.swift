@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct DecodeTests {
     static let pngExact = ["png_rgb8", "png_gray8", "png_rgba8", "png_gray_alpha8", "png_palette", "png_palette_trns",
-                           "png_interlaced", "png_interlaced_rgba", "png_rgb16", "png_gray16"]
+                           "png_interlaced", "png_interlaced_rgba", "png_rgb16", "png_gray16", "png_gamma1"]
 
     @Test(arguments: pngExact) func pngMatchesReferenceExactly(name: String) throws {
         let image = try Fixtures.image(name + ".png")
@@ -19,7 +19,7 @@ import Testing
         #expect(Fixtures.maxDifference(image.pixels, expected)! <= 1)
     }
 
-    static let jpegs = ["jpeg_baseline", "jpeg_progressive", "jpeg_gray", "jpeg_cmyk", "jpeg_444", "jpeg_orientation6_be"]
+    static let jpegs = ["jpeg_baseline", "jpeg_progressive", "jpeg_gray", "jpeg_cmyk", "jpeg_ycck", "jpeg_444", "jpeg_orientation6_be"]
         + (1...8).map { "jpeg_orientation\($0)" }
 
     @Test(arguments: jpegs) func jpegMatchesPillowWithinIDCTTolerance(name: String) throws {
@@ -163,5 +163,19 @@ struct SplitMix {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+@Suite struct JPEGVariantTests {
+    @Test func twelveBitJPEGIsUnsupportedNotCorrupt() throws {
+        // Patch the baseline SOF0 into SOF1 (extended) with 12-bit precision: valid JPEG, not decodable here.
+        var bytes = try Fixtures.bytes("jpeg_baseline.jpg")
+        let sof = try #require((0..<(bytes.count - 1)).first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xC0 })
+        bytes[sof + 1] = 0xC1
+        bytes[sof + 4] = 12
+        #expect { try ImageDecoder.decode(bytes) } throws: { error in
+            if case ImagingError.unsupportedFormat(let what) = error { return what.contains("12") }
+            return false
+        }
     }
 }

@@ -104,3 +104,21 @@ for name in models.keys.sorted() {
     print(String(format: "%@ convs threads %d batch %d: %.3f ms, %.1f GFLOP/s", name, threads, batch, total * 1000,
                  2 * Double(totalMacs) / total / 1e9))
 }
+
+// ResNet-18's max pool (3x3 s2 p1 over 64 x 112 x 112) and the global average pools of both models.
+do {
+    let g = PoolGeometry(planes: batch * 64, inHeight: 112, inWidth: 112, outHeight: 56, outWidth: 56, kernelHeight: 3, kernelWidth: 3,
+                         strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: 1, padBottom: 1, padRight: 1)
+    let input = randomFloats(g.planes * 112 * 112)
+    var output = [Float](repeating: 0, count: g.planes * 56 * 56)
+    let fast = time(repeats) { maxPool2D(g, input: input, output: &output) }
+    let plain = time(max(1, repeats / 5)) { maxPool2DReference(g, input: input, output: &output) }
+    print(String(format: "maxpool 3x3 s2 64x112x112 batch %d: %.3f ms (reference %.3f ms), %.1f GB/s read", batch, fast * 1000, plain * 1000,
+                 Double(input.count * 4) / fast / 1e9))
+    for (channels, size) in [(1280, 49), (512, 49)] {
+        let x = randomFloats(batch * channels * size)
+        var y = [Float](repeating: 0, count: batch * channels)
+        let seconds = time(repeats) { globalAveragePool(planes: batch * channels, planeSize: size, input: x, output: &y) }
+        print(String(format: "global average pool %dx%d batch %d: %.3f ms", channels, size, batch, seconds * 1000))
+    }
+}

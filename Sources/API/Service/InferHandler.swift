@@ -6,36 +6,30 @@ extension ServiceContext {
     /// `POST /v2/models/{model}[/versions/{version}]/infer`: JSON or binary-extension request through the version's batcher.
     func infer(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         let served = try registry.resolve(model: p.model ?? "", version: p.version)
-        let decoded = try V2Codec.decodeInferRequest(body: request.body, headers: request.headers)
+        let decoded = try await offloaded(request.body.count) { try V2Codec.decodeInferRequest(body: request.body, headers: request.headers) }
         let feeds = try await modelFeeds(decoded, for: served)
         let requested = decoded.requestedOutputs.map(\.name)
         let results = try await served.infer(feeds, outputs: requested.isEmpty ? nil : requested, timeout: try requestTimeout(decoded))
         let produced = served.outputs.compactMap { spec in results[spec.name].map { (name: spec.name, tensor: $0) } }
         let labels = served.labels.isEmpty ? [:] : Dictionary(uniqueKeysWithValues: served.outputs.map { ($0.name, served.labels) })
         let outputs = try V2Codec.makeOutputs(modelOutputs: produced, request: decoded, labels: labels)
-        return V2Codec.encodeInferResponse(V2InferenceResponse(modelName: served.name, modelVersion: String(served.version),
-                                                               id: decoded.id, outputs: outputs))
+        let response = V2InferenceResponse(modelName: served.name, modelVersion: String(served.version), id: decoded.id, outputs: outputs)
+        let outputBytes = outputs.reduce(0) { $0 + $1.tensor.byteCount }
+        return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
     }
 
-    /// Each decoded input as the tensor the model expects: lossless dtype widening, and for a model with an
-    /// image input, a BYTES tensor of encoded PNG/JPEG images preprocessed exactly as `classify` does.
+    /// Each decoded input as the tensor the model expects (`bindInputs`: names, lossless widening, shapes); for a
+    /// model with an image input, a BYTES tensor of encoded PNG/JPEG images is first preprocessed exactly as `classify` does.
     private func modelFeeds(_ decoded: V2InferenceRequest, for served: ServedVersion) async throws -> [String: Tensor] {
-        var feeds: [String: Tensor] = [:]
-        for input in decoded.inputs {
-            guard let spec = served.inputs.first(where: { $0.name == input.name }) else {
-                throw ServingError.invalidInput("unknown input '\(input.name)': model '\(served.name)' expects inputs [\(served.inputs.map(\.name).joined(separator: ", "))]")
-            }
-            if input.tensor.dtype == .string && spec.dtype != .string {
-                guard let plan = try served.imageInputPlan(), plan.input.name == spec.name else {
-                    throw ServingError.invalidInput("input '\(spec.name)': expected \(V2Datatype(spec.dtype).rawValue), got BYTES (the model has no image input of that name)")
-                }
-                feeds[spec.name] = try await served.imageBatch(input.tensor.strings, plan: plan, maxPixels: options.maxImagePixels,
-                                                               workers: imageWorkers)
-            } else {
-                feeds[spec.name] = try V2Codec.convert(input, to: spec.dtype)
-            }
+        var request = decoded
+        for (index, input) in decoded.inputs.enumerated() where input.tensor.dtype == .string {
+            guard let plan = try served.imageInputPlan(), plan.input.name == input.name else { continue }
+            let batch = try await served.imageBatch(input.tensor.strings, plan: plan, maxPixels: options.maxImagePixels,
+                                                    workers: workers)
+            request.inputs[index] = V2Input(name: input.name, datatype: V2Datatype(batch.dtype), tensor: batch, parameters: input.parameters)
         }
-        return feeds
+        let tensors = try V2Codec.bindInputs(request, to: served.inputs)
+        return Dictionary(uniqueKeysWithValues: zip(served.inputs.map(\.name), tensors))
     }
 
     /// The `timeout` request parameter (microseconds, as Triton's), if given.
@@ -45,5 +39,11 @@ extension ServiceContext {
             throw APIError.badRequest("parameter 'timeout': expected a non-negative integer (microseconds), got \(value.kindName)")
         }
         return micros == 0 ? nil : .microseconds(micros)
+    }
+
+    /// Runs codec work of `size` bytes inline when small, else on a worker thread: parsing megabytes of JSON
+    /// would otherwise stall one of the few cooperative threads every other request needs.
+    private func offloaded<T: Sendable>(_ size: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
+        size < 64 * 1024 ? try work() : try await workers.run(work)
     }
 }

@@ -13,49 +13,17 @@ extension ServiceContext {
             outputs: served.outputs.map { V2TensorMetadata(name: $0.name, dtype: $0.dtype, dimensions: $0.shape) })
     }
 
-    /// `GET .../ready`: 200 when the model (or that version) can serve, else 503; unknown names are 404.
-    func modelReady(_ p: PathParameters) -> HTTPResponse {
+    /// `GET .../ready`: 200 `{"name", "ready": true}` when the model (or that version) can serve; unknown names 404,
+    /// otherwise 503 with the reason (loading, failed, unloaded).
+    func modelReady(_ p: PathParameters) throws -> HTTPResponse {
         let model = p.model ?? ""
-        do {
-            _ = try registry.resolve(model: model, version: p.version)
-            return .json(.object(["name": .string(model), "ready": .bool(true)]))
-        } catch let error as ServingError {
-            switch error {
-            case .modelNotFound, .versionNotFound: return error.response
-            default: return .json(.object(["name": .string(model), "ready": .bool(false)]), status: 503)
-            }
-        } catch {
-            return .jsonError(500, "\(error)")
-        }
+        _ = try registry.resolve(model: model, version: p.version)
+        return .json(.object(["name": .string(model), "ready": .bool(true)]))
     }
 
     /// `GET .../stats`: Triton's statistics extension shape.
     func statistics(_ p: PathParameters) throws -> HTTPResponse {
-        let stats = try registry.statistics(model: p.model ?? "", version: p.version)
-        func duration(_ d: Serving.DurationStatistic) -> JSONValue {
-            .object(["count": .integer(Int64(d.count)), "ns": .integer(Int64(d.nanoseconds))])
-        }
-        func batch(_ b: Serving.BatchStatistics) -> JSONValue {
-            let fields: JSONObject = ["batch_size": .integer(Int64(b.batchSize)), "compute_input": duration(b.computeInput),
-                                      "compute_infer": duration(b.computeInfer), "compute_output": duration(b.computeOutput)]
-            return .object(fields)
-        }
-        func entry(_ s: Serving.ModelStatistics) -> JSONValue {
-            let inference: JSONObject = [
-                "success": duration(s.success), "fail": duration(s.fail), "queue": duration(s.queue),
-                "compute_input": duration(s.computeInput), "compute_infer": duration(s.computeInfer),
-                "compute_output": duration(s.computeOutput),
-            ]
-            var fields: JSONObject = ["name": .string(s.name), "version": .string(String(s.version))]
-            fields["last_inference"] = .integer(Int64(s.lastInferenceMilliseconds))
-            fields["inference_count"] = .integer(Int64(s.inferenceCount))
-            fields["execution_count"] = .integer(Int64(s.executionCount))
-            fields["inference_stats"] = .object(inference)
-            fields["batch_stats"] = .array(s.batchStatistics.map(batch))
-            return .object(fields)
-        }
-        let entries = stats.map(entry)
-        return .json(.object(["model_stats": .array(entries)]))
+        RepositoryCodec.encodeStatistics(try registry.statistics(model: p.model ?? "", version: p.version))
     }
 
     /// `GET /metrics`: Prometheus text format 0.0.4.

@@ -40,9 +40,9 @@ public final class OspreyService: Sendable {
 
     /// Assembles the service; `log` receives one line per unmapped (500) error.
     /// `readiness` is the server's drain switch: shutdown clears it so `/v2/health/ready` fails while requests finish.
-    public init(registry: ModelRegistry, metrics: Metrics, imageWorkers: ImageWorkers, options: ServiceOptions = ServiceOptions(),
+    public init(registry: ModelRegistry, metrics: Metrics, workers: WorkerPool, options: ServiceOptions = ServiceOptions(),
                 readiness: ReadinessFlag = ReadinessFlag(), log: @escaping @Sendable (String) -> Void = Router.logToStandardError) {
-        context = ServiceContext(registry: registry, metrics: metrics, imageWorkers: imageWorkers, options: options,
+        context = ServiceContext(registry: registry, metrics: metrics, workers: workers, options: options,
                                  readiness: readiness, state: ServiceState())
         router = Routes.makeRouter(handlers: ServiceContext.handlers(context), log: log)
     }
@@ -92,7 +92,7 @@ public final class OspreyService: Sendable {
 struct ServiceContext: Sendable {
     let registry: ModelRegistry
     let metrics: Metrics
-    let imageWorkers: ImageWorkers
+    let workers: WorkerPool
     let options: ServiceOptions
     let readiness: ReadinessFlag
     let state: ServiceState

@@ -7,68 +7,47 @@ extension ServiceContext {
     /// Body `{"ready": true}` keeps only READY entries, as in Triton.
     func repositoryIndex(_ request: HTTPRequest) throws -> HTTPResponse {
         try authorizeAdmin(request)
-        var onlyReady = false
-        if !request.body.isEmpty {
-            let body = try JSONValue.parse(request.body)
-            guard case .object = body else { throw APIError.badRequest("index body: expected a JSON object, got \(body.kindName)") }
-            if let flag = body["ready"] {
-                guard let value = flag.boolValue else { throw APIError.badRequest("index field 'ready': expected a boolean, got \(flag.kindName)") }
-                onlyReady = value
-            }
-        }
-        let entries: [JSONValue] = registry.index().filter { !onlyReady || $0.state == .ready }.map { entry in
-            var object: JSONObject = ["name": .string(entry.name), "state": .string(entry.state.rawValue)]
-            if let version = entry.version { object["version"] = .string(String(version)) }
-            if let reason = entry.reason { object["reason"] = .string(reason) }
-            return .object(object)
-        }
-        return .json(.array(entries))
+        let onlyReady = try RepositoryCodec.decodeIndexRequest(request.body)
+        return RepositoryCodec.encodeIndex(registry.index().filter { !onlyReady || $0.state == .ready })
     }
 
     /// `POST /v2/repository/models/{model}/load`: (re)load per the version policy, re-reading config and labels.
     func loadModel(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
-        let model = p.model ?? ""
-        try await registry.load(model: model)
-        return modelIndexResponse(model)
+        try await registry.load(model: p.model ?? "")
+        return HTTPResponse(status: 200)
     }
 
     /// `POST /v2/repository/models/{model}/unload`: stop serving; admitted requests finish first.
     func unloadModel(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
-        let model = p.model ?? ""
-        try await registry.unload(model: model)
-        return modelIndexResponse(model)
+        try await registry.unload(model: p.model ?? "")
+        return HTTPResponse(status: 200)
     }
 
-    /// `PUT /v2/repository/models/{model}/versions/{version}`: store the ONNX body atomically (verifying `Digest`) and load it.
+    /// `PUT /v2/repository/models/{model}/versions/{version}`: verify `Digest`, store the ONNX body atomically and load it.
     func uploadVersion(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
         let model = p.model ?? ""
         guard let version = p.version else { throw APIError.badRequest("version: expected a positive integer") }
         guard !request.body.isEmpty else { throw APIError.badRequest("empty body: expected the ONNX model bytes") }
-        let digest = try request.headers["Digest"].map(Self.sha256Hex(fromDigestHeader:))
-        try await registry.putVersion(model: model, version: version, bytes: request.body, sha256: digest ?? nil)
-        return modelIndexResponse(model, status: 201)
+        let expected = try request.headers["Digest"].map { DigestHeader.hex(try DigestHeader.expectedSHA256($0)) }
+        // Hash once, on a worker thread (models run to hundreds of MB): it is both checked and reported.
+        let body = request.body
+        let actual = try await workers.run { SHA256.hexDigest(body) }
+        if let expected, expected != actual {
+            throw ServingError.digestMismatch(expected: expected, got: actual)
+        }
+        try await registry.putVersion(model: model, version: version, bytes: request.body)
+        return .json(.object(["name": .string(model), "version": .string(String(version)), "sha256": .string(actual)]), status: 201)
     }
 
     /// `POST /v2/repository/models/{model}/default` with `{"version": "2"}`: pin (roll back or forward) in one call.
     func setDefault(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
         let model = p.model ?? ""
-        let body = try JSONValue.parse(request.body)
-        guard let field = body["version"] else { throw APIError.badRequest("body: expected {\"version\": \"N\"}, got no 'version' field") }
-        let version: Int?
-        switch field {
-        case .string(let text): version = Int(text)
-        case .integer(let number): version = Int(exactly: number)
-        default: version = nil
-        }
-        guard let version, version > 0 else {
-            throw APIError.badRequest("field 'version': expected a positive integer (string or number), got \(field.kindName)")
-        }
-        try await registry.pin(model: model, version: version)
-        return modelIndexResponse(model)
+        try await registry.pin(model: model, version: try RepositoryCodec.decodeDefaultVersionRequest(request.body))
+        return await defaultVersionResponse(model)
     }
 
     /// `DELETE /v2/repository/models/{model}/default`: unpin; the highest READY version serves again.
@@ -76,22 +55,15 @@ extension ServiceContext {
         try authorizeAdmin(request)
         let model = p.model ?? ""
         try await registry.unpin(model: model)
-        return modelIndexResponse(model)
+        return await defaultVersionResponse(model)
     }
 
-    /// `{"name", "default_version", "pinned", "versions": [{version, state, reason}]}` after a change.
-    private func modelIndexResponse(_ model: String, status: Int = 200) -> HTTPResponse {
-        let entries = registry.index().filter { $0.name == model }
+    /// `{"name", "default_version", "pinned"}`: the version unversioned routes now use.
+    private func defaultVersionResponse(_ model: String) async -> HTTPResponse {
         let current = try? registry.resolve(model: model, version: nil)
-        var object: JSONObject = ["name": .string(model)]
-        object["default_version"] = current.map { .string(String($0.version)) } ?? .null
-        object["versions"] = .array(entries.map { entry in
-            var item: JSONObject = ["state": .string(entry.state.rawValue)]
-            if let version = entry.version { item["version"] = .string(String(version)) }
-            if let reason = entry.reason { item["reason"] = .string(reason) }
-            return .object(item)
-        })
-        return .json(.object(object), status: status)
+        let pinned = await registry.pinnedVersion(model: model) != nil
+        return .json(.object(["name": .string(model), "default_version": current.map { .string(String($0.version)) } ?? .null,
+                              "pinned": .bool(pinned)]))
     }
 
     /// Admin endpoints: with a token, `Authorization: Bearer <token>` is required; without one, loopback clients only.
@@ -121,21 +93,6 @@ extension ServiceContext {
         }
         if host.hasPrefix("::ffff:") { host = String(host.dropFirst(7)) }
         return host.hasPrefix("127.") || host == "::1" || host == "localhost"
-    }
-
-    /// The hex SHA-256 from a `Digest` header (`sha-256=<base64>` per RFC 3230; hex accepted too); nil when it names no SHA-256.
-    static func sha256Hex(fromDigestHeader header: String) throws -> String? {
-        for item in header.split(separator: ",") {
-            let pair = item.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].lowercased() == "sha-256" else { continue }
-            let value = String(pair[1])
-            if value.count == 64, value.allSatisfy(\.isHexDigit) { return value.lowercased() }
-            guard let data = Data(base64Encoded: value), data.count == 32 else {
-                throw APIError.badRequest("Digest header: expected sha-256=<base64 of 32 bytes>, got '\(value)'")
-            }
-            return data.map { String(format: "%02x", $0) }.joined()
-        }
-        return nil
     }
 }
 

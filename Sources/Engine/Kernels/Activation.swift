@@ -67,11 +67,10 @@ public enum Activation: Sendable, Hashable {
             transform(buffer, count, addend, residual, { $0 * clamp($0 * sixth + half, zero, one) }, {
                 $0 * Swift.max(0, Swift.min(1, $0 / 6 + 0.5))
             })
-        case .sigmoid, .tanh:
-            // Transcendentals stay scalar: accuracy matters more than speed for these rare epilogues.
-            for i in 0..<count {
-                buffer[i] = self(buffer[i] + addend + (residual?[i] ?? 0))
-            }
+        case .sigmoid:
+            transform(buffer, count, addend, residual, vectorSigmoid, { 1 / (1 + Foundation.exp(-$0)) })
+        case .tanh:
+            transform(buffer, count, addend, residual, vectorTanh, { Foundation.tanh($0) })
         }
     }
 }

@@ -104,7 +104,7 @@ private func flatFilter(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<F
         while j < count {
             var acc = SIMD16<Float>(repeating: bias)
             for t in 0..<bases.count {
-                acc.addProduct((bases[t] + j).vector(SIMD16<Float>.self), SIMD16(repeating: filter[t]))
+                acc += (bases[t] + j).vector(SIMD16<Float>.self) * SIMD16(repeating: filter[t])
             }
             (output + j).store(acc)
             j += 16
@@ -113,6 +113,7 @@ private func flatFilter(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<F
 }
 
 /// `flatFilter` for 3x3 kernels, the nine weights and bases held in registers and two accumulators for latency.
+/// Multiply then add, not `addProduct`: without an FMA target CPU that becomes a libm `fmaf` call per lane.
 private func flatFilter3x3(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<Float>, bias: Float, count: Int,
                            output: UnsafeMutablePointer<Float>) {
     let p0 = bases[0], p1 = bases[1], p2 = bases[2], p3 = bases[3], p4 = bases[4]
@@ -125,14 +126,14 @@ private func flatFilter3x3(_ bases: [UnsafePointer<Float>], filter: UnsafePointe
     while j < count {
         var a = start
         var b = (p0 + j).vector(SIMD16<Float>.self) * w0
-        a.addProduct((p1 + j).vector(SIMD16<Float>.self), w1)
-        b.addProduct((p2 + j).vector(SIMD16<Float>.self), w2)
-        a.addProduct((p3 + j).vector(SIMD16<Float>.self), w3)
-        b.addProduct((p4 + j).vector(SIMD16<Float>.self), w4)
-        a.addProduct((p5 + j).vector(SIMD16<Float>.self), w5)
-        b.addProduct((p6 + j).vector(SIMD16<Float>.self), w6)
-        a.addProduct((p7 + j).vector(SIMD16<Float>.self), w7)
-        b.addProduct((p8 + j).vector(SIMD16<Float>.self), w8)
+        a += (p1 + j).vector(SIMD16<Float>.self) * w1
+        b += (p2 + j).vector(SIMD16<Float>.self) * w2
+        a += (p3 + j).vector(SIMD16<Float>.self) * w3
+        b += (p4 + j).vector(SIMD16<Float>.self) * w4
+        a += (p5 + j).vector(SIMD16<Float>.self) * w5
+        b += (p6 + j).vector(SIMD16<Float>.self) * w6
+        a += (p7 + j).vector(SIMD16<Float>.self) * w7
+        b += (p8 + j).vector(SIMD16<Float>.self) * w8
         (output + j).store(a + b)
         j += 16
     }

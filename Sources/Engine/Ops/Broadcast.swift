@@ -156,6 +156,16 @@ func mapFloats(_ input: Tensor, _ op: (Float) -> Float) -> Tensor {
     return t
 }
 
+/// `mapFloats` on input `index`, moved out of `inputs` first so a last reference is written in place.
+@inline(__always)
+func mapFloats(taking index: Int, from inputs: inout KernelInputs, _ op: (Float) -> Float) -> Tensor {
+    var t = inputs.take(index)!
+    t.withUnsafeMutableBufferPointer(of: Float.self) { p in
+        for i in 0..<p.count { p[i] = op(p[i]) }
+    }
+    return t
+}
+
 /// Elementwise `op` into a new tensor of another type.
 @inline(__always)
 func mapElements<A: TensorScalar, R: TensorScalar>(_ input: Tensor, _ op: (A) -> R) -> Tensor {

@@ -57,7 +57,7 @@ let convOperators: OperatorTable = [
         let activation = ctx.activation
         var packed: PackedConvolution?
         var consumed: Set<Int> = []
-        if let w = ctx.constants[1], !ctx.hasInput(2) || ctx.constants[2] != nil {
+        if let w = ctx.constants[1], w.rank != 5, !ctx.hasInput(2) || ctx.constants[2] != nil {
             guard w.dtype == .float32 else { throw ctx.error(.unsupportedDType, "weights are \(w.dtype), expected float32") }
             guard w.rank == 3 || w.rank == 4 else { throw ctx.error(.unsupportedAttribute, "only 1-D and 2-D convolutions are supported (weights \(w.shape))") }
             let kh = w.rank == 4 ? w.shape[2] : 1, kw = w.shape[w.rank - 1]
@@ -81,6 +81,23 @@ let convOperators: OperatorTable = [
             let x = try inputs.required(0, ctx)
             guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
             let wShape = try weightShape ?? inputs.required(1, ctx).shape
+            if x.rank == 5 && wShape.count == 5 {
+                // 3-D convolution: direct reference loops (rare in served models).
+                let w = try inputs.required(1, ctx)
+                guard x.shape[1] == w.shape[1] * groups, w.shape[0] % groups == 0 else {
+                    throw ctx.error(.executionFailed, "input \(x.shape) does not match weights \(w.shape) with group \(groups)")
+                }
+                let kernel = Array(w.shape[2...])
+                let r = try attrs.resolve(spatial: 3, inputSpatial: Array(x.shape[2...]), kernel: kernel, ctx)
+                var outSp: [Int] = []
+                for a in 0..<3 {
+                    let extent: Int = x.shape[2 + a] + r.padBegin[a] + r.padEnd[a] - r.dilations[a] * (kernel[a] - 1) - 1
+                    outSp.append(extent / r.strides[a] + 1)
+                }
+                guard outSp.allSatisfy({ $0 > 0 }) else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \(kernel)") }
+                return [convolutionND(x, w, inputs[2], strides: r.strides, dilations: r.dilations, padBegin: r.padBegin, outSpatial: outSp,
+                                      groups: groups, activation: activation)]
+            }
             guard x.rank == wShape.count, x.rank == 3 || x.rank == 4 else {
                 throw ctx.error(.executionFailed, "input \(x.shape) does not match weights \(wShape) (1-D and 2-D convolutions only)")
             }
@@ -136,7 +153,7 @@ let convOperators: OperatorTable = [
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), w = try inputs.required(1, ctx)
             guard x.dtype == .float32, w.dtype == .float32 else { throw ctx.error(.unsupportedDType, "ConvTranspose needs float32, got \(x.dtype)") }
-            guard x.rank == w.rank, x.rank == 3 || x.rank == 4 else {
+            guard x.rank == w.rank, (3...5).contains(x.rank) else {
                 throw ctx.error(.unsupportedAttribute, "only 1-D and 2-D transposed convolutions are supported (input \(x.shape), weights \(w.shape))")
             }
             guard x.shape[1] == w.shape[0], w.shape[0] % groups == 0 else {
@@ -167,6 +184,9 @@ let convOperators: OperatorTable = [
                     outSp[i] = full - pads[i] - pads[i + spatial]
                 }
                 guard outSp[i] > 0 else { throw ctx.error(.executionFailed, "output size \(outSp[i]) on axis \(i) is not positive") }
+            }
+            if spatial == 3 {
+                return [transposedConvolutionND(x, w, inputs[2], strides: strides, dilations: dil, padBegin: Array(pads[..<3]), outSpatial: outSp, groups: groups)]
             }
             let n = x.shape[0], c = x.shape[1], mg = w.shape[1], m = mg * groups, cg = c / groups
             let ih = spatial == 2 ? inSp[0] : 1, iw = inSp.last!
@@ -217,3 +237,75 @@ let convOperators: OperatorTable = [
         }
     },
 ]
+
+/// Direct N-D convolution (NC + spatial), the path for 3-D models; bias optional, activation applied last.
+func convolutionND(_ x: Tensor, _ w: Tensor, _ bias: Tensor?, strides: [Int], dilations: [Int], padBegin: [Int], outSpatial: [Int],
+                   groups: Int, activation: Activation) -> Tensor {
+    let (n, c, m) = (x.shape[0], x.shape[1], w.shape[0])
+    let spatial = Array(x.shape[2...]), kernel = Array(w.shape[2...])
+    let cg = c / groups, mg = m / groups
+    let inPlane = spatial.reduce(1, *), outPlane = outSpatial.reduce(1, *), window = kernel.reduce(1, *)
+    let inStrides = Tensor.contiguousStrides(spatial), outStrides = Tensor.contiguousStrides(outSpatial), kStrides = Tensor.contiguousStrides(kernel)
+    let b = bias?.scalars(as: Float.self)
+    return Tensor.makeFloat(shape: [n, m] + outSpatial) { dst in
+        x.floatPointer { xp in w.floatPointer { wp in
+            for batch in 0..<n {
+                for oc in 0..<m {
+                    let group = oc / mg
+                    for o in 0..<outPlane {
+                        var sum = b?[oc] ?? 0
+                        for k in 0..<window {
+                            var offset = 0, inside = true
+                            for a in 0..<spatial.count {
+                                let i = (o / outStrides[a]) % outSpatial[a] * strides[a] - padBegin[a] + (k / kStrides[a]) % kernel[a] * dilations[a]
+                                if i < 0 || i >= spatial[a] { inside = false; break }
+                                offset += i * inStrides[a]
+                            }
+                            guard inside else { continue }
+                            for ic in 0..<cg {
+                                sum += xp[(batch * c + group * cg + ic) * inPlane + offset] * wp[(oc * cg + ic) * window + k]
+                            }
+                        }
+                        dst[(batch * m + oc) * outPlane + o] = activation(sum)
+                    }
+                }
+            }
+        } }
+    }
+}
+
+/// Direct N-D transposed convolution by scattering each input element through the kernel.
+func transposedConvolutionND(_ x: Tensor, _ w: Tensor, _ bias: Tensor?, strides: [Int], dilations: [Int], padBegin: [Int],
+                             outSpatial: [Int], groups: Int) -> Tensor {
+    let (n, c) = (x.shape[0], x.shape[1])
+    let mg = w.shape[1], m = mg * groups, cg = c / groups
+    let spatial = Array(x.shape[2...]), kernel = Array(w.shape[2...])
+    let inPlane = spatial.reduce(1, *), outPlane = outSpatial.reduce(1, *), window = kernel.reduce(1, *)
+    let inStrides = Tensor.contiguousStrides(spatial), outStrides = Tensor.contiguousStrides(outSpatial), kStrides = Tensor.contiguousStrides(kernel)
+    let b = bias?.scalars(as: Float.self)
+    return Tensor.makeFloat(shape: [n, m] + outSpatial) { dst in
+        for batch in 0..<n { for oc in 0..<m { for o in 0..<outPlane { dst[(batch * m + oc) * outPlane + o] = b?[oc] ?? 0 } } }
+        x.floatPointer { xp in w.floatPointer { wp in
+            for batch in 0..<n {
+                for ic in 0..<c {
+                    let group = ic / cg
+                    for i in 0..<inPlane {
+                        let v = xp[(batch * c + ic) * inPlane + i]
+                        for k in 0..<window {
+                            var offset = 0, inside = true
+                            for a in 0..<spatial.count {
+                                let pos = (i / inStrides[a]) % spatial[a] * strides[a] - padBegin[a] + (k / kStrides[a]) % kernel[a] * dilations[a]
+                                if pos < 0 || pos >= outSpatial[a] { inside = false; break }
+                                offset += pos * outStrides[a]
+                            }
+                            guard inside else { continue }
+                            for mm in 0..<mg {
+                                dst[(batch * m + group * mg + mm) * outPlane + offset] += v * wp[(ic * mg + mm) * window + k]
+                            }
+                        }
+                    }
+                }
+            }
+        } }
+    }
+}

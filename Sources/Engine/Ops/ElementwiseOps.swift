@@ -28,6 +28,42 @@ func arithmetic(_ ctx: OpContext, _ a: Tensor, _ b: Tensor,
     }
 }
 
+/// float32 `op(a, b)` written into whichever operand already has the output shape (in place when the executor
+/// handed over its last reference); nil when neither operand qualifies or the dtypes are not float32.
+func floatBinaryInPlace(_ inputs: inout KernelInputs, _ ctx: OpContext, _ op: (Float, Float) -> Float) throws -> Tensor? {
+    // Only shapes are read before the take: holding the tensors would keep extra references and force a copy.
+    guard inputs[0]?.dtype == .float32, inputs[1]?.dtype == .float32, let aShape = inputs[0]?.shape, let bShape = inputs[1]?.shape else { return nil }
+    guard let shape = broadcastShape(aShape, bShape) else {
+        throw ctx.error(.executionFailed, "cannot broadcast shapes \(aShape) and \(bShape)")
+    }
+    let intoFirst = aShape == shape
+    guard intoFirst || bShape == shape else { return nil }
+    var target = inputs.take(intoFirst ? 0 : 1)!
+    let other = inputs[intoFirst ? 1 : 0]!
+    let strides = broadcastStrides(other.shape, to: shape)
+    target.withUnsafeMutableBufferPointer(of: Float.self) { t in
+        other.withUnsafeBufferPointer(of: Float.self) { o in
+            guard let tp = t.baseAddress, let op0 = o.baseAddress else { return }
+            if other.count == t.count {
+                if intoFirst { for i in 0..<t.count { tp[i] = op(tp[i], op0[i]) } } else { for i in 0..<t.count { tp[i] = op(op0[i], tp[i]) } }
+                return
+            }
+            forEachRun(shape: shape, strides: [Tensor.contiguousStrides(shape), strides]) { off, n, inner in
+                let tt = tp + off[0], oo = op0 + off[1], step = inner[1]
+                if step == 0 {
+                    let v = oo[0]
+                    if intoFirst { for i in 0..<n { tt[i] = op(tt[i], v) } } else { for i in 0..<n { tt[i] = op(v, tt[i]) } }
+                } else if intoFirst {
+                    for i in 0..<n { tt[i] = op(tt[i], oo[i * step]) }
+                } else {
+                    for i in 0..<n { tt[i] = op(oo[i * step], tt[i]) }
+                }
+            }
+        }
+    }
+    return target
+}
+
 /// Comparison producing bool.
 func comparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: @escaping (Double, Double) -> Bool) throws -> Tensor {
     guard a.dtype == b.dtype else { throw ctx.error(.executionFailed, "operand dtypes differ: \(a.dtype) and \(b.dtype)") }
@@ -49,13 +85,14 @@ func unaryFloat(_ name: String, int intOp: (@Sendable (Int64) -> Int64)? = nil,
     (name, { ctx in
         let f = try make(ctx)
         return PreparedKernel(kernel: { inputs in
-            guard let x = inputs.take(0) else { throw ctx.error(.invalidModel, "missing input") }
-            switch x.dtype {
-            case .float32: return [mapFloats(x, f)]
-            case .float64: return [mapElements(x) { (v: Double) in Double(f(Float(v))) }]
-            case .int64 where intOp != nil: return [mapElements(x) { (v: Int64) in intOp!(v) }]
-            case .int32 where intOp != nil: return [mapElements(x) { (v: Int32) in Int32(truncatingIfNeeded: intOp!(Int64(v))) }]
-            default: throw ctx.error(.unsupportedDType, "input dtype \(x.dtype) is not supported (float32)")
+            // Only the dtype is read here: holding the tensor would keep a second reference and defeat in-place writes.
+            guard let dtype = inputs[0]?.dtype else { throw ctx.error(.invalidModel, "missing input") }
+            switch dtype {
+            case .float32: return [mapFloats(taking: 0, from: &inputs, f)]
+            case .float64: return [mapElements(inputs[0]!) { (v: Double) in Double(f(Float(v))) }]
+            case .int64 where intOp != nil: return [mapElements(inputs[0]!) { (v: Int64) in intOp!(v) }]
+            case .int32 where intOp != nil: return [mapElements(inputs[0]!) { (v: Int32) in Int32(truncatingIfNeeded: intOp!(Int64(v))) }]
+            default: throw ctx.error(.unsupportedDType, "input dtype \(dtype) is not supported (float32)")
             }
         })
     })
@@ -118,16 +155,20 @@ let elementwiseOperators: OperatorTable = {
     for (name, factory) in unaries { table[name] = factory }
 
     table["Add"] = { ctx in PreparedKernel { inputs in
-        [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 + $1 }, { $0 + $1 }, { $0 &+ $1 }, { $0 &+ $1 })]
+        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 + $1 }) { return [result] }
+        return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 + $1 }, { $0 + $1 }, { $0 &+ $1 }, { $0 &+ $1 })]
     } }
     table["Sub"] = { ctx in PreparedKernel { inputs in
-        [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 - $1 }, { $0 - $1 }, { $0 &- $1 }, { $0 &- $1 })]
+        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 - $1 }) { return [result] }
+        return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 - $1 }, { $0 - $1 }, { $0 &- $1 }, { $0 &- $1 })]
     } }
     table["Mul"] = { ctx in PreparedKernel { inputs in
-        [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 * $1 }, { $0 * $1 }, { $0 &* $1 }, { $0 &* $1 })]
+        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 * $1 }) { return [result] }
+        return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 * $1 }, { $0 * $1 }, { $0 &* $1 }, { $0 &* $1 })]
     } }
     table["Div"] = { ctx in PreparedKernel { inputs in
-        [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 / $1 }, { $0 / $1 },
+        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 / $1 }) { return [result] }
+        return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 / $1 }, { $0 / $1 },
                         { $1 == 0 ? 0 : $0 / $1 }, { $1 == 0 ? 0 : $0 / $1 })]
     } }
     table["Mod"] = { ctx in
@@ -220,16 +261,18 @@ let elementwiseOperators: OperatorTable = {
         let attrMin = try ctx.float("min", -.greatestFiniteMagnitude), attrMax = try ctx.float("max", .greatestFiniteMagnitude)
         let legacy = ctx.opset < 11
         return PreparedKernel { inputs in
-            guard let x = inputs.take(0) else { throw ctx.error(.invalidModel, "missing input") }
+            guard let dtype = inputs[0]?.dtype else { throw ctx.error(.invalidModel, "missing input") }
             if legacy {
-                guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "dtype \(x.dtype) is not supported") }
-                return [mapFloats(x) { Swift.min(Swift.max($0, attrMin), attrMax) }]
+                guard dtype == .float32 else { throw ctx.error(.unsupportedDType, "dtype \(dtype) is not supported") }
+                return [mapFloats(taking: 0, from: &inputs) { Swift.min(Swift.max($0, attrMin), attrMax) }]
             }
             let lo = inputs[1].map { $0.doubleValue(at: 0) }, hi = inputs[2].map { $0.doubleValue(at: 0) }
-            switch x.dtype {
-            case .float32:
+            if dtype == .float32 {
                 let l = lo.map { Float($0) } ?? -.infinity, h = hi.map { Float($0) } ?? .infinity
-                return [mapFloats(x) { Swift.min(Swift.max($0, l), h) }]
+                return [mapFloats(taking: 0, from: &inputs) { Swift.min(Swift.max($0, l), h) }]
+            }
+            let x = inputs[0]!
+            switch x.dtype {
             case .int64:
                 let l = lo.map { Int64($0) } ?? .min, h = hi.map { Int64($0) } ?? .max
                 return [mapElements(x) { (v: Int64) in Swift.min(Swift.max(v, l), h) }]

@@ -96,9 +96,10 @@ let shapeOperators: OperatorTable = [
             }
             let x = try inputs.required(0, ctx)
             guard wantsMask else { return [x] }
+            // Before opset 10 the mask has the input's dtype; since then it is bool.
             var mask = Tensor(dtype: .bool, shape: x.shape)
             mask.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 1) }
-            return [x, mask]
+            return [x, ctx.opset < 10 ? try castTensor(mask, to: x.dtype, ctx) : mask]
         }
     },
     "Constant": { ctx in

@@ -133,6 +133,33 @@ save_rgb("png_interlaced.rgb", base)
 write("png_interlaced_rgba.png", png_bytes(np.dstack([base, alpha]), 8, 6, interlace=True))
 save_rgb("png_interlaced_rgba.rgb", pillow_rgb("png_interlaced_rgba.png"))
 
+# gAMA 1.0 (linear): Pillow ignores the chunk and returns the stored values; so must we.
+write("png_gamma1.png", png_bytes(base, 8, 2, extra_chunks=[chunk(b"gAMA", struct.pack(">I", 100000))]))
+save_rgb("png_gamma1.rgb", pillow_rgb("png_gamma1.png"))
+assert np.array_equal(pillow_rgb("png_gamma1.png"), base)
+
+def ycck_jpeg(cmyk):
+    """A YCCK JPEG (Adobe transform 2) via TurboJPEG, which Pillow cannot write; stored inverted (Adobe)."""
+    import ctypes
+    tj = ctypes.CDLL("libturbojpeg.so.0")
+    tj.tjInitCompress.restype = ctypes.c_void_p
+    handle = ctypes.c_void_p(tj.tjInitCompress())
+    h, w = cmyk.shape[:2]
+    src = np.ascontiguousarray(255 - cmyk)
+    out = ctypes.POINTER(ctypes.c_ubyte)()
+    size = ctypes.c_ulong(0)
+    TJPF_CMYK, TJSAMP_420 = 11, 2
+    rc = tj.tjCompress2(handle, src.ctypes.data_as(ctypes.c_void_p), w, 0, h, TJPF_CMYK, ctypes.byref(out),
+                        ctypes.byref(size), TJSAMP_420, 95, 0)
+    assert rc == 0, "tjCompress2 failed"
+    data = ctypes.string_at(out, size.value)
+    tj.tjFree(out)
+    tj.tjDestroy(handle)
+    i = data.find(b"Adobe")
+    assert i > 0 and data[i + 11] == 2, "expected an Adobe YCCK marker"
+    return data
+
+
 # ---- JPEG variants ----
 JW, JH = 40, 30
 jbase = scene(JW, JH)
@@ -144,6 +171,8 @@ Image.fromarray(jbase, "RGB").convert("L").save(path("jpeg_gray.jpg"), quality=9
 save_rgb("jpeg_gray.rgb", pillow_rgb("jpeg_gray.jpg"))
 Image.fromarray(jbase, "RGB").convert("CMYK").save(path("jpeg_cmyk.jpg"), quality=95)
 save_rgb("jpeg_cmyk.rgb", pillow_rgb("jpeg_cmyk.jpg"))
+write("jpeg_ycck.jpg", ycck_jpeg(np.asarray(Image.fromarray(jbase, "RGB").convert("CMYK"))))
+save_rgb("jpeg_ycck.rgb", pillow_rgb("jpeg_ycck.jpg"))
 Image.fromarray(jbase, "RGB").save(path("jpeg_444.jpg"), quality=92, subsampling=0)
 save_rgb("jpeg_444.rgb", pillow_rgb("jpeg_444.jpg"))
 for orientation in range(1, 9):

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Serving benchmark driver (see run.sh): closed-loop wrk load of binary V2 infer requests on a MobileNetV2-shaped model
+at several concurrencies, the engine-alone peer (`osprey predict`, batch 8), and server RSS around a hot swap.
+Prints markdown.
+
+usage: bench.py OSPREY OUT_DIR SECONDS
+"""
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+from loadgen import Server, wrk
+
+MODEL = "mobilenetv2"
+
+
+def engine_peer(binary, out):
+    """Best images/s of the engine alone: `osprey predict` on a batch of 8, fastest of 10 runs."""
+    command = [binary, "predict", os.path.join(out, "repo", MODEL, "1", "model.onnx"), "--input", os.path.join(out, "input_b8.npy"),
+               "--output", os.path.join(out, "predict_out.npy"), "--repeat", "10"]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    best_ms = float(re.search(r"\(min ([0-9.]+) ms", output).group(1))
+    return 8 * 1000 / best_ms, best_ms, " ".join(command)
+
+
+def hot_swap_rss(server, out, seconds):
+    """Peak and settled RSS (MiB) while 8 clients load the model and version 2 is uploaded mid-run."""
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            samples.append(server.status("VmRSS"))
+            time.sleep(0.05)
+
+    before = server.status("VmRSS")
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    url = f"http://127.0.0.1:{server.port}/v2/models/{MODEL}/infer"
+    load = {}
+    runner = threading.Thread(target=lambda: load.update(wrk(url, 8, seconds, os.path.join(out, "request.bin"),
+                                                             "application/octet-stream", open(os.path.join(out, "request.hdr")).read())))
+    runner.start()
+    time.sleep(seconds / 4)
+    with open(os.path.join(out, "model_v2.onnx"), "rb") as f:
+        started = time.time()
+        status, body = server.request("PUT", f"/v2/repository/models/{MODEL}/versions/2", body=f.read(),
+                                      headers={"Content-Type": "application/octet-stream"})
+        upload_s = time.time() - started
+    runner.join()
+    stop.set()
+    sampler.join()
+    time.sleep(5)
+    return dict(before=before, peak=max(samples), hwm=server.status("VmHWM"), settled=server.status("VmRSS"),
+                upload_status=status, upload_s=upload_s, load=load)
+
+
+def main():
+    binary, out, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    peer_ips, peer_ms, peer_command = engine_peer(binary, out)
+    server = Server(binary, os.path.join(out, "repo"), log_path=os.path.join(out, "server.log"))
+    try:
+        url = f"http://127.0.0.1:{server.port}/v2/models/{MODEL}/infer"
+        body, header = os.path.join(out, "request.bin"), open(os.path.join(out, "request.hdr")).read()
+        wrk(url, 2, 3, body, "application/octet-stream", header)  # warm-up
+        print(f"engine alone (`osprey predict`, batch 8, fastest of 10): {peer_ms:.1f} ms per batch = {peer_ips:.1f} images/s")
+        print(f"  command: `{peer_command}`")
+        print()
+        print("| clients | req/s | p50 ms | p99 ms | mean batch | errors | vs engine batch 8 | server CPU s/req | wrk CPU % |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        command = None
+        for clients in (1, 8, 32):
+            sum0, count0 = server.histogram("osprey_inference_batch_size", MODEL)
+            cpu0 = server.cpu_seconds()
+            r = wrk(url, clients, seconds, body, "application/octet-stream", header)
+            cpu1 = server.cpu_seconds()
+            sum1, count1 = server.histogram("osprey_inference_batch_size", MODEL)
+            rps = r["requests"] / (r["duration_us"] / 1e6)
+            batch = (sum1 - sum0) / max(count1 - count0, 1)
+            errors = r["status_errors"] + r["socket_errors"]
+            print(f"| {clients} | {rps:.1f} | {r['p50_us'] / 1000:.1f} | {r['p99_us'] / 1000:.1f} | {batch:.2f} | {errors} | "
+                  f"{rps / peer_ips:.2f} | {(cpu1 - cpu0) / max(r['requests'], 1) * 1000:.1f} ms | "
+                  f"{100 * r['client_cpu_s'] / (r['duration_us'] / 1e6):.0f} |")
+            command = r["command"]
+        print()
+        print(f"  load command (CLIENTS = 1, 8, 32; wrk threads = min(CLIENTS, 2)): `{command}`")
+        print()
+        swap = hot_swap_rss(server, out, max(seconds, 12))
+        r = swap["load"]
+        print(f"hot swap (8 clients, PUT version 2 = same bytes, {swap['upload_s']:.2f} s to compile and publish, status {swap['upload_status']}): "
+              f"RSS before {swap['before']:.0f} MiB, peak during swap {swap['peak']:.0f} MiB (VmHWM {swap['hwm']:.0f} MiB), "
+              f"settled 5 s after {swap['settled']:.0f} MiB; load during swap {r['requests'] / (r['duration_us'] / 1e6):.1f} req/s, "
+              f"p99 {r['p99_us'] / 1000:.1f} ms, errors {r['status_errors'] + r['socket_errors']}")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
