@@ -17,13 +17,25 @@ from loadgen import Server, wrk
 MODEL = "mobilenetv2"
 
 
-def engine_peer(binary, out):
-    """Best images/s of the engine alone: `osprey predict` on a batch of 8, fastest of 10 runs."""
-    command = [binary, "predict", os.path.join(out, "repo", MODEL, "1", "model.onnx"), "--input", os.path.join(out, "input_b8.npy"),
-               "--output", os.path.join(out, "predict_out.npy"), "--repeat", "10"]
+def predict(binary, out, batch, repeat):
+    """(fastest ms per run, CPU seconds of the whole process) of `osprey predict` on a batch."""
+    command = [binary, "predict", os.path.join(out, "repo", MODEL, "1", "model.onnx"), "--input", os.path.join(out, f"input_b{batch}.npy"),
+               "--output", os.path.join(out, "predict_out.npy"), "--repeat", str(repeat)]
+    before = os.times()
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    best_ms = float(re.search(r"\(min ([0-9.]+) ms", output).group(1))
-    return 8 * 1000 / best_ms, best_ms, " ".join(command)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    match = re.search(r"\(min ([0-9.]+) ms", output)
+    return (float(match.group(1)) if match else None), cpu, " ".join(command)
+
+
+def engine_peer(binary, out, batch):
+    """Engine alone on `batch` images: best images/s (fastest of 10 runs) and CPU ms per image (30 runs minus 1 run,
+    so loading and compiling cancel out; robust to other load on the box)."""
+    best_ms, _, command = predict(binary, out, batch, 10)
+    _, cpu_once, _ = predict(binary, out, batch, 1)
+    _, cpu_many, _ = predict(binary, out, batch, 31)
+    return batch * 1000 / best_ms, best_ms, (cpu_many - cpu_once) / (30 * batch) * 1000, command
 
 
 def hot_swap_rss(server, out, seconds):
@@ -59,17 +71,19 @@ def hot_swap_rss(server, out, seconds):
 
 def main():
     binary, out, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    peer_ips, peer_ms, peer_command = engine_peer(binary, out)
+    peer_ips, peer_ms, peer_cpu, peer_command = engine_peer(binary, out, 8)
+    _, one_ms, one_cpu, _ = engine_peer(binary, out, 1)
     server = Server(binary, os.path.join(out, "repo"), log_path=os.path.join(out, "server.log"))
     try:
         url = f"http://127.0.0.1:{server.port}/v2/models/{MODEL}/infer"
         body, header = os.path.join(out, "request.bin"), open(os.path.join(out, "request.hdr")).read()
         wrk(url, 2, 3, body, "application/octet-stream", header)  # warm-up
-        print(f"engine alone (`osprey predict`, batch 8, fastest of 10): {peer_ms:.1f} ms per batch = {peer_ips:.1f} images/s")
+        print(f"engine alone (`osprey predict`, batch 8, fastest of 10): {peer_ms:.1f} ms per batch = {peer_ips:.1f} images/s, "
+              f"{peer_cpu:.1f} CPU ms per image (batch 1: {one_ms:.1f} ms, {one_cpu:.1f} CPU ms per image)")
         print(f"  command: `{peer_command}`")
         print()
-        print("| clients | req/s | p50 ms | p99 ms | mean batch | errors | vs engine batch 8 | server CPU s/req | wrk CPU % |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| clients | req/s | p50 ms | p99 ms | mean batch | errors | req/s vs engine batch 8 img/s | server CPU ms/req | vs engine CPU ms/img | wrk CPU % |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         command = None
         for clients in (1, 8, 32):
             sum0, count0 = server.histogram("osprey_inference_batch_size", MODEL)
@@ -81,7 +95,8 @@ def main():
             batch = (sum1 - sum0) / max(count1 - count0, 1)
             errors = r["status_errors"] + r["socket_errors"]
             print(f"| {clients} | {rps:.1f} | {r['p50_us'] / 1000:.1f} | {r['p99_us'] / 1000:.1f} | {batch:.2f} | {errors} | "
-                  f"{rps / peer_ips:.2f} | {(cpu1 - cpu0) / max(r['requests'], 1) * 1000:.1f} ms | "
+                  f"{rps / peer_ips:.2f} | {(cpu1 - cpu0) / max(r['requests'], 1) * 1000:.1f} | "
+                  f"{(cpu1 - cpu0) / max(r['requests'], 1) * 1000 / peer_cpu:.2f} | "
                   f"{100 * r['client_cpu_s'] / (r['duration_us'] / 1e6):.0f} |")
             command = r["command"]
         print()

@@ -4,7 +4,7 @@
 - repo/mobilenetv2/1/model.onnx + config.json: MobileNetV2-1.0 shaped (Benchmarks/engine/make_models.py), dynamic batch
 - model_v2.onnx: the same bytes, uploaded as version 2 during the hot-swap RSS measurement
 - request.bin + request.hdr: one binary-extension V2 infer body (1x3x224x224 FP32, binary `logits` output) and its JSON length
-- input_b8.npy: a batch of 8 for `osprey predict` (the engine-alone peer)
+- input_b1.npy, input_b8.npy: batches for `osprey predict` (the engine-alone peer)
 
 usage: make_fixtures.py [OUT_DIR]
 """
@@ -41,7 +41,8 @@ def main():
         f.write(header + image.tobytes())
     with open(os.path.join(out, "request.hdr"), "w") as f:
         f.write(str(len(header)))
-    np.save(os.path.join(out, "input_b8.npy"), rng.random((8, 3, 224, 224), dtype=np.float32))
+    for batch in (1, 8):
+        np.save(os.path.join(out, f"input_b{batch}.npy"), rng.random((batch, 3, 224, 224), dtype=np.float32))
 
 
 if __name__ == "__main__":
