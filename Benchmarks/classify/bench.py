@@ -44,26 +44,29 @@ def main():
             header = open(os.path.join(out, f"tensor_{model}.hdr")).read()
             wrk(classify_url, 2, 2, photo, "image/jpeg")  # warm-up
             for clients in (1, 8):
-                s0 = stats(server, model)
+                s0, cpu0 = stats(server, model), server.cpu_seconds()
                 r = wrk(classify_url, clients, seconds, photo, "image/jpeg")
-                s1 = stats(server, model)
+                s1, cpu1 = stats(server, model), server.cpu_seconds()
                 t = wrk(infer_url, clients, seconds, tensor, "application/octet-stream", header)
+                cpu2 = server.cpu_seconds()
+                classify_cpu = (cpu1 - cpu0) / max(r["requests"], 1) * 1000
+                tensor_cpu = (cpu2 - cpu1) / max(t["requests"], 1) * 1000
                 ips = r["requests"] / (r["duration_us"] / 1e6)
                 tps = t["requests"] / (t["duration_us"] / 1e6)
                 count = max(s1[0] - s0[0], 1)
                 infer_ms = (s1[2] - s0[2]) / count / 1e6
                 rows.append((model, clients, ips, r["p50_us"] / 1000, r["p99_us"] / 1000, r["status_errors"] + r["socket_errors"],
-                             tps, t["p50_us"] / 1000, infer_ms, (s1[3] - s0[3]) / count / 1e6))
+                             tps, t["p50_us"] / 1000, infer_ms, (s1[3] - s0[3]) / count / 1e6, classify_cpu, tensor_cpu))
                 commands["classify"], commands["infer"] = r["command"], t["command"]
     finally:
         server.stop()
-    print("| model | clients | classify images/s | p50 ms | p99 ms | errors | same model, preprocessed tensor /infer req/s | its p50 ms |"
-          " decode+preprocess share of classify p50 | server compute_infer ms/request (its batch) | server queue ms/request |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for model, clients, ips, p50, p99, errors, tps, tp50, infer_ms, queue_ms in rows:
-        share = max(0.0, (p50 - tp50) / p50)
-        print(f"| {model} | {clients} | {ips:.1f} | {p50:.1f} | {p99:.1f} | {errors} | {tps:.1f} | {tp50:.1f} | {share:.0%} | "
-              f"{infer_ms:.2f} | {queue_ms:.2f} |")
+    print("| model | clients | classify images/s | p50 ms | p99 ms | errors | tensor /infer req/s | its p50 ms |"
+          " server CPU ms/image classify | server CPU ms/req tensor | decode+preprocess share of CPU | compute_infer ms/req | queue ms/req |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for model, clients, ips, p50, p99, errors, tps, tp50, infer_ms, queue_ms, classify_cpu, tensor_cpu in rows:
+        share = max(0.0, (classify_cpu - tensor_cpu) / classify_cpu)
+        print(f"| {model} | {clients} | {ips:.1f} | {p50:.1f} | {p99:.1f} | {errors} | {tps:.1f} | {tp50:.1f} | {classify_cpu:.1f} | "
+              f"{tensor_cpu:.1f} | {share:.0%} | {infer_ms:.2f} | {queue_ms:.2f} |")
     print()
     print(f"  classify load: `{commands['classify']}` (CONTENT_TYPE=image/jpeg REQUEST_BODY={photo})")
     print(f"  tensor load:   `{commands['infer']}`")
