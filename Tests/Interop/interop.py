@@ -170,6 +170,35 @@ def infer_json_and_binary(server, models):
     expect(np.allclose(got, reference, atol=1e-5), "binary in, JSON out: values differ")
 
 
+def versions_async_and_errors(server):
+    """Version-pinned infer, tritonclient's async_infer (greenlets, concurrent), and a refused shape."""
+    client = triton.InferenceServerClient(url=server.url, concurrency=4)
+    images = np.random.default_rng(4).uniform(-1, 1, (8, 1, 1, 8, 8)).astype(np.float32)
+    inputs = []
+    for image in images:
+        tensor = triton.InferInput("image", [1, 1, 8, 8], "FP32")
+        tensor.set_data_from_numpy(image)
+        inputs.append(tensor)
+    pending = [client.async_infer(MODEL, [tensor], model_version="1") for tensor in inputs]
+    results = [p.get_result() for p in pending]
+    for image, result in zip(images, results):
+        expect(result.get_response()["model_version"] == "1", "version-pinned async infer answered another version")
+        expect(result.as_numpy("probabilities").shape == (1, 10), "async infer output shape")
+    wrong = triton.InferInput("image", [1, 64], "FP32")
+    wrong.set_data_from_numpy(np.zeros((1, 64), np.float32))
+    try:
+        client.infer(MODEL, [wrong])
+        raise AssertionError("a [1, 64] input for a [-1, 1, 8, 8] model: expected an error")
+    except InferenceServerException as error:
+        expect("image" in str(error) and "64" in str(error), f"shape error should name the input and shapes: {error}")
+    try:
+        client.infer(MODEL, [inputs[0]], model_version="7")
+        raise AssertionError("infer on a missing version: expected an error")
+    except InferenceServerException as error:
+        expect("7" in str(error), f"missing version error should name it: {error}")
+    client.close()
+
+
 def requested_outputs(server):
     client = client_for(server)
     images = np.zeros((2, 1, 8, 8), np.float32)
@@ -360,6 +389,7 @@ def graceful_shutdown(shared):
 
         def slow_request():
             result["response"] = server.request("POST", "/v2/models/slow/infer", body=body, timeout=120)
+            result["finished"] = time.monotonic()
 
         thread = threading.Thread(target=slow_request)
         # A probe whose headers are half sent: the drain keeps a connection mid-request open, so it is answered.
@@ -367,6 +397,7 @@ def graceful_shutdown(shared):
         probe.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: osprey\r\n")
         thread.start()
         time.sleep(min(0.3, duration / 4))
+        signalled = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
         probe.sendall(b"\r\n")
@@ -383,6 +414,7 @@ def graceful_shutdown(shared):
         code = server.proc.wait(60)
         status, _, data = result.get("response", (None, {}, b""))
         expect(status == 200 and len(data) > 2048 * 512 * 4, f"in-flight request during shutdown: status {status}, {len(data)} bytes")
+        expect(result.get("finished", 0) > signalled, "the slow request finished before SIGTERM: it was not in flight")
         expect(" 503 " in status_line + " ", f"readiness while draining: expected 503, got '{status_line}'")
         expect(code == 0, f"exit status after SIGTERM: {code}\n" + "\n".join(server.log[-10:]))
         refused = server.request("GET", "/v2/health/live")[0]
@@ -406,6 +438,7 @@ def main():
         suite.run("health, server and model metadata", health_and_metadata, server)
         suite.run("infer JSON and binary tensors (vs numpy reference)", infer_json_and_binary, server, models)
         suite.run("requested outputs", requested_outputs, server)
+        suite.run("version-pinned async_infer, shape and version errors", versions_async_and_errors, server)
         suite.run("classification extension (class_count=3)", classification_extension, server)
         suite.run("BYTES image input and /classify agree", bytes_image_input, server, models)
         suite.run("inference statistics", inference_statistics, server)
