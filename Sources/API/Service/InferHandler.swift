@@ -6,6 +6,7 @@ extension ServiceContext {
     /// `POST /v2/models/{model}[/versions/{version}]/infer`: JSON or binary-extension request through the version's batcher.
     func infer(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         let served = try registry.resolve(model: p.model ?? "", version: p.version)
+        try rejectContentEncoding(request)
         let decoded = try await offloaded(request.body.count) { try V2Codec.decodeInferRequest(body: request.body, headers: request.headers) }
         let feeds = try await modelFeeds(decoded, for: served)
         let requested = decoded.requestedOutputs.map(\.name)
@@ -16,6 +17,14 @@ extension ServiceContext {
         let response = V2InferenceResponse(modelName: served.name, modelVersion: String(served.version), id: decoded.id, outputs: outputs)
         let outputBytes = outputs.reduce(0) { $0 + $1.tensor.byteCount }
         return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+    }
+
+    /// Compressed bodies (tritonclient's `request_compression_algorithm`) are not decoded: 415 naming the encoding,
+    /// instead of a misleading "body too short" or "invalid JSON".
+    private func rejectContentEncoding(_ request: HTTPRequest) throws {
+        if let encoding = request.headers["Content-Encoding"], encoding.lowercased() != "identity" {
+            throw APIError.unsupportedMediaType("Content-Encoding '\(encoding)' is not supported: send the body uncompressed")
+        }
     }
 
     /// Each decoded input as the tensor the model expects (`bindInputs`: names, lossless widening, shapes); for a
