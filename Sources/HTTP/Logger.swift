@@ -117,25 +117,29 @@ struct LogLine {
 
     /// Adds a string field, quoted and escaped.
     mutating func field(_ key: String, _ value: String) {
-        key.utf8.withContiguousStorageIfAvailable { k in
-            value.utf8.withContiguousStorageIfAvailable { v in stringField(k, v) }
-        } ?? stringField(Array(key.utf8), Array(value.utf8))
+        var key = key, value = value
+        key.withUTF8 { k in value.withUTF8 { v in stringField(k, v) } }
     }
 
     /// Adds a string field given as bytes.
-    mutating func field<K: Collection<UInt8>, V: Collection<UInt8>>(bytesKey key: K, _ value: V) { stringField(key, value) }
+    mutating func field(_ key: String, bytes value: [UInt8]) {
+        var key = key
+        key.withUTF8 { k in value.withUnsafeBufferPointer { v in stringField(k, v) } }
+    }
 
     /// Adds an unquoted numeric field.
     mutating func number(_ key: String, _ value: Int) {
         separator()
-        appendKey(key.utf8)
+        var key = key
+        key.withUTF8 { appendKey($0) }
         appendDecimal(&bytes, value)
     }
 
     /// Adds a duration in milliseconds with three decimals, from nanoseconds.
     mutating func milliseconds(_ key: String, nanoseconds: UInt64) {
         separator()
-        appendKey(key.utf8)
+        var key = key
+        key.withUTF8 { appendKey($0) }
         let micros = Int(nanoseconds / 1000)
         appendDecimal(&bytes, micros / 1000)
         bytes.append(UInt8(ascii: "."))
@@ -151,40 +155,43 @@ struct LogLine {
         bytes.append(UInt8(ascii: "\n"))
     }
 
-    private mutating func rawField(_ key: String, _ value: [UInt8]) {
-        stringField(key.utf8, value)
-    }
+    private mutating func rawField(_ key: String, _ value: [UInt8]) { field(key, bytes: value) }
 
     private mutating func separator() {
         if first { first = false; return }
         bytes.append(format == .json ? UInt8(ascii: ",") : UInt8(ascii: " "))
     }
 
-    private mutating func appendKey<K: Collection<UInt8>>(_ key: K) {
+    private mutating func appendKey(_ key: UnsafeBufferPointer<UInt8>) {
         if format == .json {
             bytes.append(UInt8(ascii: "\""))
             bytes.append(contentsOf: key)
-            bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+            bytes.append(UInt8(ascii: "\""))
+            bytes.append(UInt8(ascii: ":"))
         } else {
             bytes.append(contentsOf: key)
             bytes.append(UInt8(ascii: "="))
         }
     }
 
-    private mutating func stringField<K: Collection<UInt8>, V: Collection<UInt8>>(_ key: K, _ value: V) {
+    /// Appends `key` and the value; the common case (nothing to escape) is one bulk copy.
+    private mutating func stringField(_ key: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) {
         separator()
         appendKey(key)
         if format == .json {
             bytes.append(UInt8(ascii: "\""))
-            for byte in value { appendJSONEscaped(byte) }
+            if value.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }) {
+                for byte in value { appendJSONEscaped(byte) }
+            } else {
+                bytes.append(contentsOf: value)
+            }
             bytes.append(UInt8(ascii: "\""))
         } else {
-            let needsQuotes = value.isEmpty || value.contains { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "\\") || $0 == 0x7F }
-            if needsQuotes { bytes.append(UInt8(ascii: "\"")) }
-            for byte in value {
-                if needsQuotes { appendJSONEscaped(byte) } else { bytes.append(byte) }
-            }
-            if needsQuotes { bytes.append(UInt8(ascii: "\"")) }
+            let needsQuotes = value.isEmpty || value.contains { $0 <= 0x20 || $0 == 0x22 || $0 == 0x3D || $0 == 0x5C || $0 == 0x7F }
+            guard needsQuotes else { bytes.append(contentsOf: value); return }
+            bytes.append(UInt8(ascii: "\""))
+            for byte in value { appendJSONEscaped(byte) }
+            bytes.append(UInt8(ascii: "\""))
         }
     }
 

@@ -50,6 +50,8 @@ final class RequestParser {
     private var expectation: String?
     private var requestID = ""
     private var pendingError: HTTPParseError?
+    /// Set when Content-Length, Transfer-Encoding or Expect was seen, so the common request skips their checks.
+    private var sawFramingHeaders = false
 
     /// A parser enforcing `maxHeaderBytes` (request line + headers) and `maxBodyBytes`.
     init(maxHeaderBytes: Int, maxBodyBytes: Int) {
@@ -89,17 +91,19 @@ final class RequestParser {
     private func beginMessage() {
         inMessage = true
         messageStartedAt = WallClock.monotonicNanoseconds()
-        url.removeAll(keepingCapacity: true)
-        field.removeAll(keepingCapacity: true)
-        value.removeAll(keepingCapacity: true)
+        // Reset only what the previous message touched: each access to a class property has a cost here.
+        if !url.isEmpty { url.removeAll(keepingCapacity: true) }
+        if !field.isEmpty { field.removeAll(keepingCapacity: true) }
+        if !value.isEmpty { value.removeAll(keepingCapacity: true) }
         lastWasValue = false
-        headers = []
-        body = []
         headerBytes = 0
-        contentLengths.removeAll(keepingCapacity: true)
-        transferEncodings.removeAll(keepingCapacity: true)
-        expectation = nil
-        requestID = ""
+        if sawFramingHeaders {
+            contentLengths.removeAll(keepingCapacity: true)
+            transferEncodings.removeAll(keepingCapacity: true)
+            expectation = nil
+            sawFramingHeaders = false
+        }
+        if !requestID.isEmpty { requestID = "" }
         pendingError = nil
     }
 
@@ -140,12 +144,13 @@ final class RequestParser {
         let name = String(decoding: field, as: UTF8.self)
         let text = String(decoding: value, as: UTF8.self)
         switch field.count {
-        case 6 where asciiLowercaseEquals(field, "expect"): expectation = text
+        case 6 where asciiLowercaseEquals(field, "expect"): expectation = text; sawFramingHeaders = true
         case 12 where asciiLowercaseEquals(field, "x-request-id"): if RequestID.isSane(value) { requestID = text }
-        case 14 where asciiLowercaseEquals(field, "content-length"): contentLengths.append(text)
-        case 17 where asciiLowercaseEquals(field, "transfer-encoding"): transferEncodings.append(text)
+        case 14 where asciiLowercaseEquals(field, "content-length"): contentLengths.append(text); sawFramingHeaders = true
+        case 17 where asciiLowercaseEquals(field, "transfer-encoding"): transferEncodings.append(text); sawFramingHeaders = true
         default: break
         }
+        if headers.isEmpty { headers.reserveCapacity(8) }
         headers.append((name: name, value: text))
         field.removeAll(keepingCapacity: true)
         value.removeAll(keepingCapacity: true)
@@ -154,6 +159,11 @@ final class RequestParser {
 
     private func onHeadersComplete() -> Int32 {
         if lastWasValue || !field.isEmpty { commitHeader() }
+        if parser.pointee.method == HTTP_CONNECT.rawValue {
+            pendingError = .unsupportedMethod("CONNECT")
+            return -1
+        }
+        guard sawFramingHeaders else { return 0 }
         if let error = framingError() {
             pendingError = error
             return -1
@@ -173,12 +183,10 @@ final class RequestParser {
 
     /// Smuggling and size guards that http-parser either does not make or does not explain.
     private func framingError() -> HTTPParseError? {
-        let method = http_method(rawValue: parser.pointee.method)
-        if method == HTTP_CONNECT { return .unsupportedMethod("CONNECT") }
         if !transferEncodings.isEmpty && !contentLengths.isEmpty {
             return .conflictingFraming("Content-Length and Transfer-Encoding are both present")
         }
-        if Set(contentLengths.map { $0.trimmingSpaces }).count > 1 {
+        if contentLengths.count > 1, Set(contentLengths.map { $0.trimmingSpaces }).count > 1 {
             return .conflictingFraming("differing Content-Length values \(contentLengths)")
         }
         if !transferEncodings.isEmpty {
