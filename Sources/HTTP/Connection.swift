@@ -44,7 +44,7 @@ final class Connection {
     private var idleSince: UInt64
     /// Output not yet handed to the socket: `queued` chunks first, then `out`.
     private var queued: [[UInt8]] = []
-    private var out: [UInt8] = []
+    private var out = ByteWriter(capacity: 1024)
 
     /// Bodies above this size are written from their own array instead of being copied behind the headers.
     private static let detachThreshold = 64 * 1024
@@ -57,9 +57,10 @@ final class Connection {
         let configuration = loop.context.configuration
         parser = RequestParser(maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
         idleSince = WallClock.monotonicNanoseconds()
-        out.reserveCapacity(1024)
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
     }
+
+    deinit { out.free() }
 
     private var stream: UnsafeMutablePointer<uv_stream_t> {
         UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_stream_t.self)
@@ -174,10 +175,9 @@ final class Connection {
                                                      http10: first.http10, isHead: first.isHead)
             let result = ResponseSerializer.append(response, context: context, to: &out, detachLargeBody: Connection.detachThreshold)
             if result.bodyDetached {
-                queued.append(out)
+                queued.append(out.array)
                 queued.append(response.body)
-                out = []
-                out.reserveCapacity(1024)
+                out.removeAll()
             }
             loop.logAccess(method: first.method, path: first.path, status: response.status,
                            bytes: first.isHead ? 0 : response.body.count, startedAt: first.startedAt,
@@ -191,7 +191,7 @@ final class Connection {
             }
         }
         if continueOwed, slots.isEmpty, parser.inMessage, !finishing {
-            out.append(contentsOf: ResponseSerializer.continueResponse)
+            out.append(ResponseSerializer.continueResponse)
             continueOwed = false
         }
         flush()
@@ -202,54 +202,58 @@ final class Connection {
         guard !writeInFlight, !closing else { return }
         var index = 0
         while index < queued.count {
-            let written = tryWrite(queued[index])
+            let written = queued[index].withUnsafeBytes { tryWrite($0) }
             if written < 0 { close(); return }
             if written < queued[index].count {
-                var rest = [ArraySlice(queued[index][written...])]
-                rest.append(contentsOf: queued[(index + 1)...].map { ArraySlice($0) })
-                rest.append(ArraySlice(out))
+                var rest = [UnsafeRawBufferPointer]()
+                // Gather the unwritten pieces; startWrite copies them before the arrays go away.
+                let tail = Array(queued[(index + 1)...])
+                queued[index].withUnsafeBytes { first in
+                    rest.append(UnsafeRawBufferPointer(rebasing: first[written...]))
+                    startWrite(pieces: rest, then: tail, then: out.buffer)
+                }
                 queued.removeAll()
-                out.removeAll(keepingCapacity: true)
-                startWrite(rest)
+                out.removeAll()
                 return
             }
             index += 1
         }
         queued.removeAll()
         if !out.isEmpty {
-            let written = tryWrite(out)
+            let written = tryWrite(out.buffer)
             if written < 0 { close(); return }
             if written < out.count {
-                let rest = [out[written...]]
-                out.removeAll(keepingCapacity: true)
-                startWrite(rest)
+                startWrite(pieces: [UnsafeRawBufferPointer(rebasing: out.buffer[written...])], then: [], then: UnsafeRawBufferPointer(start: nil, count: 0))
+                out.removeAll()
                 return
             }
-            out.removeAll(keepingCapacity: true)
+            out.removeAll()
         }
         writesDrained()
     }
 
     /// Bytes written now (0 when the socket is full), or -1 on a write error.
-    private func tryWrite(_ bytes: [UInt8]) -> Int {
-        guard !bytes.isEmpty else { return 0 }
-        let result = bytes.withUnsafeBufferPointer { buffer -> Int32 in
-            var buf = uv_buf_init(UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
-            return uv_try_write(stream, &buf, 1)
-        }
+    private func tryWrite(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let start = bytes.baseAddress, bytes.count > 0 else { return 0 }
+        var buf = uv_buf_init(UnsafeMutableRawPointer(mutating: start).assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        let result = uv_try_write(stream, &buf, 1)
         if result >= 0 { return Int(result) }
         return result == UV_EAGAIN.rawValue ? 0 : -1
     }
 
-    /// Copies `chunks` into one malloc'd block that lives until the write callback.
-    private func startWrite(_ chunks: [ArraySlice<UInt8>]) {
-        let total = chunks.reduce(0) { $0 + $1.count }
+    /// Copies the pieces into one malloc'd block that lives until the write callback, and writes it.
+    private func startWrite(pieces: [UnsafeRawBufferPointer], then arrays: [[UInt8]], then last: UnsafeRawBufferPointer) {
+        let total = pieces.reduce(0) { $0 + $1.count } + arrays.reduce(0) { $0 + $1.count } + last.count
         let block = UnsafeMutableRawPointer.allocate(byteCount: max(total, 1), alignment: 1)
         var offset = 0
-        for chunk in chunks {
-            chunk.withUnsafeBytes { (block + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-            offset += chunk.count
+        func copy(_ piece: UnsafeRawBufferPointer) {
+            guard let source = piece.baseAddress, piece.count > 0 else { return }
+            (block + offset).copyMemory(from: source, byteCount: piece.count)
+            offset += piece.count
         }
+        for piece in pieces { copy(piece) }
+        for array in arrays { array.withUnsafeBytes { copy($0) } }
+        copy(last)
         let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         request.pointee.data = block
         var buf = uv_buf_init(block.assumingMemoryBound(to: CChar.self), UInt32(total))

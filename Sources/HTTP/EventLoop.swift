@@ -49,7 +49,7 @@ final class EventLoop {
     let readBuffer = UnsafeMutableRawPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
     private(set) var dateCache = DateCache()
     /// Access lines gathered during one loop iteration, written with one write(2) after it.
-    private var logBuffer: [UInt8] = []
+    private var logBuffer = ByteWriter(capacity: 64 * 1024)
     private let logAccessLines: Bool
 
     /// Sets up the loop and starts listening on `fd` (already bound and listening).
@@ -90,7 +90,10 @@ final class EventLoop {
         }
     }
 
-    deinit { readBuffer.deallocate() }
+    deinit {
+        readBuffer.deallocate()
+        logBuffer.free()
+    }
 
     /// Thread body: runs until every handle is closed, then frees the loop.
     func run() {
@@ -134,15 +137,14 @@ final class EventLoop {
     /// Over the connection budget: a best-effort 503 then close, so the backlog keeps moving.
     private func rejectOverCapacity(_ handle: UnsafeMutablePointer<uv_tcp_t>) {
         refreshDate()
-        var bytes: [UInt8] = []
+        var bytes = ByteWriter(capacity: 512)
+        defer { bytes.free() }
         let context = ResponseSerializer.Context(date: dateCache.httpDate, serverLine: self.context.serverLine,
                                                  requestID: RequestID.generate(), keepAlive: false, http10: false, isHead: false)
         let response = ResponseSerializer.errorResponse(status: 503, message: "too many open connections (limit \(self.context.configuration.maxConnections))")
         _ = ResponseSerializer.append(response, context: context, to: &bytes, detachLargeBody: Int.max)
-        bytes.withUnsafeBufferPointer { buffer in
-            var buf = uv_buf_init(UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
-            _ = uv_try_write(streamOf(handle), &buf, 1)
-        }
+        var buf = uv_buf_init(UnsafeMutableRawPointer(bytes.base).assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        _ = uv_try_write(streamOf(handle), &buf, 1)
         uv_close(handleOf(handle), EventLoop.freeTCPCallback)
     }
 
@@ -233,8 +235,7 @@ final class EventLoop {
         guard logAccessLines else { return }
         refreshDate()
         let elapsed = WallClock.monotonicNanoseconds() &- startedAt
-        var line = LogLine(format: context.logger.format, buffer: logBuffer)
-        logBuffer = []
+        var line = LogLine(format: context.logger.format, writer: logBuffer)
         line.begin(time: dateCache.iso8601, level: "info", message: "access")
         line.field("method", method)
         line.field("path", path)
@@ -244,13 +245,13 @@ final class EventLoop {
         line.field("request_id", requestID)
         line.field("remote", remote)
         line.end()
-        logBuffer = line.bytes
+        logBuffer = line.out
     }
 
     private func flushLog() {
         guard !logBuffer.isEmpty else { return }
-        writeAll(context.logger.fileDescriptor, logBuffer)
-        logBuffer.removeAll(keepingCapacity: true)
+        writeAll(context.logger.fileDescriptor, logBuffer.buffer)
+        logBuffer.removeAll()
     }
 
     private func peerAddress(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> String {

@@ -24,9 +24,9 @@ enum ResponseSerializer {
 
     /// Appends the status line and headers to `out`, and the body unless `detachBody`; returns whether the
     /// handler asked to close the connection and whether the body still has to be written separately.
-    static func append(_ response: HTTPResponse, context: Context, to out: inout [UInt8], detachLargeBody: Int) -> (handlerClosed: Bool, bodyDetached: Bool) {
+    static func append(_ response: HTTPResponse, context: Context, to out: inout ByteWriter, detachLargeBody: Int) -> (handlerClosed: Bool, bodyDetached: Bool) {
         let status = (100..<600).contains(response.status) ? response.status : 500
-        out.append(contentsOf: statusLines[status])
+        out.append(statusLines[status])
         var handlerClosed = false
         var sawServer = false, sawDate = false, sawID = false
         for field in response.headers.fields {
@@ -45,41 +45,39 @@ enum ResponseSerializer {
                     case 17 where lowercaseEquals(n, "transfer-encoding"): return
                     default: break
                     }
-                    out.append(contentsOf: n)
-                    out.append(UInt8(ascii: ":"))
-                    out.append(UInt8(ascii: " "))
-                    out.append(contentsOf: v)
-                    out.append(13); out.append(10)
+                    out.append(n)
+                    out.append(UInt8(ascii: ":"), UInt8(ascii: " "))
+                    out.append(v)
+                    out.append(13, 10)
                 }
             }
         }
         let bodyAllowed = status >= 200 && status != 204 && status != 304
         if status >= 200 && status != 204 {
-            out.append(contentsOf: contentLengthPrefix)
-            appendDecimal(&out, response.body.count)
-            out.append(13); out.append(10)
+            out.append(contentLengthPrefix)
+            out.appendDecimal(response.body.count)
+            out.append(13, 10)
         }
         if !sawDate {
-            out.append(contentsOf: datePrefix)
-            out.append(contentsOf: context.date)
-            out.append(13); out.append(10)
+            out.append(datePrefix)
+            out.append(context.date)
+            out.append(13, 10)
         }
-        if !sawServer { out.append(contentsOf: context.serverLine) }
+        if !sawServer { out.append(context.serverLine) }
         if !sawID {
-            out.append(contentsOf: requestIDPrefix)
-            var id = context.requestID
-            id.withUTF8 { out.append(contentsOf: $0) }
-            out.append(13); out.append(10)
+            out.append(requestIDPrefix)
+            out.append(string: context.requestID)
+            out.append(13, 10)
         }
         if !context.keepAlive || handlerClosed {
-            out.append(contentsOf: connectionClose)
+            out.append(connectionClose)
         } else if context.http10 {
-            out.append(contentsOf: connectionKeepAlive)
+            out.append(connectionKeepAlive)
         }
-        out.append(13); out.append(10)
+        out.append(13, 10)
         guard bodyAllowed, !context.isHead, !response.body.isEmpty else { return (handlerClosed, false) }
         if response.body.count > detachLargeBody { return (handlerClosed, true) }
-        out.append(contentsOf: response.body)
+        out.append(response.body)
         return (handlerClosed, false)
     }
 

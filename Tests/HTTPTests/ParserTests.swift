@@ -173,6 +173,16 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(String(decoding: WallClock.imfFixdate(seconds: 784111777), as: UTF8.self), "Sun, 06 Nov 1994 08:49:37 GMT")
     }
 
+    func testByteWriterGrowsAndFormatsNumbers() {
+        var writer = ByteWriter(capacity: 16)
+        defer { writer.free() }
+        for value in [0, 7, 10, 12345, -42, Int.max] { writer.appendDecimal(value); writer.append(UInt8(ascii: " ")) }
+        writer.append(Array(repeating: UInt8(ascii: "x"), count: 100))
+        XCTAssertEqual(String(decoding: writer.array, as: UTF8.self), "0 7 10 12345 -42 \(Int.max) " + String(repeating: "x", count: 100))
+        writer.removeFirst(2)
+        XCTAssertEqual(writer.array.prefix(4), Array("7 10".utf8)[...])
+    }
+
     func testRequestIDsAreUniqueAndSane() {
         let ids = (0..<1000).map { _ in RequestID.generate() }
         XCTAssertEqual(Set(ids).count, 1000)
@@ -186,22 +196,25 @@ final class FormattingTests: XCTestCase {
         json.number("status", 200)
         json.milliseconds("duration_ms", nanoseconds: 1_234_567)
         json.end()
+        defer { json.out.free() }
         XCTAssertEqual(String(decoding: json.bytes, as: UTF8.self),
                        #"{"time":"t","level":"info","msg":"access","path":"/a\"b\n","status":200,"duration_ms":1.234}"# + "\n")
         var logfmt = LogLine(format: .logfmt)
         logfmt.begin(time: Array("t".utf8), level: "info", message: "two words")
         logfmt.field("path", "/plain")
         logfmt.end()
+        defer { logfmt.out.free() }
         XCTAssertEqual(String(decoding: logfmt.bytes, as: UTF8.self), "time=t level=info msg=\"two words\" path=/plain\n")
     }
 
     func testResponseSerializationAddsServerHeaders() {
-        var out: [UInt8] = []
+        var out = ByteWriter(capacity: 16)
+        defer { out.free() }
         let context = ResponseSerializer.Context(date: Array("D".utf8), serverLine: Array("Server: s\r\n".utf8), requestID: "r1",
                                                  keepAlive: true, http10: false, isHead: true)
         let response = HTTPResponse(status: 200, headers: ["Content-Length": "999", "X-Evil": "a\r\nInjected: 1"], body: Array("abc".utf8))
         _ = ResponseSerializer.append(response, context: context, to: &out, detachLargeBody: 1 << 20)
-        XCTAssertEqual(String(decoding: out, as: UTF8.self),
+        XCTAssertEqual(String(decoding: out.array, as: UTF8.self),
                        "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nDate: D\r\nServer: s\r\nX-Request-ID: r1\r\n\r\n")
     }
 }
