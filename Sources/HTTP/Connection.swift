@@ -28,23 +28,24 @@ final class Connection {
     /// Peer as `ip:port`.
     let remote: String
 
-    private var slots: [Slot] = []
-    private var headSequence: UInt64 = 0
+    // Loop-thread confined and never re-entered, so runtime exclusivity checks only cost time here.
+    @exclusivity(unchecked) private var slots: [Slot] = []
+    @exclusivity(unchecked) private var headSequence: UInt64 = 0
     /// No further requests are taken: the last one said close, an error was answered, or the peer half-closed.
-    private var finishing = false
-    private var draining = false
-    private var readEOF = false
-    private var reading = false
-    private var closing = false
-    private var lingering = false
-    private var lingerStart: UInt64 = 0
-    private var continueOwed = false
-    private var writeInFlight = false
-    private var lastWriteProgress: UInt64 = 0
-    private var idleSince: UInt64
+    @exclusivity(unchecked) private var finishing = false
+    @exclusivity(unchecked) private var draining = false
+    @exclusivity(unchecked) private var readEOF = false
+    @exclusivity(unchecked) private var reading = false
+    @exclusivity(unchecked) private var closing = false
+    @exclusivity(unchecked) private var lingering = false
+    @exclusivity(unchecked) private var lingerStart: UInt64 = 0
+    @exclusivity(unchecked) private var continueOwed = false
+    @exclusivity(unchecked) private var writeInFlight = false
+    @exclusivity(unchecked) private var lastWriteProgress: UInt64 = 0
+    @exclusivity(unchecked) private var idleSince: UInt64
     /// Output not yet handed to the socket: `queued` chunks first, then `out`.
-    private var queued: [[UInt8]] = []
-    private var out = ByteWriter(capacity: 1024)
+    @exclusivity(unchecked) private var queued: [[UInt8]] = []
+    @exclusivity(unchecked) private var out = ByteWriter(capacity: 1024)
 
     /// Bodies above this size are written from their own array instead of being copied behind the headers.
     private static let detachThreshold = 64 * 1024

@@ -39,17 +39,18 @@ final class EventLoop {
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private let sweepTimer: UnsafeMutablePointer<uv_timer_t>
     private let logFlusher: UnsafeMutablePointer<uv_check_t>
-    private var graceTimer: UnsafeMutablePointer<uv_timer_t>?
-    private var listener: UnsafeMutablePointer<uv_tcp_t>?
-    private var connections: [UInt64: Connection] = [:]
-    private var nextConnectionID: UInt64 = 0
-    private var draining = false
-    private var stopping = false
+    // Loop-thread confined and never re-entered, so runtime exclusivity checks only cost time here.
+    @exclusivity(unchecked) private var graceTimer: UnsafeMutablePointer<uv_timer_t>?
+    @exclusivity(unchecked) private var listener: UnsafeMutablePointer<uv_tcp_t>?
+    @exclusivity(unchecked) private var connections: [UInt64: Connection] = [:]
+    @exclusivity(unchecked) private var nextConnectionID: UInt64 = 0
+    @exclusivity(unchecked) private var draining = false
+    @exclusivity(unchecked) private var stopping = false
     /// Shared by every connection of this loop: each read is parsed (and copied out) before the next one.
     let readBuffer = UnsafeMutableRawPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
-    private(set) var dateCache = DateCache()
+    @exclusivity(unchecked) private(set) var dateCache = DateCache()
     /// Access lines gathered during one loop iteration, written with one write(2) after it.
-    private var logBuffer = ByteWriter(capacity: 64 * 1024)
+    @exclusivity(unchecked) private var logBuffer = ByteWriter(capacity: 64 * 1024)
     private let logAccessLines: Bool
 
     /// Sets up the loop and starts listening on `fd` (already bound and listening).

@@ -29,29 +29,30 @@ final class RequestParser {
     private let maxBodyBytes: Int
 
     /// Events produced by the last `feed` calls; the caller drains them.
-    var events: [ParserEvent] = []
+    // Loop-thread confined and never re-entered, so runtime exclusivity checks only cost time here.
+    @exclusivity(unchecked) var events: [ParserEvent] = []
     /// True between the first byte of a request and its end.
-    private(set) var inMessage = false
+    @exclusivity(unchecked) private(set) var inMessage = false
     /// Monotonic time the current request began.
-    private(set) var messageStartedAt: UInt64 = 0
+    @exclusivity(unchecked) private(set) var messageStartedAt: UInt64 = 0
     /// True once the parser hit an error or an upgrade: no more bytes are parsed.
-    private(set) var stopped = false
+    @exclusivity(unchecked) private(set) var stopped = false
 
     // Per-message accumulation, reused between messages.
-    private var url: [UInt8] = []
-    private var field: [UInt8] = []
-    private var value: [UInt8] = []
-    private var lastWasValue = false
-    private var headers: [(name: String, value: String)] = []
-    private var body: [UInt8] = []
-    private var headerBytes = 0
-    private var contentLengths: [String] = []
-    private var transferEncodings: [String] = []
-    private var expectation: String?
-    private var requestID = ""
-    private var pendingError: HTTPParseError?
+    @exclusivity(unchecked) private var url: [UInt8] = []
+    @exclusivity(unchecked) private var field: [UInt8] = []
+    @exclusivity(unchecked) private var value: [UInt8] = []
+    @exclusivity(unchecked) private var lastWasValue = false
+    @exclusivity(unchecked) private var headers: [(name: String, value: String)] = []
+    @exclusivity(unchecked) private var body: [UInt8] = []
+    @exclusivity(unchecked) private var headerBytes = 0
+    @exclusivity(unchecked) private var contentLengths: [String] = []
+    @exclusivity(unchecked) private var transferEncodings: [String] = []
+    @exclusivity(unchecked) private var expectation: String?
+    @exclusivity(unchecked) private var requestID = ""
+    @exclusivity(unchecked) private var pendingError: HTTPParseError?
     /// Set when Content-Length, Transfer-Encoding or Expect was seen, so the common request skips their checks.
-    private var sawFramingHeaders = false
+    @exclusivity(unchecked) private var sawFramingHeaders = false
 
     /// A parser enforcing `maxHeaderBytes` (request line + headers) and `maxBodyBytes`.
     init(maxHeaderBytes: Int, maxBodyBytes: Int) {
