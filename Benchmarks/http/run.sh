@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # HTTP layer benchmark: osprey serve (1 I/O thread) vs nginx (1 worker) answering the same tiny JSON,
 # measured with the same wrk command in the same run. Not a test: prints req/s, p99 and the ratio.
-# Usage: Benchmarks/http/run.sh [duration, default 10s] [connections, default 64]
+# Usage: [ROUNDS=3] Benchmarks/http/run.sh [duration, default 10s] [connections, default 64]
+# The box is shared, so rounds alternate between the servers and the medians are compared.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${1:-10s}
 CONNECTIONS=${2:-64}
+ROUNDS=${ROUNDS:-3}
 OSPREY_PORT=${OSPREY_PORT:-18580}
 NGINX_PORT=${NGINX_PORT:-18581}
 WORK=$(mktemp -d)
@@ -60,12 +62,17 @@ measure() { # name url -> prints "name req/s p99"
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
     p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
     echo "$1 $rps $p99"
+    sleep 1
 }
 
-echo "wrk -t1 -c$CONNECTIONS -d$DURATION --latency http://127.0.0.1:PORT/v2/health/live"
-OSPREY=$(measure osprey "http://127.0.0.1:$OSPREY_PORT/v2/health/live")
-NGINX=$(measure nginx "http://127.0.0.1:$NGINX_PORT/v2/health/live")
-printf '%-8s %12s %10s\n' server req/s p99
-printf '%-8s %12s %10s\n' $OSPREY
-printf '%-8s %12s %10s\n' $NGINX
-awk -v a="$(cut -d' ' -f2 <<<"$OSPREY")" -v b="$(cut -d' ' -f2 <<<"$NGINX")" 'BEGIN { printf "osprey/nginx throughput ratio: %.2f\n", a / b }'
+echo "wrk -t1 -c$CONNECTIONS -d$DURATION --latency http://127.0.0.1:PORT/v2/health/live  (x$ROUNDS rounds, alternating; median)"
+: >"$WORK/results"
+for round in $(seq "$ROUNDS"); do
+    measure osprey "http://127.0.0.1:$OSPREY_PORT/v2/health/live" | tee -a "$WORK/results"
+    measure nginx "http://127.0.0.1:$NGINX_PORT/v2/health/live" | tee -a "$WORK/results"
+done
+median() { grep "^$1 " "$WORK/results" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+OSPREY_RPS=$(median osprey)
+NGINX_RPS=$(median nginx)
+echo "median req/s: osprey $OSPREY_RPS, nginx $NGINX_RPS"
+awk -v a="$OSPREY_RPS" -v b="$NGINX_RPS" 'BEGIN { printf "osprey/nginx throughput ratio: %.2f\n", a / b }'

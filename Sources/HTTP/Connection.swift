@@ -7,7 +7,7 @@ import CLibUV
 ///
 /// Requests are answered strictly in arrival order: each gets a slot; responses fill slots in any order and
 /// are written as soon as every earlier slot has been written.
-final class Connection {
+final class Connection: ParserEventSink {
     /// A request awaiting (or holding) its response, with what the access log needs.
     private struct Slot {
         var method: String
@@ -59,6 +59,7 @@ final class Connection {
         parser = RequestParser(maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
         idleSince = WallClock.monotonicNanoseconds()
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        parser.sink = self
     }
 
     deinit { out.free() }
@@ -102,23 +103,24 @@ final class Connection {
     }
 
     private func processParserEvents() {
-        for event in parser.events {
-            if finishing { break }
-            switch event {
-            case .expectContinue:
-                continueOwed = true
-            case .request(let parsed):
-                continueOwed = false
-                enqueue(parsed)
-            case .error(let error):
-                continueOwed = false
-                enqueueError(status: error.status, message: error.message)
-            }
-        }
-        parser.events.removeAll(keepingCapacity: true)
         if parser.stopped { finishing = true }
         writeReady()
         if slots.count >= loop.context.configuration.maxPipelinedRequests { stopReading() }
+    }
+
+    /// Called by the parser during `feed`, in wire order; nothing after a final request or error is taken.
+    func parserEmitted(_ event: ParserEvent) {
+        guard !finishing else { return }
+        switch event {
+        case .expectContinue:
+            continueOwed = true
+        case .request(let parsed):
+            continueOwed = false
+            enqueue(parsed)
+        case .error(let error):
+            continueOwed = false
+            enqueueError(status: error.status, message: error.message)
+        }
     }
 
     private func enqueue(_ parsed: ParsedRequest) {

@@ -20,6 +20,12 @@ enum ParserEvent {
     case error(HTTPParseError)
 }
 
+/// Receives parser events as they happen (the connection), instead of through `events`.
+protocol ParserEventSink: AnyObject {
+    /// One event, in wire order.
+    func parserEmitted(_ event: ParserEvent)
+}
+
 /// Incremental HTTP/1.x request parser over http-parser with our own limits; confined to one thread.
 ///
 /// Everything is copied out of the parser's buffers into owned values, so events outlive the bytes fed.
@@ -31,6 +37,8 @@ final class RequestParser {
     /// Events produced by the last `feed` calls; the caller drains them.
     // Loop-thread confined and never re-entered, so runtime exclusivity checks only cost time here.
     @exclusivity(unchecked) var events: [ParserEvent] = []
+    /// When set, events go straight here (no array round trip); the sink must outlive the parser.
+    unowned(unsafe) var sink: (any ParserEventSink)?
     /// True between the first byte of a request and its end.
     @exclusivity(unchecked) private(set) var inMessage = false
     /// Monotonic time the current request began.
@@ -73,15 +81,20 @@ final class RequestParser {
         let errno = http_errno(rawValue: parser.pointee.http_errno)
         if errno != HPE_OK {
             stopped = true
-            events.append(.error(pendingError ?? mapLibraryError(errno)))
+            emit(.error(pendingError ?? mapLibraryError(errno)))
         } else if parser.pointee.upgrade == 1 {
             // Protocol switches (Upgrade, CONNECT) are not supported: answer what was parsed, then stop reading.
             stopped = true
-            if inMessage { events.append(.error(.unsupportedMethod("CONNECT"))) }
+            if inMessage { emit(.error(.unsupportedMethod("CONNECT"))) }
         } else if consumed != bytes.count {
             stopped = true
-            events.append(.error(.malformed("parser stopped after \(consumed) of \(bytes.count) bytes")))
+            emit(.error(.malformed("parser stopped after \(consumed) of \(bytes.count) bytes")))
         }
+    }
+
+    @inline(__always)
+    private func emit(_ event: ParserEvent) {
+        if let sink { sink.parserEmitted(event) } else { events.append(event) }
     }
 
     /// Convenience for tests: feeds an array.
@@ -175,7 +188,7 @@ final class RequestParser {
                 return -1
             }
             // HTTP/1.0 clients do not understand 1xx; only 1.1 gets the interim response.
-            if parser.pointee.http_major == 1, parser.pointee.http_minor >= 1 { events.append(.expectContinue) }
+            if parser.pointee.http_major == 1, parser.pointee.http_minor >= 1 { emit(.expectContinue) }
         }
         let declared = contentLengths.isEmpty ? 0 : Int(parser.pointee.content_length)
         if declared > 0 { body.reserveCapacity(min(declared, 256 * 1024)) }
@@ -237,7 +250,7 @@ final class RequestParser {
         let request = HTTPRequest(method: RequestParser.methodName(parser.pointee.method), path: path, query: query,
                                   version: version, headers: HTTPHeaders(fields: headers), body: body, requestID: requestID)
         let keepAlive = http_should_keep_alive(parser) != 0
-        events.append(.request(ParsedRequest(request: request, keepAlive: keepAlive, startedAt: messageStartedAt)))
+        emit(.request(ParsedRequest(request: request, keepAlive: keepAlive, startedAt: messageStartedAt)))
         headers = []
         body = []
         inMessage = false
