@@ -237,6 +237,34 @@ final class ServerTests: XCTestCase {
         XCTAssertEqual(client.readResponse()?.status, 200)
     }
 
+    func testClientLeavingMidResponseIsHarmless() throws {
+        let big = [UInt8](repeating: 0x62, count: 8 << 20)
+        let (server, port) = try startServer(responder: { request in
+            if request.headers["X-Delay-Ms"] != nil { try? await Task.sleep(nanoseconds: 30_000_000) }
+            return HTTPResponse(status: 200, body: big)
+        })
+        defer { server.shutdown(gracePeriod: 1) }
+        for _ in 0..<3 {
+            let client = try TestClient(port: port)
+            client.send("GET /big HTTP/1.1\r\n\r\n")
+            var byte: UInt8 = 0
+            _ = recv(client.fd, &byte, 1, 0)
+            // Leave with most of the 8 MiB unread: the server's writes now fail with EPIPE/ECONNRESET.
+            var linger = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(client.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+        }
+        for _ in 0..<3 {
+            // A plain close before the answer: the server's later writes hit a dead peer (EPIPE, SIGPIPE if not ignored).
+            let client = try TestClient(port: port)
+            client.send("GET /big HTTP/1.1\r\nX-Delay-Ms: 30\r\n\r\n")
+            shutdown(client.fd, Int32(SHUT_RDWR))
+        }
+        XCTAssertTrue(eventually { server.openConnections == 0 }, "open: \(server.openConnections)")
+        let client = try TestClient(port: port)
+        client.send("GET /again HTTP/1.1\r\n\r\n")
+        XCTAssertEqual(client.readResponse()?.body.count, big.count)
+    }
+
     func testInlineResponderAnswersOnTheLoopAndCanDefer() throws {
         let (server, port) = try startServer(inline: { request in
             request.path == "/fast" ? HTTPResponse(status: 200, body: Array("inline".utf8)) : nil
