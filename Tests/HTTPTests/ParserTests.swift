@@ -225,3 +225,32 @@ extension ParserTests {
         XCTAssertEqual(seen, [.error(.conflictingFraming("Content-Length and Transfer-Encoding are both present"))])
     }
 }
+
+extension ParserTests {
+    func testRandomInputNeverCrashesAndEndsInAnErrorOrRequests() {
+        var generator = SystemRandomNumberGenerator()
+        let seeds = ["GET / HTTP/1.1\r\n", "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", "PUT / HTTP/1.0\r\nContent-Length: 4\r\n\r\n"]
+        for round in 0..<500 {
+            let parser = RequestParser(maxHeaderBytes: 512, maxBodyBytes: 256)
+            var bytes = Array(seeds[round % seeds.count].utf8)
+            bytes += (0..<Int.random(in: 0...600, using: &generator)).map { _ in
+                // Mostly printable, with CR/LF and arbitrary bytes mixed in.
+                switch UInt8.random(in: 0...9, using: &generator) {
+                case 0: 13
+                case 1: 10
+                case 2: UInt8.random(in: 0...255, using: &generator)
+                default: UInt8.random(in: 0x20...0x7E, using: &generator)
+                }
+            }
+            var offset = 0
+            while offset < bytes.count {
+                let step = Int.random(in: 1...64, using: &generator)
+                parser.feed(Array(bytes[offset..<min(bytes.count, offset + step)]))
+                offset += step
+            }
+            for case .error(let error) in parser.events {
+                XCTAssertTrue([400, 413, 417, 431, 501].contains(error.status), "\(error)")
+            }
+        }
+    }
+}

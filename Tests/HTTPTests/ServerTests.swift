@@ -320,3 +320,45 @@ final class ServerTests: XCTestCase {
         for (i, client) in clients.enumerated() { XCTAssertEqual(client.readResponse()?.text, "GET /\(i)? 0\n") }
     }
 }
+
+extension ServerTests {
+    func testManyPipelinedRequestsPassThroughBackpressure() throws {
+        let (server, port) = try startServer { $0.maxPipelinedRequests = 4 }
+        defer { server.shutdown(gracePeriod: 1) }
+        let client = try TestClient(port: port)
+        client.send((0..<200).map { "GET /\($0) HTTP/1.1\r\n\r\n" }.joined())
+        for i in 0..<200 {
+            guard let response = client.readResponse() else { return XCTFail("response \(i) missing") }
+            XCTAssertEqual(response.text, "GET /\(i)? 0\n")
+        }
+    }
+
+    func testIPv6Loopback() throws {
+        var configuration = HTTPServerConfiguration(host: "::1", port: 0)
+        configuration.logLevel = .off
+        let server = HTTPServer(configuration: configuration, responder: echoResponder)
+        let port: Int
+        do { port = try server.start() } catch { throw XCTSkip("no IPv6 loopback here: \(error)") }
+        defer { server.shutdown(gracePeriod: 1) }
+        let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_port = UInt16(port).bigEndian
+        address.sin6_addr = in6addr_loopback
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+        }
+        XCTAssertEqual(status, 0)
+        let request = Array("GET /six HTTP/1.1\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received.append(contentsOf: chunk[..<n])
+        }
+        XCTAssertTrue(String(decoding: received, as: UTF8.self).hasSuffix("GET /six? 0\n"))
+    }
+}
