@@ -30,6 +30,7 @@ final class Connection: ParserEventSink {
 
     // Loop-thread confined and never re-entered, so runtime exclusivity checks only cost time here.
     @exclusivity(unchecked) private var slots: [Slot] = []
+    /// Sequence number of `slots.first`; also how many requests were answered so far.
     @exclusivity(unchecked) private var headSequence: UInt64 = 0
     /// No further requests are taken: the last one said close, an error was answered, or the peer half-closed.
     @exclusivity(unchecked) private var finishing = false
@@ -332,7 +333,7 @@ final class Connection: ParserEventSink {
         if writeInFlight { return .writing(since: lastWriteProgress) }
         if !finishing && parser.inMessage { return .reading(since: parser.messageStartedAt) }
         if !slots.isEmpty { return .awaitingResponder }
-        return .idle(since: idleSince)
+        return headSequence == 0 ? .awaitingFirstRequest(since: idleSince) : .idle(since: idleSince)
     }
 
     /// Applies a timeout decided by the sweep.

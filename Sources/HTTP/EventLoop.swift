@@ -123,11 +123,12 @@ final class EventLoop {
             uv_close(handleOf(handle), EventLoop.freeTCPCallback)
             return
         }
-        if draining || context.openConnections.load(ordering: .relaxed) >= context.configuration.maxConnections {
+        // Claim a place first, so loops racing for the last one cannot both take it.
+        if draining || context.openConnections.add(1, ordering: .relaxed).oldValue >= context.configuration.maxConnections {
+            if !draining { context.openConnections.subtract(1, ordering: .relaxed) }
             rejectOverCapacity(handle)
             return
         }
-        context.openConnections.add(1, ordering: .relaxed)
         uv_tcp_nodelay(handle, 1)
         nextConnectionID += 1
         let connection = Connection(id: nextConnectionID, loop: self, handle: handle, remote: peerAddress(handle))

@@ -161,6 +161,9 @@ final class TimeoutPolicyTests: XCTestCase {
         XCTAssertEqual(policy.action(for: .reading(since: 100 * ms), now: 599 * ms), .none)
         XCTAssertEqual(policy.action(for: .reading(since: 100 * ms), now: 600 * ms), .requestTimeout)
         XCTAssertEqual(policy.action(for: .awaitingResponder, now: UInt64.max), .none)
+        // A fresh connection gets the read limit for its first byte, not the idle one.
+        XCTAssertEqual(policy.action(for: .awaitingFirstRequest(since: 0), now: 499 * ms), .none)
+        XCTAssertEqual(policy.action(for: .awaitingFirstRequest(since: 0), now: 500 * ms), .close)
         XCTAssertEqual(policy.action(for: .writing(since: 0), now: 1000 * ms), .close)
         // Linger never outlasts the read timeout.
         XCTAssertEqual(policy.action(for: .lingering(since: 0), now: 500 * ms), .close)

@@ -154,6 +154,14 @@ final class ServerTests: XCTestCase {
         XCTAssertTrue(eventually { server.openConnections == 0 })
     }
 
+    func testSilentNewConnectionIsClosedAfterTheReadTimeout() throws {
+        let (server, port) = try startServer { $0.readTimeout = 0.2; $0.idleTimeout = 60 }
+        defer { server.shutdown(gracePeriod: 1) }
+        let client = try TestClient(port: port, timeout: 2)
+        XCTAssertTrue(client.isClosedByPeer())
+        XCTAssertTrue(eventually { server.openConnections == 0 })
+    }
+
     func testSlowRequestGets408() throws {
         let (server, port) = try startServer { $0.readTimeout = 0.2 }
         defer { server.shutdown(gracePeriod: 1) }
