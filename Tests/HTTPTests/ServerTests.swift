@@ -188,14 +188,18 @@ final class ServerTests: XCTestCase {
     }
 
     func testShutdownLetsTheRequestInFlightFinish() throws {
-        let (server, port) = try startServer()
+        let started = Latch()
+        let (server, port) = try startServer(responder: { request in
+            if request.path == "/slow" { started.open() }
+            return await echoResponder(request)
+        })
         let idle = try TestClient(port: port)
         idle.send("GET / HTTP/1.1\r\n\r\n")
         XCTAssertNotNil(idle.readResponse())
         let client = try TestClient(port: port)
         client.send("GET /slow HTTP/1.1\r\nX-Delay-Ms: 300\r\n\r\n")
-        XCTAssertTrue(eventually { server.openConnections == 2 })
-        usleep(50_000)
+        // Shut down only once the request is with the responder.
+        XCTAssertTrue(eventually { started.opened })
         let stopped = Latch()
         Thread.detachNewThread {
             server.shutdown(gracePeriod: 5)
