@@ -73,6 +73,8 @@ public final class PackedConvolution: @unchecked Sendable {
         case .depthwise: return 0
         case .pointwise, .unfolded:
             if batchesImages(g) { return (k + g.outChannelsPerGroup) * g.batch * outPlane }
+            // Tiles unfold into per-thread scratch instead.
+            if tiling(g).count >= Self.minimumTiles { return 0 }
             return path(for: g) == .pointwise ? 0 : k * outPlane
         }
     }
@@ -94,8 +96,8 @@ public final class PackedConvolution: @unchecked Sendable {
         }
         let needed = workspaceCount(for: g)
         precondition(needed == 0 || workspace != nil, "convolution needs a workspace of \(needed) floats")
-        let tiling = tiling(g, path: path)
-        if tiling.count >= 1 && (EngineThreads.threads == 1 || tiling.count >= 2 * EngineThreads.threads) {
+        let tiling = tiling(g)
+        if tiling.count >= Self.minimumTiles {
             runTiled(g, path: path, rowsPerTile: tiling.rowsPerTile, tilesPerImage: tiling.count / (g.batch * groups),
                      input: input, output: output, residual: residual)
             return
@@ -112,9 +114,13 @@ public final class PackedConvolution: @unchecked Sendable {
         }
     }
 
+    /// Fewest tiles worth running in parallel (two per thread on this 2-core box); below that, one wide gemm split
+    /// across the threads does better. Independent of the thread count so `workspaceCount` stays valid if it changes.
+    private static let minimumTiles = 4
+
     /// Tiles of whole output rows sized so one tile's columns and products stay in the L2 cache (about 1 MB here),
     /// or none when small planes batch better (`runBatched`). count = tiles over all images and groups.
-    private func tiling(_ g: ConvGeometry, path: Path) -> (rowsPerTile: Int, count: Int) {
+    private func tiling(_ g: ConvGeometry) -> (rowsPerTile: Int, count: Int) {
         if batchesImages(g) { return (0, 0) }
         let k = g.inChannelsPerGroup * kernelHeight * kernelWidth
         let budget = 640 * 1024 / MemoryLayout<Float>.stride
