@@ -102,14 +102,16 @@ public final class PackedConvolution: @unchecked Sendable {
                      input: input, output: output, residual: residual)
             return
         }
-        if batchesImages(g) {
+        let batched = batchesImages(g)
+        if batched {
             runBatched(g, path: path, input: input, output: output, workspace: workspace!)
         } else {
             runPerImage(g, path: path, input: input, output: output, workspace: workspace)
         }
         let outPlane = oh * ow
         for n in 0..<g.batch {
-            applyChannelEpilogue(output + n * outChannels * outPlane, channels: outChannels, planeSize: outPlane, bias: bias,
+            // The per-image gemms started from the bias already.
+            applyChannelEpilogue(output + n * outChannels * outPlane, channels: outChannels, planeSize: outPlane, bias: batched ? bias : nil,
                                  residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
         }
     }
@@ -147,8 +149,12 @@ public final class PackedConvolution: @unchecked Sendable {
             let image = input + n * inChannels * inPlane
             let result = output + (n * outChannels + group * mg) * outPlane + first
             let gemm = { (b: UnsafePointer<Float>, ldb: Int) in
+                // Starting from the bias (beta 1) replaces OpenBLAS's zeroing pass over C and the epilogue's add.
+                if let bias {
+                    for i in 0..<mg { (result + i * outPlane).update(repeating: bias[group * mg + i], count: width) }
+                }
                 sgemm(transposeA: false, transposeB: false, m: mg, n: width, k: k, alpha: 1, a: weights + group * mg * k, lda: k,
-                      b: b, ldb: ldb, beta: 0, c: result, ldc: outPlane)
+                      b: b, ldb: ldb, beta: bias == nil ? 0 : 1, c: result, ldc: outPlane)
             }
             if path == .pointwise {
                 gemm(image + group * cg * inPlane + first, inPlane)
@@ -159,11 +165,8 @@ public final class PackedConvolution: @unchecked Sendable {
                 }
             }
             let res = residual.map { $0 + (n * outChannels + group * mg) * outPlane + first }
-            if bias != nil || res != nil || activation != .none {
-                for i in 0..<mg {
-                    activation.apply(result + i * outPlane, count: width, adding: bias?[group * mg + i] ?? 0,
-                                     residual: res.map { $0 + i * outPlane })
-                }
+            if res != nil || activation != .none {
+                for i in 0..<mg { activation.apply(result + i * outPlane, count: width, adding: 0, residual: res.map { $0 + i * outPlane }) }
             }
         }
     }
@@ -185,8 +188,13 @@ public final class PackedConvolution: @unchecked Sendable {
                     im2col(g, image: image, firstChannel: group * cg, columns: workspace!)
                     b = UnsafePointer(workspace!)
                 }
+                let c = result + group * mg * outPlane
+                // Starting from the bias (beta 1) replaces OpenBLAS's zeroing pass over C and the epilogue's add.
+                if let bias {
+                    for i in 0..<mg { (c + i * outPlane).update(repeating: bias[group * mg + i], count: outPlane) }
+                }
                 sgemm(transposeA: false, transposeB: false, m: mg, n: outPlane, k: k, alpha: 1,
-                      a: weights + group * mg * k, lda: k, b: b, ldb: outPlane, beta: 0, c: result + group * mg * outPlane, ldc: outPlane)
+                      a: weights + group * mg * k, lda: k, b: b, ldb: outPlane, beta: bias == nil ? 0 : 1, c: c, ldc: outPlane)
             }
         }
     }
