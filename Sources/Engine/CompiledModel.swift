@@ -131,7 +131,7 @@ public final class CompiledModel: Sendable {
             }
             let parameters = op == "ConstantOfShape" || op == "Range" ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
             let needsDerived = shapeParameterOps.contains(op) || op == "ConstantOfShape" || op == "Range"
-            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression"]
+            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression", "Unique"]
             if dataShaped.contains(op) { continue }
             if ins.allSatisfy({ stable.contains($0) }) && (!needsDerived || parameters.allSatisfy({ derived.contains($0) })) {
                 stable.formUnion(outs)

@@ -173,3 +173,44 @@ let samplingOperators: OperatorTable = [
         return [Tensor(shape: shape, scalars: result)]
     } },
 ]
+
+/// `Unique`: distinct elements (or slices along `axis`) with first indices, inverse indices and counts.
+let uniqueOperators: OperatorTable = [
+    "Unique": { ctx in
+        let sorted = try ctx.int("sorted", 1) == 1
+        let axisAttr: Int? = ctx.has("axis") ? try ctx.int("axis", 0) : nil
+        return PreparedKernel { inputs in
+            var x = try inputs.required(0, ctx)
+            if axisAttr == nil { x = x.reshaped([x.count]) }
+            let axis = try ctx.axis(axisAttr ?? 0, rank: x.rank)
+            let values = x.doubles
+            let dim = x.shape[axis], outer = x.shape[..<axis].reduce(1, *), inner = x.shape[(axis + 1)...].reduce(1, *)
+            // Each slice along `axis` as a comparable key.
+            let slices: [[Double]] = (0..<dim).map { k in
+                var slice: [Double] = []
+                for o in 0..<outer { for i in 0..<inner { slice.append(values[(o * dim + k) * inner + i]) } }
+                return slice
+            }
+            var firstIndex: [[Double]: Int] = [:]
+            var order: [[Double]] = []
+            var counts: [[Double]: Int] = [:]
+            for (k, slice) in slices.enumerated() {
+                if firstIndex[slice] == nil { firstIndex[slice] = k; order.append(slice) }
+                counts[slice, default: 0] += 1
+            }
+            if sorted { order.sort { a, b in a.lexicographicallyPrecedes(b) } }
+            let position = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($0.element, $0.offset) })
+            var shape = x.shape
+            shape[axis] = order.count
+            var y = [Double](repeating: 0, count: outer * order.count * inner)
+            for (u, slice) in order.enumerated() {
+                var n = 0
+                for o in 0..<outer { for i in 0..<inner { y[(o * order.count + u) * inner + i] = slice[n]; n += 1 } }
+            }
+            return [try castTensor(Tensor(shape: shape, scalars: y), to: x.dtype, ctx),
+                    Tensor.int64(order.map { firstIndex[$0]! }),
+                    Tensor.int64(slices.map { position[$0]! }),
+                    Tensor.int64(order.map { counts[$0]! })]
+        }
+    },
+]
