@@ -249,3 +249,39 @@ import ONNX
         #expect(Set(required).isSubset(of: CompiledModel.supportedOperators))
     }
 }
+
+/// If and Loop with subgraphs that read outer-scope values.
+@Suite struct ControlFlowTests {
+    @Test func ifPicksABranchThatReadsOuterValues() throws {
+        let thenGraph = Graph(name: "then", nodes: [Node(opType: "Add", inputs: ["x", "x"], outputs: ["t"])], outputs: [ValueInfo(name: "t")])
+        let elseGraph = Graph(name: "else", nodes: [Node(opType: "Neg", inputs: ["x"], outputs: ["e"])], outputs: [ValueInfo(name: "e")])
+        let graph = Graph(nodes: [Node(opType: "Greater", inputs: ["x0", "zero"], outputs: ["c"]),
+                                  Node(opType: "Relu", inputs: ["v"], outputs: ["x"]),
+                                  Node(opType: "If", inputs: ["c"], outputs: ["y"], attributes: ["then_branch": .graph(thenGraph), "else_branch": .graph(elseGraph)])],
+                          initializers: [(name: "zero", tensor: Tensor(scalar: Float(0)))],
+                          inputs: [ValueInfo(name: "x0", elementType: .float32, shape: []), ValueInfo(name: "v", elementType: .float32, shape: [.fixed(2)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: [.fixed(2)])])
+        let model = try CompiledModel(model: Model(graph: graph))
+        let v = TestSupport.f([2], [1, -3])
+        #expect(try model.run(["x0": Tensor(scalar: Float(1)), "v": v])["y"]!.scalars(as: Float.self) == [2, 0])
+        #expect(try model.run(["x0": Tensor(scalar: Float(-1)), "v": v])["y"]!.scalars(as: Float.self) == [-1, 0])
+    }
+
+    @Test func loopCarriesStateAndStacksScanOutputs() throws {
+        // body(i, cond, acc) -> (cond, acc + step, acc + step as a scan output); `step` comes from the outer graph.
+        let body = Graph(name: "body", nodes: [Node(opType: "Add", inputs: ["acc", "step"], outputs: ["next"]),
+                                               Node(opType: "Identity", inputs: ["cond_in"], outputs: ["cond_out"]),
+                                               Node(opType: "Identity", inputs: ["next"], outputs: ["scan"])],
+                         inputs: [ValueInfo(name: "i", elementType: .int64, shape: []), ValueInfo(name: "cond_in", elementType: .bool, shape: []),
+                                  ValueInfo(name: "acc", elementType: .float32, shape: [.fixed(1)])],
+                         outputs: [ValueInfo(name: "cond_out"), ValueInfo(name: "next"), ValueInfo(name: "scan")])
+        let graph = Graph(nodes: [Node(opType: "Loop", inputs: ["trips", "", "start"], outputs: ["final", "history"], attributes: ["body": .graph(body)])],
+                          initializers: [(name: "trips", tensor: Tensor(scalar: Int64(3))), (name: "step", tensor: TestSupport.f([1], [2]))],
+                          inputs: [ValueInfo(name: "start", elementType: .float32, shape: [.fixed(1)])],
+                          outputs: [ValueInfo(name: "final"), ValueInfo(name: "history")])
+        let model = try CompiledModel(model: Model(graph: graph))
+        let out = try model.run(["start": TestSupport.f([1], [1])])
+        #expect(out["final"]!.scalars(as: Float.self) == [7])
+        #expect(out["history"]!.shape == [3, 1] && out["history"]!.scalars(as: Float.self) == [3, 5, 7])
+    }
+}
