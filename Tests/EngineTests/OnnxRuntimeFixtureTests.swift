@@ -212,8 +212,19 @@ final class LockedCounter: @unchecked Sendable {
         #expect { try NumpyFormat.decode(file("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }")) } throws: { $0 is EngineError }
         #expect { try NumpyFormat.decode(file("{'descr': '<f4', 'fortran_order': False, 'shape': (100,), }")) } throws: { $0 is EngineError }
         #expect { try NumpyFormat.decode([1, 2, 3]) } throws: { $0 is EngineError }
-        let v3 = file("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }")
-        #expect(try NumpyFormat.decode(v3).shape == [2])
+        let v1 = file("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }")
+        #expect(try NumpyFormat.decode(v1).shape == [2])
+        // Versions 2 and 3 carry a 4-byte header length.
+        for major in [UInt8(2), 3] {
+            var h = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }"
+            while (12 + h.utf8.count + 1) % 64 != 0 { h += " " }
+            h += "\n"
+            let n = h.utf8.count
+            let bytes: [UInt8] = [0x93, 0x4E, 0x55, 0x4D, 0x50, 0x59, major, 0, UInt8(n & 0xff), UInt8(n >> 8), 0, 0] + Array(h.utf8)
+                + withUnsafeBytes(of: 1.5) { Array($0) } + withUnsafeBytes(of: -2.0) { Array($0) }
+            let t = try NumpyFormat.decode(bytes)
+            #expect(t.dtype == .float64 && t.shape == [1, 2] && t.scalars(as: Double.self) == [1.5, -2])
+        }
     }
 }
 
