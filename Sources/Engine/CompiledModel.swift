@@ -83,6 +83,7 @@ public final class CompiledModel: Sendable {
             }
             let ctx = OpContext(node: node, opset: opset, constants: known, activation: planned.activation)
             let prepared = try operatorTable[node.opType]!(ctx)
+            ctx.releaseConstants()
             var inputIDs: [Int] = []
             for (i, name) in node.inputs.enumerated() {
                 if name.isEmpty || prepared.consumedInputs.contains(i) { inputIDs.append(-1); continue }

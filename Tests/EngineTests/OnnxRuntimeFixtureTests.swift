@@ -306,3 +306,23 @@ final class LockedCounter: @unchecked Sendable {
         #expect { try CompiledModel(model: Model(graph: noProducer)) } throws: { ($0 as? EngineError)?.code == .invalidModel }
     }
 }
+
+/// Packed Conv weights are the only copy the compiled model keeps.
+@Suite struct WeightOwnershipTests {
+    @Test func unpackedConvWeightsAreReleasedAfterCompilation() throws {
+        weak var weightStorage: TensorStorage?
+        var compiled: CompiledModel?
+        do {
+            let w = TestSupport.f([2, 1, 3, 3], (0..<18).map { Float($0) })
+            weightStorage = w.storage
+            let graph = Graph(nodes: [Node(name: "conv", opType: "Conv", inputs: ["x", "w"], outputs: ["c"]), Node(opType: "Relu", inputs: ["c"], outputs: ["y"])],
+                              initializers: [(name: "w", tensor: w)],
+                              inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(1), .fixed(3), .fixed(3)])],
+                              outputs: [ValueInfo(name: "y", elementType: .float32, shape: nil)])
+            compiled = try CompiledModel(model: Model(graph: graph))
+        }
+        #expect(weightStorage == nil)
+        let y = try compiled!.run(["x": Tensor(shape: [1, 1, 3, 3], scalars: [Float](repeating: 1, count: 9))])["y"]!
+        #expect(y.scalars(as: Float.self) == [36, 117])
+    }
+}
