@@ -218,6 +218,13 @@ import ONNX
         #expect(T.close(Array(T.floats(linear)[0..<4]), [1, 1.3333334, 1.6666666, 2]))
         let sized = try T.runNode("Resize", [("x", x), ("", T.f([0], [])), ("", T.f([0], [])), ("z", T.i([4], [1, 1, 1, 1]))], opset: 13)[0]
         #expect(sized.shape == [1, 1, 1, 1])
+        // Antialiased downsampling (values from the ONNX reference implementation).
+        let grid = T.f([1, 1, 4, 4], (1...16).map { Float($0) }), down = T.f([4], [1, 1, 0.6, 0.6])
+        for (mode, expected) in [("linear", [2.875, 4.5, 9.375, 11.0] as [Float]), ("cubic", [2.5180695, 4.2858858, 9.5893354, 11.357152])] {
+            let y = try T.runNode("Resize", [("x", grid), ("", T.f([0], [])), ("s", down)],
+                                  attributes: ["mode": .string(Array(mode.utf8)), "antialias": .int(1)], opset: 18)[0]
+            #expect(y.shape == [1, 1, 2, 2] && T.close(T.floats(y), expected), "\(mode)")
+        }
         let up = try T.runNode("Upsample", [("x", x), ("s", scales)], opset: 9)[0]
         #expect(T.floats(up) == T.floats(nearest))
     }
