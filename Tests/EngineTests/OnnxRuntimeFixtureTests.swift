@@ -326,3 +326,14 @@ final class LockedCounter: @unchecked Sendable {
         #expect(y.scalars(as: Float.self) == [36, 117])
     }
 }
+
+/// Public dtype conversion used by `osprey predict`.
+@Suite struct ConversionTests {
+    @Test func convertsWithCastSemantics() throws {
+        let d = Tensor(shape: [3], scalars: [1.9, -1.9, 0.0])
+        #expect(try d.converted(to: .float32).scalars(as: Float.self) == [1.9, -1.9, 0])
+        #expect(try d.converted(to: .int64).scalars(as: Int64.self) == [1, -1, 0])
+        #expect(try d.converted(to: .bool).scalars(as: Bool.self) == [true, true, false])
+        #expect(throws: EngineError.self) { try Tensor(shape: [1], strings: [[65]]).converted(to: .float32) }
+    }
+}
