@@ -1,8 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// Release builds of the numeric modules drop bounds checks in their inner loops.
-let fast: [SwiftSetting] = [.unsafeFlags(["-Ounchecked", "-wmo"], .when(configuration: .release))]
+/// Release builds of the numeric modules drop bounds checks in their inner loops and target x86-64-v3 (AVX2, FMA):
+/// without a CPU target Swift emits SSE2 only and the SIMD kernels lose about 15%.
+let fast: [SwiftSetting] = [.unsafeFlags(["-Ounchecked", "-wmo", "-target-cpu", "haswell"], .when(configuration: .release))]
 
 let package = Package(
     name: "Osprey",

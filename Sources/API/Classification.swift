@@ -82,7 +82,9 @@ extension V2Codec {
                 writer.key("index"); writer.int(c.index)
                 writer.key("label")
                 if let label = c.label { writer.string(label) } else { writer.null() }
-                writer.key("score"); writer.double(c.score)
+                // float32 scores print in their own shortest form (0.9996165, not 0.99961650371551514).
+                writer.key("score")
+                if let single = Float(exactly: c.score) { writer.float(single) } else { writer.double(c.score) }
                 writer.endObject()
             }
             writer.endArray()

@@ -21,6 +21,8 @@ public final class CompiledModel: Sendable {
     private let plan: ExecutionPlan
     private let inputSlots: [String: Int]
     private let outputSlots: [String: Int]
+    /// Inputs whose element type the model leaves undeclared (subgraph outer-scope values): any dtype is accepted.
+    private let undeclaredTypes: Set<String>
     /// Declared input shapes; absent when the model leaves the rank unknown.
     private let declaredShapes: [String: [DeclaredDimension]]
 
@@ -47,7 +49,14 @@ public final class CompiledModel: Sendable {
             }
         }
         let available = Set(inputInfos.map(\.name)).union(constants.keys)
-        let ordered = try GraphOptimizer.topologicalOrder(graph.nodes, available: available)
+        // Control-flow nodes read outer values inside their subgraphs: list those as extra inputs so ordering and liveness see them.
+        let nodes = graph.nodes.map { node -> Node in
+            guard node.opType == "If" || node.opType == "Loop" else { return node }
+            var extended = node
+            extended.inputs += Subgraphs.freeVariables(of: node)
+            return extended
+        }
+        let ordered = try GraphOptimizer.topologicalOrder(nodes, available: available)
         let graphOutputs = Set(graph.outputs.map(\.name))
         var optimizer = GraphOptimizer(nodes: ordered.map { PlannedNode(node: $0) }, constants: constants, graphOutputs: graphOutputs, opset: opset)
         try optimizer.foldConstants()
@@ -74,6 +83,7 @@ public final class CompiledModel: Sendable {
             }
             let ctx = OpContext(node: node, opset: opset, constants: known, activation: planned.activation)
             let prepared = try operatorTable[node.opType]!(ctx)
+            ctx.releaseConstants()
             var inputIDs: [Int] = []
             for (i, name) in node.inputs.enumerated() {
                 if name.isEmpty || prepared.consumedInputs.contains(i) { inputIDs.append(-1); continue }
@@ -112,7 +122,9 @@ public final class CompiledModel: Sendable {
         // Shape-derived values: computed from Shape/Size of tensors whose shapes follow from the input shapes.
         let shapeParameterOps: Set<String> = ["Reshape", "Expand", "Tile", "Slice", "Pad", "Resize", "Upsample", "Split", "Squeeze",
                                               "Unsqueeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "TopK"]
+                                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "TopK", "MaxUnpool"]
+        // Ops whose every input is a size: their outputs are shape-stable only when all inputs are shape-derived.
+        let sizeOps: Set<String> = ["ConstantOfShape", "Range", "HannWindow", "HammingWindow", "BlackmanWindow"]
         var stable = Set(inputSlots.values).union(usedConstants.keys)
         var derived = Set(usedConstants.keys)
         for (i, planned) in optimizer.nodes.enumerated() {
@@ -129,9 +141,9 @@ public final class CompiledModel: Sendable {
                 derived.formUnion(outs); stable.formUnion(outs); steps[i].shapeDerived = true
                 continue
             }
-            let parameters = op == "ConstantOfShape" || op == "Range" ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
-            let needsDerived = shapeParameterOps.contains(op) || op == "ConstantOfShape" || op == "Range"
-            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression"]
+            let parameters = sizeOps.contains(op) ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
+            let needsDerived = shapeParameterOps.contains(op) || sizeOps.contains(op)
+            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression", "Unique", "If", "Loop"]
             if dataShaped.contains(op) { continue }
             if ins.allSatisfy({ stable.contains($0) }) && (!needsDerived || parameters.allSatisfy({ derived.contains($0) })) {
                 stable.formUnion(outs)
@@ -149,6 +161,7 @@ public final class CompiledModel: Sendable {
         var declared: [String: [DeclaredDimension]] = [:]
         for info in inputInfos { if let shape = info.shape { declared[info.name] = shape } }
         self.declaredShapes = declared
+        self.undeclaredTypes = Set(inputInfos.filter { $0.elementType == nil }.map(\.name))
     }
 
     /// Reads and compiles an `.onnx` file (external data resolved next to it).
@@ -212,7 +225,7 @@ public final class CompiledModel: Sendable {
             guard let t = feeds[spec.name] else {
                 throw EngineError(.missingInput, "missing input '\(spec.name)' (expected \(spec.dtype)\(spec.shape))")
             }
-            guard t.dtype == spec.dtype else {
+            guard t.dtype == spec.dtype || undeclaredTypes.contains(spec.name) else {
                 throw EngineError(.invalidInput, "input '\(spec.name)': expected dtype \(spec.dtype), got \(t.dtype)")
             }
             if let declared = declaredShapes[spec.name] {

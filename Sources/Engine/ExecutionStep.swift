@@ -132,7 +132,8 @@ struct ExecutionPlan: Sendable {
 enum OutputProbe {
     static func complete(_ specs: [TensorSpec], declared: [ValueInfo], inputs: [TensorSpec], plan: ExecutionPlan, slots: [Int]) -> [TensorSpec] {
         let missing = zip(specs, declared).contains { $0.1.elementType == nil || $0.1.shape == nil }
-        guard missing, inputs.allSatisfy({ $0.dtype != .string && !$0.shape.isEmpty || $0.shape.isEmpty }) else { return specs }
+        // Loops could spin on zero inputs, so graphs with them keep their declared specs.
+        guard missing, inputs.allSatisfy({ $0.dtype != .string }), !plan.steps.contains(where: { $0.opType.hasPrefix("Loop") }) else { return specs }
         func feeds(_ dynamic: Int) -> [String: Tensor] {
             var f: [String: Tensor] = [:]
             for spec in inputs { f[spec.name] = Tensor(dtype: spec.dtype, shape: spec.shape.map { $0.value ?? dynamic }) }

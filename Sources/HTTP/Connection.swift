@@ -7,7 +7,7 @@ import CLibUV
 ///
 /// Requests are answered strictly in arrival order: each gets a slot; responses fill slots in any order and
 /// are written as soon as every earlier slot has been written.
-final class Connection {
+final class Connection: ParserEventSink {
     /// A request awaiting (or holding) its response, with what the access log needs.
     private struct Slot {
         var method: String
@@ -28,23 +28,25 @@ final class Connection {
     /// Peer as `ip:port`.
     let remote: String
 
-    private var slots: [Slot] = []
-    private var headSequence: UInt64 = 0
+    // Loop-thread confined and never re-entered, so runtime exclusivity checks only cost time here.
+    @exclusivity(unchecked) private var slots: [Slot] = []
+    /// Sequence number of `slots.first`; also how many requests were answered so far.
+    @exclusivity(unchecked) private var headSequence: UInt64 = 0
     /// No further requests are taken: the last one said close, an error was answered, or the peer half-closed.
-    private var finishing = false
-    private var draining = false
-    private var readEOF = false
-    private var reading = false
-    private var closing = false
-    private var lingering = false
-    private var lingerStart: UInt64 = 0
-    private var continueOwed = false
-    private var writeInFlight = false
-    private var lastWriteProgress: UInt64 = 0
-    private var idleSince: UInt64
+    @exclusivity(unchecked) private var finishing = false
+    @exclusivity(unchecked) private var draining = false
+    @exclusivity(unchecked) private var readEOF = false
+    @exclusivity(unchecked) private var reading = false
+    @exclusivity(unchecked) private var closing = false
+    @exclusivity(unchecked) private var lingering = false
+    @exclusivity(unchecked) private var lingerStart: UInt64 = 0
+    @exclusivity(unchecked) private var continueOwed = false
+    @exclusivity(unchecked) private var writeInFlight = false
+    @exclusivity(unchecked) private var lastWriteProgress: UInt64 = 0
+    @exclusivity(unchecked) private var idleSince: UInt64
     /// Output not yet handed to the socket: `queued` chunks first, then `out`.
-    private var queued: [[UInt8]] = []
-    private var out: [UInt8] = []
+    @exclusivity(unchecked) private var queued: [[UInt8]] = []
+    @exclusivity(unchecked) private var out = ByteWriter(capacity: 1024)
 
     /// Bodies above this size are written from their own array instead of being copied behind the headers.
     private static let detachThreshold = 64 * 1024
@@ -57,9 +59,11 @@ final class Connection {
         let configuration = loop.context.configuration
         parser = RequestParser(maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
         idleSince = WallClock.monotonicNanoseconds()
-        out.reserveCapacity(1024)
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        parser.sink = self
     }
+
+    deinit { out.free() }
 
     private var stream: UnsafeMutablePointer<uv_stream_t> {
         UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_stream_t.self)
@@ -100,23 +104,24 @@ final class Connection {
     }
 
     private func processParserEvents() {
-        for event in parser.events {
-            if finishing { break }
-            switch event {
-            case .expectContinue:
-                continueOwed = true
-            case .request(let parsed):
-                continueOwed = false
-                enqueue(parsed)
-            case .error(let error):
-                continueOwed = false
-                enqueueError(status: error.status, message: error.message)
-            }
-        }
-        parser.events.removeAll(keepingCapacity: true)
         if parser.stopped { finishing = true }
         writeReady()
         if slots.count >= loop.context.configuration.maxPipelinedRequests { stopReading() }
+    }
+
+    /// Called by the parser during `feed`, in wire order; nothing after a final request or error is taken.
+    func parserEmitted(_ event: ParserEvent) {
+        guard !finishing else { return }
+        switch event {
+        case .expectContinue:
+            continueOwed = true
+        case .request(let parsed):
+            continueOwed = false
+            enqueue(parsed)
+        case .error(let error):
+            continueOwed = false
+            enqueueError(status: error.status, message: error.message)
+        }
     }
 
     private func enqueue(_ parsed: ParsedRequest) {
@@ -174,10 +179,9 @@ final class Connection {
                                                      http10: first.http10, isHead: first.isHead)
             let result = ResponseSerializer.append(response, context: context, to: &out, detachLargeBody: Connection.detachThreshold)
             if result.bodyDetached {
-                queued.append(out)
+                queued.append(out.array)
                 queued.append(response.body)
-                out = []
-                out.reserveCapacity(1024)
+                out.removeAll()
             }
             loop.logAccess(method: first.method, path: first.path, status: response.status,
                            bytes: first.isHead ? 0 : response.body.count, startedAt: first.startedAt,
@@ -191,7 +195,7 @@ final class Connection {
             }
         }
         if continueOwed, slots.isEmpty, parser.inMessage, !finishing {
-            out.append(contentsOf: ResponseSerializer.continueResponse)
+            out.append(ResponseSerializer.continueResponse)
             continueOwed = false
         }
         flush()
@@ -202,54 +206,58 @@ final class Connection {
         guard !writeInFlight, !closing else { return }
         var index = 0
         while index < queued.count {
-            let written = tryWrite(queued[index])
+            let written = queued[index].withUnsafeBytes { tryWrite($0) }
             if written < 0 { close(); return }
             if written < queued[index].count {
-                var rest = [ArraySlice(queued[index][written...])]
-                rest.append(contentsOf: queued[(index + 1)...].map { ArraySlice($0) })
-                rest.append(ArraySlice(out))
+                var rest = [UnsafeRawBufferPointer]()
+                // Gather the unwritten pieces; startWrite copies them before the arrays go away.
+                let tail = Array(queued[(index + 1)...])
+                queued[index].withUnsafeBytes { first in
+                    rest.append(UnsafeRawBufferPointer(rebasing: first[written...]))
+                    startWrite(pieces: rest, then: tail, then: out.buffer)
+                }
                 queued.removeAll()
-                out.removeAll(keepingCapacity: true)
-                startWrite(rest)
+                out.removeAll()
                 return
             }
             index += 1
         }
         queued.removeAll()
         if !out.isEmpty {
-            let written = tryWrite(out)
+            let written = tryWrite(out.buffer)
             if written < 0 { close(); return }
             if written < out.count {
-                let rest = [out[written...]]
-                out.removeAll(keepingCapacity: true)
-                startWrite(rest)
+                startWrite(pieces: [UnsafeRawBufferPointer(rebasing: out.buffer[written...])], then: [], then: UnsafeRawBufferPointer(start: nil, count: 0))
+                out.removeAll()
                 return
             }
-            out.removeAll(keepingCapacity: true)
+            out.removeAll()
         }
         writesDrained()
     }
 
     /// Bytes written now (0 when the socket is full), or -1 on a write error.
-    private func tryWrite(_ bytes: [UInt8]) -> Int {
-        guard !bytes.isEmpty else { return 0 }
-        let result = bytes.withUnsafeBufferPointer { buffer -> Int32 in
-            var buf = uv_buf_init(UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
-            return uv_try_write(stream, &buf, 1)
-        }
+    private func tryWrite(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let start = bytes.baseAddress, bytes.count > 0 else { return 0 }
+        var buf = uv_buf_init(UnsafeMutableRawPointer(mutating: start).assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        let result = uv_try_write(stream, &buf, 1)
         if result >= 0 { return Int(result) }
         return result == UV_EAGAIN.rawValue ? 0 : -1
     }
 
-    /// Copies `chunks` into one malloc'd block that lives until the write callback.
-    private func startWrite(_ chunks: [ArraySlice<UInt8>]) {
-        let total = chunks.reduce(0) { $0 + $1.count }
+    /// Copies the pieces into one malloc'd block that lives until the write callback, and writes it.
+    private func startWrite(pieces: [UnsafeRawBufferPointer], then arrays: [[UInt8]], then last: UnsafeRawBufferPointer) {
+        let total = pieces.reduce(0) { $0 + $1.count } + arrays.reduce(0) { $0 + $1.count } + last.count
         let block = UnsafeMutableRawPointer.allocate(byteCount: max(total, 1), alignment: 1)
         var offset = 0
-        for chunk in chunks {
-            chunk.withUnsafeBytes { (block + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-            offset += chunk.count
+        func copy(_ piece: UnsafeRawBufferPointer) {
+            guard let source = piece.baseAddress, piece.count > 0 else { return }
+            (block + offset).copyMemory(from: source, byteCount: piece.count)
+            offset += piece.count
         }
+        for piece in pieces { copy(piece) }
+        for array in arrays { array.withUnsafeBytes { copy($0) } }
+        copy(last)
         let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         request.pointee.data = block
         var buf = uv_buf_init(block.assumingMemoryBound(to: CChar.self), UInt32(total))
@@ -325,7 +333,7 @@ final class Connection {
         if writeInFlight { return .writing(since: lastWriteProgress) }
         if !finishing && parser.inMessage { return .reading(since: parser.messageStartedAt) }
         if !slots.isEmpty { return .awaitingResponder }
-        return .idle(since: idleSince)
+        return headSequence == 0 ? .awaitingFirstRequest(since: idleSince) : .idle(since: idleSince)
     }
 
     /// Applies a timeout decided by the sweep.

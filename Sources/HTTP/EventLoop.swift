@@ -39,17 +39,18 @@ final class EventLoop {
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private let sweepTimer: UnsafeMutablePointer<uv_timer_t>
     private let logFlusher: UnsafeMutablePointer<uv_check_t>
-    private var graceTimer: UnsafeMutablePointer<uv_timer_t>?
-    private var listener: UnsafeMutablePointer<uv_tcp_t>?
-    private var connections: [UInt64: Connection] = [:]
-    private var nextConnectionID: UInt64 = 0
-    private var draining = false
-    private var stopping = false
+    // Loop-thread confined and never re-entered, so runtime exclusivity checks only cost time here.
+    @exclusivity(unchecked) private var graceTimer: UnsafeMutablePointer<uv_timer_t>?
+    @exclusivity(unchecked) private var listener: UnsafeMutablePointer<uv_tcp_t>?
+    @exclusivity(unchecked) private var connections: [UInt64: Connection] = [:]
+    @exclusivity(unchecked) private var nextConnectionID: UInt64 = 0
+    @exclusivity(unchecked) private var draining = false
+    @exclusivity(unchecked) private var stopping = false
     /// Shared by every connection of this loop: each read is parsed (and copied out) before the next one.
     let readBuffer = UnsafeMutableRawPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
-    private(set) var dateCache = DateCache()
+    @exclusivity(unchecked) private(set) var dateCache = DateCache()
     /// Access lines gathered during one loop iteration, written with one write(2) after it.
-    private var logBuffer: [UInt8] = []
+    @exclusivity(unchecked) private var logBuffer = ByteWriter(capacity: 64 * 1024)
     private let logAccessLines: Bool
 
     /// Sets up the loop and starts listening on `fd` (already bound and listening).
@@ -90,7 +91,10 @@ final class EventLoop {
         }
     }
 
-    deinit { readBuffer.deallocate() }
+    deinit {
+        readBuffer.deallocate()
+        logBuffer.free()
+    }
 
     /// Thread body: runs until every handle is closed, then frees the loop.
     func run() {
@@ -119,11 +123,12 @@ final class EventLoop {
             uv_close(handleOf(handle), EventLoop.freeTCPCallback)
             return
         }
-        if draining || context.openConnections.load(ordering: .relaxed) >= context.configuration.maxConnections {
+        // Claim a place first, so loops racing for the last one cannot both take it.
+        if draining || context.openConnections.add(1, ordering: .relaxed).oldValue >= context.configuration.maxConnections {
+            if !draining { context.openConnections.subtract(1, ordering: .relaxed) }
             rejectOverCapacity(handle)
             return
         }
-        context.openConnections.add(1, ordering: .relaxed)
         uv_tcp_nodelay(handle, 1)
         nextConnectionID += 1
         let connection = Connection(id: nextConnectionID, loop: self, handle: handle, remote: peerAddress(handle))
@@ -134,15 +139,14 @@ final class EventLoop {
     /// Over the connection budget: a best-effort 503 then close, so the backlog keeps moving.
     private func rejectOverCapacity(_ handle: UnsafeMutablePointer<uv_tcp_t>) {
         refreshDate()
-        var bytes: [UInt8] = []
+        var bytes = ByteWriter(capacity: 512)
+        defer { bytes.free() }
         let context = ResponseSerializer.Context(date: dateCache.httpDate, serverLine: self.context.serverLine,
                                                  requestID: RequestID.generate(), keepAlive: false, http10: false, isHead: false)
         let response = ResponseSerializer.errorResponse(status: 503, message: "too many open connections (limit \(self.context.configuration.maxConnections))")
         _ = ResponseSerializer.append(response, context: context, to: &bytes, detachLargeBody: Int.max)
-        bytes.withUnsafeBufferPointer { buffer in
-            var buf = uv_buf_init(UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self), UInt32(buffer.count))
-            _ = uv_try_write(streamOf(handle), &buf, 1)
-        }
+        var buf = uv_buf_init(UnsafeMutableRawPointer(bytes.base).assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        _ = uv_try_write(streamOf(handle), &buf, 1)
         uv_close(handleOf(handle), EventLoop.freeTCPCallback)
     }
 
@@ -233,8 +237,7 @@ final class EventLoop {
         guard logAccessLines else { return }
         refreshDate()
         let elapsed = WallClock.monotonicNanoseconds() &- startedAt
-        var line = LogLine(format: context.logger.format, buffer: logBuffer)
-        logBuffer = []
+        var line = LogLine(format: context.logger.format, writer: logBuffer)
         line.begin(time: dateCache.iso8601, level: "info", message: "access")
         line.field("method", method)
         line.field("path", path)
@@ -244,13 +247,13 @@ final class EventLoop {
         line.field("request_id", requestID)
         line.field("remote", remote)
         line.end()
-        logBuffer = line.bytes
+        logBuffer = line.out
     }
 
     private func flushLog() {
         guard !logBuffer.isEmpty else { return }
-        writeAll(context.logger.fileDescriptor, logBuffer)
-        logBuffer.removeAll(keepingCapacity: true)
+        writeAll(context.logger.fileDescriptor, logBuffer.buffer)
+        logBuffer.removeAll()
     }
 
     private func peerAddress(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> String {

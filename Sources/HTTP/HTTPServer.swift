@@ -58,6 +58,8 @@ public final class HTTPServer: Sendable {
     public func start() throws -> Int {
         try state.withLock { state in
             guard state.phase == .idle else { throw HTTPServerError.alreadyStarted }
+            // libuv writes with write(2): a peer that vanished mid-response must cost an EPIPE, not the process.
+            signal(SIGPIPE, SIG_IGN)
             let count = max(1, configuration.ioThreads)
             let (fds, port) = try ListenSockets.open(host: configuration.host, port: configuration.port,
                                                      count: count, backlog: configuration.backlog)

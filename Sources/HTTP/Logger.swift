@@ -74,9 +74,10 @@ public struct Logger: Sendable {
         guard enabled(level) else { return }
         var line = LogLine(format: format)
         line.begin(time: WallClock.iso8601Now(), level: level.name, message: message)
-        for (key, value) in fields { line.field(key, value) }
+        for (key, value) in fields { line.field(dynamicKey: key, value) }
         line.end()
-        writeAll(fileDescriptor, line.bytes)
+        writeAll(fileDescriptor, line.out.buffer)
+        line.out.free()
     }
 
     /// Logs at debug level.
@@ -89,156 +90,147 @@ public struct Logger: Sendable {
     public func error(_ message: String, _ fields: [(String, String)] = []) { log(.error, message, fields) }
 }
 
-/// Builds one log line as bytes in either format, escaping values as that format needs.
+/// Builds one log line in either format into a `ByteWriter`, escaping values as that format needs.
 struct LogLine {
     let format: LogFormat
-    var bytes: [UInt8] = []
+    /// The line so far; the caller owns (and frees) the memory.
+    var out: ByteWriter
     private var first = true
 
-    init(format: LogFormat, reserving capacity: Int = 192) {
+    /// A line written into fresh memory (free `out` afterwards).
+    init(format: LogFormat) { self.init(format: format, writer: ByteWriter(capacity: 256)) }
+
+    /// A line appended to an existing writer.
+    init(format: LogFormat, writer: ByteWriter) {
         self.format = format
-        bytes.reserveCapacity(capacity)
+        out = writer
     }
 
-    /// Appends to an existing buffer (taken over, so it is not copied).
-    init(format: LogFormat, buffer: [UInt8]) {
-        self.format = format
-        bytes = buffer
-    }
+    /// The bytes written so far (a copy; for tests and the non-hot logger).
+    var bytes: [UInt8] { out.array }
 
     /// Starts the line with time, level and message.
     mutating func begin(time: [UInt8], level: String, message: String) {
-        if format == .json { bytes.append(UInt8(ascii: "{")) }
+        if format == .json { out.append(UInt8(ascii: "{")) }
         first = true
-        rawField("time", time)
+        field("time", bytes: time)
         field("level", level)
         field("msg", message)
     }
 
     /// Adds a string field, quoted and escaped.
-    mutating func field(_ key: String, _ value: String) {
-        key.utf8.withContiguousStorageIfAvailable { k in
-            value.utf8.withContiguousStorageIfAvailable { v in stringField(k, v) }
-        } ?? stringField(Array(key.utf8), Array(value.utf8))
+    mutating func field(_ key: StaticString, _ value: String) {
+        var value = value
+        value.withUTF8 { v in stringField(key, v) }
+    }
+
+    /// Adds a string field with a runtime key.
+    mutating func field(dynamicKey key: String, _ value: String) {
+        var key = key, value = value
+        key.withUTF8 { k in value.withUTF8 { v in stringField(k, v) } }
     }
 
     /// Adds a string field given as bytes.
-    mutating func field<K: Collection<UInt8>, V: Collection<UInt8>>(bytesKey key: K, _ value: V) { stringField(key, value) }
+    mutating func field(_ key: StaticString, bytes value: [UInt8]) {
+        value.withUnsafeBufferPointer { v in stringField(key, v) }
+    }
 
     /// Adds an unquoted numeric field.
-    mutating func number(_ key: String, _ value: Int) {
+    mutating func number(_ key: StaticString, _ value: Int) {
         separator()
-        appendKey(key.utf8)
-        appendDecimal(&bytes, value)
+        appendKey(UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        out.appendDecimal(value)
     }
 
     /// Adds a duration in milliseconds with three decimals, from nanoseconds.
-    mutating func milliseconds(_ key: String, nanoseconds: UInt64) {
+    mutating func milliseconds(_ key: StaticString, nanoseconds: UInt64) {
         separator()
-        appendKey(key.utf8)
+        appendKey(UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
         let micros = Int(nanoseconds / 1000)
-        appendDecimal(&bytes, micros / 1000)
-        bytes.append(UInt8(ascii: "."))
+        out.appendDecimal(micros / 1000)
+        out.append(UInt8(ascii: "."))
         let frac = micros % 1000
-        if frac < 100 { bytes.append(UInt8(ascii: "0")) }
-        if frac < 10 { bytes.append(UInt8(ascii: "0")) }
-        appendDecimal(&bytes, frac)
+        out.append(UInt8(ascii: "0") + UInt8(frac / 100))
+        out.append(UInt8(ascii: "0") + UInt8(frac / 10 % 10), UInt8(ascii: "0") + UInt8(frac % 10))
     }
 
     /// Ends the line with a newline.
     mutating func end() {
-        if format == .json { bytes.append(UInt8(ascii: "}")) }
-        bytes.append(UInt8(ascii: "\n"))
+        if format == .json { out.append(UInt8(ascii: "}")) }
+        out.append(UInt8(ascii: "\n"))
     }
 
-    private mutating func rawField(_ key: String, _ value: [UInt8]) {
-        stringField(key.utf8, value)
-    }
-
+    @inline(__always)
     private mutating func separator() {
         if first { first = false; return }
-        bytes.append(format == .json ? UInt8(ascii: ",") : UInt8(ascii: " "))
+        out.append(format == .json ? UInt8(ascii: ",") : UInt8(ascii: " "))
     }
 
-    private mutating func appendKey<K: Collection<UInt8>>(_ key: K) {
+    @inline(__always)
+    private mutating func appendKey(_ key: UnsafeBufferPointer<UInt8>) {
         if format == .json {
-            bytes.append(UInt8(ascii: "\""))
-            bytes.append(contentsOf: key)
-            bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+            out.append(UInt8(ascii: "\""))
+            out.append(key)
+            out.append(UInt8(ascii: "\""), UInt8(ascii: ":"))
         } else {
-            bytes.append(contentsOf: key)
-            bytes.append(UInt8(ascii: "="))
+            out.append(key)
+            out.append(UInt8(ascii: "="))
         }
     }
 
-    private mutating func stringField<K: Collection<UInt8>, V: Collection<UInt8>>(_ key: K, _ value: V) {
+    private mutating func stringField(_ key: StaticString, _ value: UnsafeBufferPointer<UInt8>) {
+        stringField(UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount), value)
+    }
+
+    /// Appends `key` and the value; the common case (nothing to escape) is one bulk copy.
+    private mutating func stringField(_ key: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) {
         separator()
         appendKey(key)
         if format == .json {
-            bytes.append(UInt8(ascii: "\""))
-            for byte in value { appendJSONEscaped(byte) }
-            bytes.append(UInt8(ascii: "\""))
-        } else {
-            let needsQuotes = value.isEmpty || value.contains { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "\\") || $0 == 0x7F }
-            if needsQuotes { bytes.append(UInt8(ascii: "\"")) }
-            for byte in value {
-                if needsQuotes { appendJSONEscaped(byte) } else { bytes.append(byte) }
+            out.append(UInt8(ascii: "\""))
+            if value.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }) {
+                for byte in value { appendJSONEscaped(byte) }
+            } else {
+                out.append(value)
             }
-            if needsQuotes { bytes.append(UInt8(ascii: "\"")) }
+            out.append(UInt8(ascii: "\""))
+        } else {
+            let needsQuotes = value.isEmpty || value.contains { $0 <= 0x20 || $0 == 0x22 || $0 == 0x3D || $0 == 0x5C || $0 == 0x7F }
+            guard needsQuotes else { out.append(value); return }
+            out.append(UInt8(ascii: "\""))
+            for byte in value { appendJSONEscaped(byte) }
+            out.append(UInt8(ascii: "\""))
         }
     }
 
     /// JSON string escaping; also used inside quoted logfmt values so control bytes never reach the terminal raw.
     private mutating func appendJSONEscaped(_ byte: UInt8) {
         switch byte {
-        case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-        case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-        case UInt8(ascii: "\n"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-        case UInt8(ascii: "\r"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-        case UInt8(ascii: "\t"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+        case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\"), UInt8(ascii: "\""))
+        case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\"), UInt8(ascii: "\\"))
+        case UInt8(ascii: "\n"): out.append(UInt8(ascii: "\\"), UInt8(ascii: "n"))
+        case UInt8(ascii: "\r"): out.append(UInt8(ascii: "\\"), UInt8(ascii: "r"))
+        case UInt8(ascii: "\t"): out.append(UInt8(ascii: "\\"), UInt8(ascii: "t"))
         case 0..<0x20, 0x7F:
-            let hex: [UInt8] = Array("0123456789abcdef".utf8)
-            bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 15)]])
-        default: bytes.append(byte)
+            let hex: StaticString = "0123456789abcdef"
+            out.append(UInt8(ascii: "\\"), UInt8(ascii: "u"))
+            out.append(UInt8(ascii: "0"), UInt8(ascii: "0"))
+            out.append(hex.utf8Start[Int(byte >> 4)], hex.utf8Start[Int(byte & 15)])
+        default: out.append(byte)
         }
-    }
-}
-
-/// Appends the decimal digits of `value` without allocating a String.
-@inline(__always)
-func appendDecimal(_ bytes: inout [UInt8], _ value: Int) {
-    if value < 0 {
-        bytes.append(UInt8(ascii: "-"))
-        appendDecimal(&bytes, value == Int.min ? Int.max : -value)
-        return
-    }
-    if value < 10 { bytes.append(UInt8(ascii: "0") + UInt8(value)); return }
-    var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                 UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    var count = 0
-    var rest = value
-    withUnsafeMutableBytes(of: &digits) { buffer in
-        while rest > 0 {
-            buffer[19 - count] = UInt8(ascii: "0") + UInt8(rest % 10)
-            rest /= 10
-            count += 1
-        }
-        bytes.append(contentsOf: buffer[(20 - count)...])
     }
 }
 
 /// Writes every byte to `fd`, retrying on EINTR and short writes; gives up silently on other errors.
-func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
-    bytes.withUnsafeBytes { raw in
-        var offset = 0
-        while offset < raw.count {
-            let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            offset += written
+func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer) {
+    guard let start = raw.baseAddress else { return }
+    var offset = 0
+    while offset < raw.count {
+        let written = write(fd, start + offset, raw.count - offset)
+        if written < 0 {
+            if errno == EINTR { continue }
+            return
         }
+        offset += written
     }
 }

@@ -27,18 +27,24 @@ enum RequestID {
 
     private static let counter = Atomic<UInt64>(0)
 
-    /// A new id like `3f9c2a1b-1a2f` (prefix, dash, hex counter).
+    /// A new id like `3f9c2a1b-1a2f` (prefix, dash, hex counter), written straight into the string's storage.
     static func generate() -> String {
         let n = counter.add(1, ordering: .relaxed).newValue
-        let hex = Array("0123456789abcdef".utf8)
-        var out = prefix
-        out.append(UInt8(ascii: "-"))
         var digits = 0
         var rest = n
         repeat { digits += 1; rest >>= 4 } while rest > 0
-        for shift in stride(from: (digits - 1) * 4, through: 0, by: -4) {
-            out.append(hex[Int((n >> UInt64(shift)) & 15)])
+        return String(unsafeUninitializedCapacity: 9 + digits) { buffer in
+            prefix.withUnsafeBufferPointer { p in
+                for i in 0..<8 { buffer[i] = p[i] }
+            }
+            buffer[8] = UInt8(ascii: "-")
+            var value = n
+            for i in stride(from: 8 + digits, to: 8, by: -1) {
+                let nibble = UInt8(value & 15)
+                buffer[i] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+                value >>= 4
+            }
+            return 9 + digits
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }

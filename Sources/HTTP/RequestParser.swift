@@ -20,6 +20,12 @@ enum ParserEvent {
     case error(HTTPParseError)
 }
 
+/// Receives parser events as they happen (the connection), instead of through `events`.
+protocol ParserEventSink: AnyObject {
+    /// One event, in wire order.
+    func parserEmitted(_ event: ParserEvent)
+}
+
 /// Incremental HTTP/1.x request parser over http-parser with our own limits; confined to one thread.
 ///
 /// Everything is copied out of the parser's buffers into owned values, so events outlive the bytes fed.
@@ -29,27 +35,32 @@ final class RequestParser {
     private let maxBodyBytes: Int
 
     /// Events produced by the last `feed` calls; the caller drains them.
-    var events: [ParserEvent] = []
+    // Loop-thread confined and never re-entered, so runtime exclusivity checks only cost time here.
+    @exclusivity(unchecked) var events: [ParserEvent] = []
+    /// When set, events go straight here (no array round trip); the sink must outlive the parser.
+    unowned(unsafe) var sink: (any ParserEventSink)?
     /// True between the first byte of a request and its end.
-    private(set) var inMessage = false
+    @exclusivity(unchecked) private(set) var inMessage = false
     /// Monotonic time the current request began.
-    private(set) var messageStartedAt: UInt64 = 0
+    @exclusivity(unchecked) private(set) var messageStartedAt: UInt64 = 0
     /// True once the parser hit an error or an upgrade: no more bytes are parsed.
-    private(set) var stopped = false
+    @exclusivity(unchecked) private(set) var stopped = false
 
     // Per-message accumulation, reused between messages.
-    private var url: [UInt8] = []
-    private var field: [UInt8] = []
-    private var value: [UInt8] = []
-    private var lastWasValue = false
-    private var headers: [(name: String, value: String)] = []
-    private var body: [UInt8] = []
-    private var headerBytes = 0
-    private var contentLengths: [String] = []
-    private var transferEncodings: [String] = []
-    private var expectation: String?
-    private var requestID = ""
-    private var pendingError: HTTPParseError?
+    @exclusivity(unchecked) private var url: [UInt8] = []
+    @exclusivity(unchecked) private var field: [UInt8] = []
+    @exclusivity(unchecked) private var value: [UInt8] = []
+    @exclusivity(unchecked) private var lastWasValue = false
+    @exclusivity(unchecked) private var headers: [(name: String, value: String)] = []
+    @exclusivity(unchecked) private var body: [UInt8] = []
+    @exclusivity(unchecked) private var headerBytes = 0
+    @exclusivity(unchecked) private var contentLengths: [String] = []
+    @exclusivity(unchecked) private var transferEncodings: [String] = []
+    @exclusivity(unchecked) private var expectation: String?
+    @exclusivity(unchecked) private var requestID = ""
+    @exclusivity(unchecked) private var pendingError: HTTPParseError?
+    /// Set when Content-Length, Transfer-Encoding or Expect was seen, so the common request skips their checks.
+    @exclusivity(unchecked) private var sawFramingHeaders = false
 
     /// A parser enforcing `maxHeaderBytes` (request line + headers) and `maxBodyBytes`.
     init(maxHeaderBytes: Int, maxBodyBytes: Int) {
@@ -70,15 +81,20 @@ final class RequestParser {
         let errno = http_errno(rawValue: parser.pointee.http_errno)
         if errno != HPE_OK {
             stopped = true
-            events.append(.error(pendingError ?? mapLibraryError(errno)))
+            emit(.error(pendingError ?? mapLibraryError(errno)))
         } else if parser.pointee.upgrade == 1 {
             // Protocol switches (Upgrade, CONNECT) are not supported: answer what was parsed, then stop reading.
             stopped = true
-            if inMessage { events.append(.error(.unsupportedMethod("CONNECT"))) }
+            if inMessage { emit(.error(.unsupportedMethod("CONNECT"))) }
         } else if consumed != bytes.count {
             stopped = true
-            events.append(.error(.malformed("parser stopped after \(consumed) of \(bytes.count) bytes")))
+            emit(.error(.malformed("parser stopped after \(consumed) of \(bytes.count) bytes")))
         }
+    }
+
+    @inline(__always)
+    private func emit(_ event: ParserEvent) {
+        if let sink { sink.parserEmitted(event) } else { events.append(event) }
     }
 
     /// Convenience for tests: feeds an array.
@@ -89,17 +105,19 @@ final class RequestParser {
     private func beginMessage() {
         inMessage = true
         messageStartedAt = WallClock.monotonicNanoseconds()
-        url.removeAll(keepingCapacity: true)
-        field.removeAll(keepingCapacity: true)
-        value.removeAll(keepingCapacity: true)
+        // Reset only what the previous message touched: each access to a class property has a cost here.
+        if !url.isEmpty { url.removeAll(keepingCapacity: true) }
+        if !field.isEmpty { field.removeAll(keepingCapacity: true) }
+        if !value.isEmpty { value.removeAll(keepingCapacity: true) }
         lastWasValue = false
-        headers = []
-        body = []
         headerBytes = 0
-        contentLengths.removeAll(keepingCapacity: true)
-        transferEncodings.removeAll(keepingCapacity: true)
-        expectation = nil
-        requestID = ""
+        if sawFramingHeaders {
+            contentLengths.removeAll(keepingCapacity: true)
+            transferEncodings.removeAll(keepingCapacity: true)
+            expectation = nil
+            sawFramingHeaders = false
+        }
+        if !requestID.isEmpty { requestID = "" }
         pendingError = nil
     }
 
@@ -140,12 +158,13 @@ final class RequestParser {
         let name = String(decoding: field, as: UTF8.self)
         let text = String(decoding: value, as: UTF8.self)
         switch field.count {
-        case 6 where asciiLowercaseEquals(field, "expect"): expectation = text
+        case 6 where asciiLowercaseEquals(field, "expect"): expectation = text; sawFramingHeaders = true
         case 12 where asciiLowercaseEquals(field, "x-request-id"): if RequestID.isSane(value) { requestID = text }
-        case 14 where asciiLowercaseEquals(field, "content-length"): contentLengths.append(text)
-        case 17 where asciiLowercaseEquals(field, "transfer-encoding"): transferEncodings.append(text)
+        case 14 where asciiLowercaseEquals(field, "content-length"): contentLengths.append(text); sawFramingHeaders = true
+        case 17 where asciiLowercaseEquals(field, "transfer-encoding"): transferEncodings.append(text); sawFramingHeaders = true
         default: break
         }
+        if headers.isEmpty { headers.reserveCapacity(8) }
         headers.append((name: name, value: text))
         field.removeAll(keepingCapacity: true)
         value.removeAll(keepingCapacity: true)
@@ -154,6 +173,11 @@ final class RequestParser {
 
     private func onHeadersComplete() -> Int32 {
         if lastWasValue || !field.isEmpty { commitHeader() }
+        if parser.pointee.method == HTTP_CONNECT.rawValue {
+            pendingError = .unsupportedMethod("CONNECT")
+            return -1
+        }
+        guard sawFramingHeaders else { return 0 }
         if let error = framingError() {
             pendingError = error
             return -1
@@ -164,7 +188,7 @@ final class RequestParser {
                 return -1
             }
             // HTTP/1.0 clients do not understand 1xx; only 1.1 gets the interim response.
-            if parser.pointee.http_major == 1, parser.pointee.http_minor >= 1 { events.append(.expectContinue) }
+            if parser.pointee.http_major == 1, parser.pointee.http_minor >= 1 { emit(.expectContinue) }
         }
         let declared = contentLengths.isEmpty ? 0 : Int(parser.pointee.content_length)
         if declared > 0 { body.reserveCapacity(min(declared, 256 * 1024)) }
@@ -173,12 +197,10 @@ final class RequestParser {
 
     /// Smuggling and size guards that http-parser either does not make or does not explain.
     private func framingError() -> HTTPParseError? {
-        let method = http_method(rawValue: parser.pointee.method)
-        if method == HTTP_CONNECT { return .unsupportedMethod("CONNECT") }
         if !transferEncodings.isEmpty && !contentLengths.isEmpty {
             return .conflictingFraming("Content-Length and Transfer-Encoding are both present")
         }
-        if Set(contentLengths.map { $0.trimmingSpaces }).count > 1 {
+        if contentLengths.count > 1, Set(contentLengths.map { $0.trimmingSpaces }).count > 1 {
             return .conflictingFraming("differing Content-Length values \(contentLengths)")
         }
         if !transferEncodings.isEmpty {
@@ -228,7 +250,7 @@ final class RequestParser {
         let request = HTTPRequest(method: RequestParser.methodName(parser.pointee.method), path: path, query: query,
                                   version: version, headers: HTTPHeaders(fields: headers), body: body, requestID: requestID)
         let keepAlive = http_should_keep_alive(parser) != 0
-        events.append(.request(ParsedRequest(request: request, keepAlive: keepAlive, startedAt: messageStartedAt)))
+        emit(.request(ParsedRequest(request: request, keepAlive: keepAlive, startedAt: messageStartedAt)))
         headers = []
         body = []
         inMessage = false

@@ -24,66 +24,76 @@ enum ResponseSerializer {
 
     /// Appends the status line and headers to `out`, and the body unless `detachBody`; returns whether the
     /// handler asked to close the connection and whether the body still has to be written separately.
-    static func append(_ response: HTTPResponse, context: Context, to out: inout [UInt8], detachLargeBody: Int) -> (handlerClosed: Bool, bodyDetached: Bool) {
+    static func append(_ response: HTTPResponse, context: Context, to out: inout ByteWriter, detachLargeBody: Int) -> (handlerClosed: Bool, bodyDetached: Bool) {
         let status = (100..<600).contains(response.status) ? response.status : 500
-        out.append(contentsOf: statusLines[status])
+        out.append(statusLines[status])
         var handlerClosed = false
         var sawServer = false, sawDate = false, sawID = false
-        for (name, value) in response.headers.fields {
-            guard isValidHeader(name: name, value: value) else { continue }
-            var nameBytes = name.utf8
-            switch nameBytes.count {
-            case 4 where name.caseInsensitiveEquals("date"): sawDate = true
-            case 6 where name.caseInsensitiveEquals("server"): sawServer = true
-            case 10 where name.caseInsensitiveEquals("connection"):
-                if value.lowercased().contains("close") { handlerClosed = true }
-                continue
-            case 12 where name.caseInsensitiveEquals("x-request-id"): sawID = true
-            case 14 where name.caseInsensitiveEquals("content-length"): continue
-            case 17 where name.caseInsensitiveEquals("transfer-encoding"): continue
-            default: break
+        for field in response.headers.fields {
+            var name = field.name, value = field.value
+            name.withUTF8 { n in
+                value.withUTF8 { v in
+                    guard isValidHeader(name: n, value: v) else { return }
+                    switch n.count {
+                    case 4 where lowercaseEquals(n, "date"): sawDate = true
+                    case 6 where lowercaseEquals(n, "server"): sawServer = true
+                    case 10 where lowercaseEquals(n, "connection"):
+                        if field.value.lowercased().contains("close") { handlerClosed = true }
+                        return
+                    case 12 where lowercaseEquals(n, "x-request-id"): sawID = true
+                    case 14 where lowercaseEquals(n, "content-length"): return
+                    case 17 where lowercaseEquals(n, "transfer-encoding"): return
+                    default: break
+                    }
+                    out.append(n)
+                    out.append(UInt8(ascii: ":"), UInt8(ascii: " "))
+                    out.append(v)
+                    out.append(13, 10)
+                }
             }
-            out.append(contentsOf: nameBytes)
-            nameBytes = value.utf8
-            out.append(UInt8(ascii: ":"))
-            out.append(UInt8(ascii: " "))
-            out.append(contentsOf: nameBytes)
-            out.append(13); out.append(10)
         }
         let bodyAllowed = status >= 200 && status != 204 && status != 304
         if status >= 200 && status != 204 {
-            out.append(contentsOf: contentLengthPrefix)
-            appendDecimal(&out, response.body.count)
-            out.append(13); out.append(10)
+            out.append(contentLengthPrefix)
+            out.appendDecimal(response.body.count)
+            out.append(13, 10)
         }
         if !sawDate {
-            out.append(contentsOf: datePrefix)
-            out.append(contentsOf: context.date)
-            out.append(13); out.append(10)
+            out.append(datePrefix)
+            out.append(context.date)
+            out.append(13, 10)
         }
-        if !sawServer { out.append(contentsOf: context.serverLine) }
+        if !sawServer { out.append(context.serverLine) }
         if !sawID {
-            out.append(contentsOf: requestIDPrefix)
-            out.append(contentsOf: context.requestID.utf8)
-            out.append(13); out.append(10)
+            out.append(requestIDPrefix)
+            out.append(string: context.requestID)
+            out.append(13, 10)
         }
         if !context.keepAlive || handlerClosed {
-            out.append(contentsOf: connectionClose)
+            out.append(connectionClose)
         } else if context.http10 {
-            out.append(contentsOf: connectionKeepAlive)
+            out.append(connectionKeepAlive)
         }
-        out.append(13); out.append(10)
+        out.append(13, 10)
         guard bodyAllowed, !context.isHead, !response.body.isEmpty else { return (handlerClosed, false) }
         if response.body.count > detachLargeBody { return (handlerClosed, true) }
-        out.append(contentsOf: response.body)
+        out.append(response.body)
         return (handlerClosed, false)
     }
 
     /// Rejects names and values that would split the response (CR, LF, NUL) or are not tokens.
-    static func isValidHeader(name: String, value: String) -> Bool {
+    static func isValidHeader(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
         guard !name.isEmpty else { return false }
-        for b in name.utf8 where b <= 0x20 || b == UInt8(ascii: ":") || b >= 0x7F { return false }
-        for b in value.utf8 where b == 13 || b == 10 || b == 0 { return false }
+        if name.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: ":") || $0 >= 0x7F }) { return false }
+        return !value.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 })
+    }
+
+    /// ASCII case-insensitive comparison against a lowercase literal.
+    @inline(__always)
+    static func lowercaseEquals(_ bytes: UnsafeBufferPointer<UInt8>, _ lower: StaticString) -> Bool {
+        guard bytes.count == lower.utf8CodeUnitCount else { return false }
+        let literal = lower.utf8Start
+        for i in 0..<bytes.count where (bytes[i] | 0x20) != literal[i] && bytes[i] != literal[i] { return false }
         return true
     }
 

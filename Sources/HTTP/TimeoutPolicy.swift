@@ -1,5 +1,7 @@
 /// What a connection is waiting for, with the monotonic time (ns) that wait began.
 enum ConnectionPhase: Equatable {
+    /// Connected but no byte of a first request yet: held to the read limit, not the (longer) idle one.
+    case awaitingFirstRequest(since: UInt64)
     /// Between requests on a kept-alive connection.
     case idle(since: UInt64)
     /// A request has started arriving but is not complete.
@@ -42,6 +44,7 @@ struct TimeoutPolicy {
     func action(for phase: ConnectionPhase, now: UInt64) -> TimeoutAction {
         switch phase {
         case .awaitingResponder: return .none
+        case .awaitingFirstRequest(let since): return elapsed(since, now) >= min(read, idle) ? .close : .none
         case .idle(let since): return elapsed(since, now) >= idle ? .close : .none
         case .reading(let since): return elapsed(since, now) >= read ? .requestTimeout : .none
         case .writing(let since): return elapsed(since, now) >= idle ? .close : .none

@@ -9,6 +9,13 @@ public protocol ModelRuntime: Sendable {
     var outputs: [TensorSpec] { get }
     /// Runs the model once; blocking, called only on Serving's dedicated threads.
     func run(_ feeds: [String: Tensor]) throws -> [String: Tensor]
+    /// Key-value metadata stored in the model file (ONNX `metadata_props`), in file order.
+    var metadata: [(key: String, value: String)] { get }
+}
+
+extension ModelRuntime {
+    /// No metadata unless the runtime has some.
+    public var metadata: [(key: String, value: String)] { [] }
 }
 
 /// Builds a runtime from a model file path; blocking, called only on the registry's loader thread.

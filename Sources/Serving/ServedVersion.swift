@@ -12,7 +12,7 @@ public final class ServedVersion: Sendable {
     public let version: Int
     /// The config the version was loaded with.
     public let config: ModelConfig
-    /// Class labels from labels.txt (empty when absent).
+    /// Class labels from labels.txt, else from the model's metadata (`labels`, `classes`, ...); empty when neither has any.
     public let labels: [String]
     /// Declared inputs.
     public let inputs: [TensorSpec]
@@ -38,7 +38,7 @@ public final class ServedVersion: Sendable {
         self.name = name
         self.version = version
         self.config = config
-        self.labels = labels
+        self.labels = labels.isEmpty ? metadataLabels(runtime.metadata) : labels
         self.loadSeconds = loadSeconds
         self.runtime = runtime
         inputs = runtime.inputs

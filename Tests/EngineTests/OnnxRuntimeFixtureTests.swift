@@ -212,8 +212,19 @@ final class LockedCounter: @unchecked Sendable {
         #expect { try NumpyFormat.decode(file("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }")) } throws: { $0 is EngineError }
         #expect { try NumpyFormat.decode(file("{'descr': '<f4', 'fortran_order': False, 'shape': (100,), }")) } throws: { $0 is EngineError }
         #expect { try NumpyFormat.decode([1, 2, 3]) } throws: { $0 is EngineError }
-        let v3 = file("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }")
-        #expect(try NumpyFormat.decode(v3).shape == [2])
+        let v1 = file("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }")
+        #expect(try NumpyFormat.decode(v1).shape == [2])
+        // Versions 2 and 3 carry a 4-byte header length.
+        for major in [UInt8(2), 3] {
+            var h = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }"
+            while (12 + h.utf8.count + 1) % 64 != 0 { h += " " }
+            h += "\n"
+            let n = h.utf8.count
+            let bytes: [UInt8] = [0x93, 0x4E, 0x55, 0x4D, 0x50, 0x59, major, 0, UInt8(n & 0xff), UInt8(n >> 8), 0, 0] + Array(h.utf8)
+                + withUnsafeBytes(of: 1.5) { Array($0) } + withUnsafeBytes(of: -2.0) { Array($0) }
+            let t = try NumpyFormat.decode(bytes)
+            #expect(t.dtype == .float64 && t.shape == [1, 2] && t.scalars(as: Double.self) == [1.5, -2])
+        }
     }
 }
 
@@ -293,5 +304,53 @@ final class LockedCounter: @unchecked Sendable {
         #expect { try CompiledModel(model: Model(graph: dangling)) } throws: { ($0 as? EngineError)?.code == .invalidModel }
         let noProducer = Graph(inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(1)])], outputs: [ValueInfo(name: "z")])
         #expect { try CompiledModel(model: Model(graph: noProducer)) } throws: { ($0 as? EngineError)?.code == .invalidModel }
+    }
+}
+
+/// Packed Conv weights are the only copy the compiled model keeps.
+@Suite struct WeightOwnershipTests {
+    @Test func unpackedConvWeightsAreReleasedAfterCompilation() throws {
+        weak var weightStorage: TensorStorage?
+        var compiled: CompiledModel?
+        do {
+            let w = TestSupport.f([2, 1, 3, 3], (0..<18).map { Float($0) })
+            weightStorage = w.storage
+            let graph = Graph(nodes: [Node(name: "conv", opType: "Conv", inputs: ["x", "w"], outputs: ["c"]), Node(opType: "Relu", inputs: ["c"], outputs: ["y"])],
+                              initializers: [(name: "w", tensor: w)],
+                              inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(1), .fixed(3), .fixed(3)])],
+                              outputs: [ValueInfo(name: "y", elementType: .float32, shape: nil)])
+            compiled = try CompiledModel(model: Model(graph: graph))
+        }
+        #expect(weightStorage == nil)
+        let y = try compiled!.run(["x": Tensor(shape: [1, 1, 3, 3], scalars: [Float](repeating: 1, count: 9))])["y"]!
+        #expect(y.scalars(as: Float.self) == [36, 117])
+    }
+}
+
+/// Public dtype conversion used by `osprey predict`.
+@Suite struct ConversionTests {
+    @Test func convertsWithCastSemantics() throws {
+        let d = Tensor(shape: [3], scalars: [1.9, -1.9, 0.0])
+        #expect(try d.converted(to: .float32).scalars(as: Float.self) == [1.9, -1.9, 0])
+        #expect(try d.converted(to: .int64).scalars(as: Int64.self) == [1, -1, 0])
+        #expect(try d.converted(to: .bool).scalars(as: Bool.self) == [true, true, false])
+        #expect(throws: EngineError.self) { try Tensor(shape: [1], strings: [[65]]).converted(to: .float32) }
+    }
+}
+
+/// Shapes that depend on values are never served from the per-signature cache.
+@Suite struct ShapeCacheTests {
+    @Test func valueDependentShapesAreRecomputed() throws {
+        // n = int(max(x)); y = Shape(Range(0, n, 1)); the input shape is the same on both runs, the answer is not.
+        let graph = Graph(nodes: [Node(opType: "ReduceMax", inputs: ["x"], outputs: ["m"], attributes: ["keepdims": .int(0)]),
+                                  Node(opType: "Cast", inputs: ["m"], outputs: ["n"], attributes: ["to": .int(7)]),
+                                  Node(opType: "Range", inputs: ["zero", "n", "one"], outputs: ["r"]),
+                                  Node(opType: "Shape", inputs: ["r"], outputs: ["y"])],
+                          initializers: [(name: "zero", tensor: Tensor(scalar: Int64(0))), (name: "one", tensor: Tensor(scalar: Int64(1)))],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(2)])],
+                          outputs: [ValueInfo(name: "y", elementType: .int64, shape: [.fixed(1)])])
+        let model = try CompiledModel(model: Model(opsetImports: ["": 13], graph: graph))
+        #expect(try model.run(["x": TestSupport.f([2], [3, 1])])["y"]!.scalars(as: Int64.self) == [3])
+        #expect(try model.run(["x": TestSupport.f([2], [5, 1])])["y"]!.scalars(as: Int64.self) == [5])
     }
 }

@@ -218,6 +218,13 @@ import ONNX
         #expect(T.close(Array(T.floats(linear)[0..<4]), [1, 1.3333334, 1.6666666, 2]))
         let sized = try T.runNode("Resize", [("x", x), ("", T.f([0], [])), ("", T.f([0], [])), ("z", T.i([4], [1, 1, 1, 1]))], opset: 13)[0]
         #expect(sized.shape == [1, 1, 1, 1])
+        // Antialiased downsampling (values from the ONNX reference implementation).
+        let grid = T.f([1, 1, 4, 4], (1...16).map { Float($0) }), down = T.f([4], [1, 1, 0.6, 0.6])
+        for (mode, expected) in [("linear", [2.875, 4.5, 9.375, 11.0] as [Float]), ("cubic", [2.5180695, 4.2858858, 9.5893354, 11.357152])] {
+            let y = try T.runNode("Resize", [("x", grid), ("", T.f([0], [])), ("s", down)],
+                                  attributes: ["mode": .string(Array(mode.utf8)), "antialias": .int(1)], opset: 18)[0]
+            #expect(y.shape == [1, 1, 2, 2] && T.close(T.floats(y), expected), "\(mode)")
+        }
         let up = try T.runNode("Upsample", [("x", x), ("s", scales)], opset: 9)[0]
         #expect(T.floats(up) == T.floats(nearest))
     }
@@ -247,5 +254,41 @@ import ONNX
                         "ReduceSum", "ReduceMax", "ArgMax", "Identity", "Dropout", "Constant", "ConstantOfShape", "Shape", "Gather", "Expand",
                         "Range", "Cast", "Equal", "Where"]
         #expect(Set(required).isSubset(of: CompiledModel.supportedOperators))
+    }
+}
+
+/// If and Loop with subgraphs that read outer-scope values.
+@Suite struct ControlFlowTests {
+    @Test func ifPicksABranchThatReadsOuterValues() throws {
+        let thenGraph = Graph(name: "then", nodes: [Node(opType: "Add", inputs: ["x", "x"], outputs: ["t"])], outputs: [ValueInfo(name: "t")])
+        let elseGraph = Graph(name: "else", nodes: [Node(opType: "Neg", inputs: ["x"], outputs: ["e"])], outputs: [ValueInfo(name: "e")])
+        let graph = Graph(nodes: [Node(opType: "Greater", inputs: ["x0", "zero"], outputs: ["c"]),
+                                  Node(opType: "Relu", inputs: ["v"], outputs: ["x"]),
+                                  Node(opType: "If", inputs: ["c"], outputs: ["y"], attributes: ["then_branch": .graph(thenGraph), "else_branch": .graph(elseGraph)])],
+                          initializers: [(name: "zero", tensor: Tensor(scalar: Float(0)))],
+                          inputs: [ValueInfo(name: "x0", elementType: .float32, shape: []), ValueInfo(name: "v", elementType: .float32, shape: [.fixed(2)])],
+                          outputs: [ValueInfo(name: "y", elementType: .float32, shape: [.fixed(2)])])
+        let model = try CompiledModel(model: Model(graph: graph))
+        let v = TestSupport.f([2], [1, -3])
+        #expect(try model.run(["x0": Tensor(scalar: Float(1)), "v": v])["y"]!.scalars(as: Float.self) == [2, 0])
+        #expect(try model.run(["x0": Tensor(scalar: Float(-1)), "v": v])["y"]!.scalars(as: Float.self) == [-1, 0])
+    }
+
+    @Test func loopCarriesStateAndStacksScanOutputs() throws {
+        // body(i, cond, acc) -> (cond, acc + step, acc + step as a scan output); `step` comes from the outer graph.
+        let body = Graph(name: "body", nodes: [Node(opType: "Add", inputs: ["acc", "step"], outputs: ["next"]),
+                                               Node(opType: "Identity", inputs: ["cond_in"], outputs: ["cond_out"]),
+                                               Node(opType: "Identity", inputs: ["next"], outputs: ["scan"])],
+                         inputs: [ValueInfo(name: "i", elementType: .int64, shape: []), ValueInfo(name: "cond_in", elementType: .bool, shape: []),
+                                  ValueInfo(name: "acc", elementType: .float32, shape: [.fixed(1)])],
+                         outputs: [ValueInfo(name: "cond_out"), ValueInfo(name: "next"), ValueInfo(name: "scan")])
+        let graph = Graph(nodes: [Node(opType: "Loop", inputs: ["trips", "", "start"], outputs: ["final", "history"], attributes: ["body": .graph(body)])],
+                          initializers: [(name: "trips", tensor: Tensor(scalar: Int64(3))), (name: "step", tensor: TestSupport.f([1], [2]))],
+                          inputs: [ValueInfo(name: "start", elementType: .float32, shape: [.fixed(1)])],
+                          outputs: [ValueInfo(name: "final"), ValueInfo(name: "history")])
+        let model = try CompiledModel(model: Model(graph: graph))
+        let out = try model.run(["start": TestSupport.f([1], [1])])
+        #expect(out["final"]!.scalars(as: Float.self) == [7])
+        #expect(out["history"]!.shape == [3, 1] && out["history"]!.scalars(as: Float.self) == [3, 5, 7])
     }
 }

@@ -161,6 +161,9 @@ final class TimeoutPolicyTests: XCTestCase {
         XCTAssertEqual(policy.action(for: .reading(since: 100 * ms), now: 599 * ms), .none)
         XCTAssertEqual(policy.action(for: .reading(since: 100 * ms), now: 600 * ms), .requestTimeout)
         XCTAssertEqual(policy.action(for: .awaitingResponder, now: UInt64.max), .none)
+        // A fresh connection gets the read limit for its first byte, not the idle one.
+        XCTAssertEqual(policy.action(for: .awaitingFirstRequest(since: 0), now: 499 * ms), .none)
+        XCTAssertEqual(policy.action(for: .awaitingFirstRequest(since: 0), now: 500 * ms), .close)
         XCTAssertEqual(policy.action(for: .writing(since: 0), now: 1000 * ms), .close)
         // Linger never outlasts the read timeout.
         XCTAssertEqual(policy.action(for: .lingering(since: 0), now: 500 * ms), .close)
@@ -171,6 +174,16 @@ final class TimeoutPolicyTests: XCTestCase {
 final class FormattingTests: XCTestCase {
     func testIMFFixdate() {
         XCTAssertEqual(String(decoding: WallClock.imfFixdate(seconds: 784111777), as: UTF8.self), "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
+
+    func testByteWriterGrowsAndFormatsNumbers() {
+        var writer = ByteWriter(capacity: 16)
+        defer { writer.free() }
+        for value in [0, 7, 10, 12345, -42, Int.max] { writer.appendDecimal(value); writer.append(UInt8(ascii: " ")) }
+        writer.append(Array(repeating: UInt8(ascii: "x"), count: 100))
+        XCTAssertEqual(String(decoding: writer.array, as: UTF8.self), "0 7 10 12345 -42 \(Int.max) " + String(repeating: "x", count: 100))
+        writer.removeFirst(2)
+        XCTAssertEqual(writer.array.prefix(4), Array("7 10".utf8)[...])
     }
 
     func testRequestIDsAreUniqueAndSane() {
@@ -186,22 +199,25 @@ final class FormattingTests: XCTestCase {
         json.number("status", 200)
         json.milliseconds("duration_ms", nanoseconds: 1_234_567)
         json.end()
+        defer { json.out.free() }
         XCTAssertEqual(String(decoding: json.bytes, as: UTF8.self),
                        #"{"time":"t","level":"info","msg":"access","path":"/a\"b\n","status":200,"duration_ms":1.234}"# + "\n")
         var logfmt = LogLine(format: .logfmt)
         logfmt.begin(time: Array("t".utf8), level: "info", message: "two words")
         logfmt.field("path", "/plain")
         logfmt.end()
+        defer { logfmt.out.free() }
         XCTAssertEqual(String(decoding: logfmt.bytes, as: UTF8.self), "time=t level=info msg=\"two words\" path=/plain\n")
     }
 
     func testResponseSerializationAddsServerHeaders() {
-        var out: [UInt8] = []
+        var out = ByteWriter(capacity: 16)
+        defer { out.free() }
         let context = ResponseSerializer.Context(date: Array("D".utf8), serverLine: Array("Server: s\r\n".utf8), requestID: "r1",
                                                  keepAlive: true, http10: false, isHead: true)
         let response = HTTPResponse(status: 200, headers: ["Content-Length": "999", "X-Evil": "a\r\nInjected: 1"], body: Array("abc".utf8))
         _ = ResponseSerializer.append(response, context: context, to: &out, detachLargeBody: 1 << 20)
-        XCTAssertEqual(String(decoding: out, as: UTF8.self),
+        XCTAssertEqual(String(decoding: out.array, as: UTF8.self),
                        "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nDate: D\r\nServer: s\r\nX-Request-ID: r1\r\n\r\n")
     }
 }
@@ -210,5 +226,34 @@ extension ParserTests {
     func testTransferEncodingBeforeContentLengthIsRejectedToo() {
         let seen = parseEverySplit("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n")
         XCTAssertEqual(seen, [.error(.conflictingFraming("Content-Length and Transfer-Encoding are both present"))])
+    }
+}
+
+extension ParserTests {
+    func testRandomInputNeverCrashesAndEndsInAnErrorOrRequests() {
+        var generator = SystemRandomNumberGenerator()
+        let seeds = ["GET / HTTP/1.1\r\n", "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", "PUT / HTTP/1.0\r\nContent-Length: 4\r\n\r\n"]
+        for round in 0..<500 {
+            let parser = RequestParser(maxHeaderBytes: 512, maxBodyBytes: 256)
+            var bytes = Array(seeds[round % seeds.count].utf8)
+            bytes += (0..<Int.random(in: 0...600, using: &generator)).map { _ in
+                // Mostly printable, with CR/LF and arbitrary bytes mixed in.
+                switch UInt8.random(in: 0...9, using: &generator) {
+                case 0: 13
+                case 1: 10
+                case 2: UInt8.random(in: 0...255, using: &generator)
+                default: UInt8.random(in: 0x20...0x7E, using: &generator)
+                }
+            }
+            var offset = 0
+            while offset < bytes.count {
+                let step = Int.random(in: 1...64, using: &generator)
+                parser.feed(Array(bytes[offset..<min(bytes.count, offset + step)]))
+                offset += step
+            }
+            for case .error(let error) in parser.events {
+                XCTAssertTrue([400, 413, 417, 431, 501].contains(error.status), "\(error)")
+            }
+        }
     }
 }

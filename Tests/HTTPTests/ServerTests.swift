@@ -154,6 +154,14 @@ final class ServerTests: XCTestCase {
         XCTAssertTrue(eventually { server.openConnections == 0 })
     }
 
+    func testSilentNewConnectionIsClosedAfterTheReadTimeout() throws {
+        let (server, port) = try startServer { $0.readTimeout = 0.2; $0.idleTimeout = 60 }
+        defer { server.shutdown(gracePeriod: 1) }
+        let client = try TestClient(port: port, timeout: 2)
+        XCTAssertTrue(client.isClosedByPeer())
+        XCTAssertTrue(eventually { server.openConnections == 0 })
+    }
+
     func testSlowRequestGets408() throws {
         let (server, port) = try startServer { $0.readTimeout = 0.2 }
         defer { server.shutdown(gracePeriod: 1) }
@@ -180,14 +188,18 @@ final class ServerTests: XCTestCase {
     }
 
     func testShutdownLetsTheRequestInFlightFinish() throws {
-        let (server, port) = try startServer()
+        let started = Latch()
+        let (server, port) = try startServer(responder: { request in
+            if request.path == "/slow" { started.open() }
+            return await echoResponder(request)
+        })
         let idle = try TestClient(port: port)
         idle.send("GET / HTTP/1.1\r\n\r\n")
         XCTAssertNotNil(idle.readResponse())
         let client = try TestClient(port: port)
         client.send("GET /slow HTTP/1.1\r\nX-Delay-Ms: 300\r\n\r\n")
-        XCTAssertTrue(eventually { server.openConnections == 2 })
-        usleep(50_000)
+        // Shut down only once the request is with the responder.
+        XCTAssertTrue(eventually { started.opened })
         let stopped = Latch()
         Thread.detachNewThread {
             server.shutdown(gracePeriod: 5)
@@ -235,6 +247,34 @@ final class ServerTests: XCTestCase {
         let client = try TestClient(port: port)
         client.send("GET /alive HTTP/1.1\r\n\r\n")
         XCTAssertEqual(client.readResponse()?.status, 200)
+    }
+
+    func testClientLeavingMidResponseIsHarmless() throws {
+        let big = [UInt8](repeating: 0x62, count: 8 << 20)
+        let (server, port) = try startServer(responder: { request in
+            if request.headers["X-Delay-Ms"] != nil { try? await Task.sleep(nanoseconds: 30_000_000) }
+            return HTTPResponse(status: 200, body: big)
+        })
+        defer { server.shutdown(gracePeriod: 1) }
+        for _ in 0..<3 {
+            let client = try TestClient(port: port)
+            client.send("GET /big HTTP/1.1\r\n\r\n")
+            var byte: UInt8 = 0
+            _ = recv(client.fd, &byte, 1, 0)
+            // Leave with most of the 8 MiB unread: the server's writes now fail with EPIPE/ECONNRESET.
+            var linger = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(client.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+        }
+        for _ in 0..<3 {
+            // A plain close before the answer: the server's later writes hit a dead peer (EPIPE, SIGPIPE if not ignored).
+            let client = try TestClient(port: port)
+            client.send("GET /big HTTP/1.1\r\nX-Delay-Ms: 30\r\n\r\n")
+            shutdown(client.fd, Int32(SHUT_RDWR))
+        }
+        XCTAssertTrue(eventually { server.openConnections == 0 }, "open: \(server.openConnections)")
+        let client = try TestClient(port: port)
+        client.send("GET /again HTTP/1.1\r\n\r\n")
+        XCTAssertEqual(client.readResponse()?.body.count, big.count)
     }
 
     func testInlineResponderAnswersOnTheLoopAndCanDefer() throws {
@@ -290,5 +330,47 @@ final class ServerTests: XCTestCase {
         let clients = try (0..<8).map { _ in try TestClient(port: port) }
         for (i, client) in clients.enumerated() { client.send("GET /\(i) HTTP/1.1\r\n\r\n") }
         for (i, client) in clients.enumerated() { XCTAssertEqual(client.readResponse()?.text, "GET /\(i)? 0\n") }
+    }
+}
+
+extension ServerTests {
+    func testManyPipelinedRequestsPassThroughBackpressure() throws {
+        let (server, port) = try startServer { $0.maxPipelinedRequests = 4 }
+        defer { server.shutdown(gracePeriod: 1) }
+        let client = try TestClient(port: port)
+        client.send((0..<200).map { "GET /\($0) HTTP/1.1\r\n\r\n" }.joined())
+        for i in 0..<200 {
+            guard let response = client.readResponse() else { return XCTFail("response \(i) missing") }
+            XCTAssertEqual(response.text, "GET /\(i)? 0\n")
+        }
+    }
+
+    func testIPv6Loopback() throws {
+        var configuration = HTTPServerConfiguration(host: "::1", port: 0)
+        configuration.logLevel = .off
+        let server = HTTPServer(configuration: configuration, responder: echoResponder)
+        let port: Int
+        do { port = try server.start() } catch { throw XCTSkip("no IPv6 loopback here: \(error)") }
+        defer { server.shutdown(gracePeriod: 1) }
+        let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_port = UInt16(port).bigEndian
+        address.sin6_addr = in6addr_loopback
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+        }
+        XCTAssertEqual(status, 0)
+        let request = Array("GET /six HTTP/1.1\r\nConnection: close\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received.append(contentsOf: chunk[..<n])
+        }
+        XCTAssertTrue(String(decoding: received, as: UTF8.self).hasSuffix("GET /six? 0\n"))
     }
 }

@@ -73,6 +73,8 @@ public final class PackedConvolution: @unchecked Sendable {
         case .depthwise: return 0
         case .pointwise, .unfolded:
             if batchesImages(g) { return (k + g.outChannelsPerGroup) * g.batch * outPlane }
+            // Tiles unfold into per-thread scratch instead.
+            if tiling(g).count >= Self.minimumTiles { return 0 }
             return path(for: g) == .pointwise ? 0 : k * outPlane
         }
     }
@@ -94,27 +96,33 @@ public final class PackedConvolution: @unchecked Sendable {
         }
         let needed = workspaceCount(for: g)
         precondition(needed == 0 || workspace != nil, "convolution needs a workspace of \(needed) floats")
-        let tiling = tiling(g, path: path)
-        if tiling.count >= 1 && (EngineThreads.threads == 1 || tiling.count >= 2 * EngineThreads.threads) {
+        let tiling = tiling(g)
+        if tiling.count >= Self.minimumTiles {
             runTiled(g, path: path, rowsPerTile: tiling.rowsPerTile, tilesPerImage: tiling.count / (g.batch * groups),
                      input: input, output: output, residual: residual)
             return
         }
-        if batchesImages(g) {
+        let batched = batchesImages(g)
+        if batched {
             runBatched(g, path: path, input: input, output: output, workspace: workspace!)
         } else {
             runPerImage(g, path: path, input: input, output: output, workspace: workspace)
         }
         let outPlane = oh * ow
         for n in 0..<g.batch {
-            applyChannelEpilogue(output + n * outChannels * outPlane, channels: outChannels, planeSize: outPlane, bias: bias,
+            // The per-image gemms started from the bias already.
+            applyChannelEpilogue(output + n * outChannels * outPlane, channels: outChannels, planeSize: outPlane, bias: batched ? bias : nil,
                                  residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
         }
     }
 
+    /// Fewest tiles worth running in parallel (two per thread on this 2-core box); below that, one wide gemm split
+    /// across the threads does better. Independent of the thread count so `workspaceCount` stays valid if it changes.
+    private static let minimumTiles = 4
+
     /// Tiles of whole output rows sized so one tile's columns and products stay in the L2 cache (about 1 MB here),
     /// or none when small planes batch better (`runBatched`). count = tiles over all images and groups.
-    private func tiling(_ g: ConvGeometry, path: Path) -> (rowsPerTile: Int, count: Int) {
+    private func tiling(_ g: ConvGeometry) -> (rowsPerTile: Int, count: Int) {
         if batchesImages(g) { return (0, 0) }
         let k = g.inChannelsPerGroup * kernelHeight * kernelWidth
         let budget = 640 * 1024 / MemoryLayout<Float>.stride
@@ -141,8 +149,12 @@ public final class PackedConvolution: @unchecked Sendable {
             let image = input + n * inChannels * inPlane
             let result = output + (n * outChannels + group * mg) * outPlane + first
             let gemm = { (b: UnsafePointer<Float>, ldb: Int) in
+                // Starting from the bias (beta 1) replaces OpenBLAS's zeroing pass over C and the epilogue's add.
+                if let bias {
+                    for i in 0..<mg { (result + i * outPlane).update(repeating: bias[group * mg + i], count: width) }
+                }
                 sgemm(transposeA: false, transposeB: false, m: mg, n: width, k: k, alpha: 1, a: weights + group * mg * k, lda: k,
-                      b: b, ldb: ldb, beta: 0, c: result, ldc: outPlane)
+                      b: b, ldb: ldb, beta: bias == nil ? 0 : 1, c: result, ldc: outPlane)
             }
             if path == .pointwise {
                 gemm(image + group * cg * inPlane + first, inPlane)
@@ -153,11 +165,8 @@ public final class PackedConvolution: @unchecked Sendable {
                 }
             }
             let res = residual.map { $0 + (n * outChannels + group * mg) * outPlane + first }
-            if bias != nil || res != nil || activation != .none {
-                for i in 0..<mg {
-                    activation.apply(result + i * outPlane, count: width, adding: bias?[group * mg + i] ?? 0,
-                                     residual: res.map { $0 + i * outPlane })
-                }
+            if res != nil || activation != .none {
+                for i in 0..<mg { activation.apply(result + i * outPlane, count: width, adding: 0, residual: res.map { $0 + i * outPlane }) }
             }
         }
     }
@@ -179,8 +188,13 @@ public final class PackedConvolution: @unchecked Sendable {
                     im2col(g, image: image, firstChannel: group * cg, columns: workspace!)
                     b = UnsafePointer(workspace!)
                 }
+                let c = result + group * mg * outPlane
+                // Starting from the bias (beta 1) replaces OpenBLAS's zeroing pass over C and the epilogue's add.
+                if let bias {
+                    for i in 0..<mg { (c + i * outPlane).update(repeating: bias[group * mg + i], count: outPlane) }
+                }
                 sgemm(transposeA: false, transposeB: false, m: mg, n: outPlane, k: k, alpha: 1,
-                      a: weights + group * mg * k, lda: k, b: b, ldb: outPlane, beta: 0, c: result + group * mg * outPlane, ldc: outPlane)
+                      a: weights + group * mg * k, lda: k, b: b, ldb: outPlane, beta: bias == nil ? 0 : 1, c: c, ldc: outPlane)
             }
         }
     }

@@ -1,61 +1,44 @@
 /// Depthwise convolution (one input channel per group, outChannels = multiplier * inChannels), any kernel, stride,
 /// dilation and pads. input NCHW, weights [M, kh*kw], bias [M] or nil, residual and output N x M x outH x outW.
 ///
-/// Each input plane is copied once into a zero-bordered scratch plane P of width PW. At stride 1, output (y, x) reads
-/// P[(y*PW + x) + ky*dh*PW + kx*dw], so the plane is a 1-D filter over the flat index j = y*PW + x, computed in full
-/// 16-lane vectors with no row tails even on 7x7 planes; columns x >= outWidth are dropped when rows are copied out
-/// through the epilogue. At stride 2, P is first split into its four (row, column) parity planes of width SW, which
-/// turns the filter into the same stride-1 flat form over j = y*SW + x. Planes are split across the compute pool.
+/// Equal strides 1 or 2 run as a 1-D filter in full 16-lane vectors over `FlatWindowLayout` (zero-bordered plane, or
+/// its parity planes at stride 2), with no row tails even on 7x7 planes; other strides compute one output at a time
+/// from the padded plane. Planes are split across the compute pool.
 func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
                           residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
     let oh = g.outHeight, ow = g.outWidth
     let multiplier = g.outChannels / g.inChannels
-    let paddedHeight = g.padTop + g.inHeight + g.padBottom, paddedWidth = g.padLeft + g.inWidth + g.padRight
     let planes = g.batch * g.outChannels
     let inPlane = g.inHeight * g.inWidth, outPlane = oh * ow
     let taps = g.kernelHeight * g.kernelWidth
-    // Equal strides 1 or 2 take the flat form; anything else computes the same sums one output at a time.
-    let stride = g.strideHeight == g.strideWidth && g.strideHeight <= 2 ? g.strideHeight : 0
-    let phaseHeight = (paddedHeight + 1) / 2, phaseWidth = (paddedWidth + 1) / 2
-    let phaseStride = (phaseHeight + 1) * phaseWidth + vectorReadSlack
-    let rowWidth = stride == 2 ? phaseWidth : paddedWidth
-    let flatCount = (oh * rowWidth + 15) & ~15
-    let paddedCount = (2 * phaseHeight + 2) * paddedWidth + flatCount + 2 * vectorReadSlack
-    let phaseCount = stride == 2 ? 4 * phaseStride : 0
+    let flatLayout = FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: oh, outWidth: ow,
+                                      kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, strideHeight: g.strideHeight,
+                                      strideWidth: g.strideWidth, dilationHeight: g.dilationHeight, dilationWidth: g.dilationWidth,
+                                      padTop: g.padTop, padLeft: g.padLeft, padBottom: g.padBottom, padRight: g.padRight)
+    // Any other stride: the same padded plane at stride 1 gives the reads, computed one output at a time.
+    let layout = flatLayout ?? FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: 1, outWidth: 1, kernelHeight: 1,
+                                                kernelWidth: 1, strideHeight: 1, strideWidth: 1, dilationHeight: 1, dilationWidth: 1,
+                                                padTop: g.padTop, padLeft: g.padLeft, padBottom: g.padBottom, padRight: g.padRight)!
+    let rowWidth = flatLayout == nil ? layout.paddedWidth : layout.rowWidth
+    let flatCount = flatLayout == nil ? oh * rowWidth : layout.flatCount
     parallelRanges(planes, minimumChunk: max(1, 4096 / max(1, outPlane))) { range in
-        let scratch = allocateFloats(paddedCount + phaseCount + flatCount)
+        let scratch = allocateFloats(layout.scratchCount + flatCount)
         defer { scratch.deallocate() }
-        let phases = scratch + paddedCount, flat = phases + phaseCount
-        // Borders stay zero across planes: only the interior is rewritten.
-        scratch.initialize(repeating: 0, count: paddedCount + phaseCount)
-        // Where tap t reads for flat index 0.
-        var bases = [UnsafePointer<Float>](repeating: UnsafePointer(scratch), count: taps)
-        for ky in 0..<g.kernelHeight {
-            for kx in 0..<g.kernelWidth {
-                let r = ky * g.dilationHeight, c = kx * g.dilationWidth
-                bases[ky * g.kernelWidth + kx] = stride == 2
-                    ? UnsafePointer(phases + ((r % 2) * 2 + c % 2) * phaseStride + (r / 2) * phaseWidth + c / 2)
-                    : UnsafePointer(scratch + r * paddedWidth + c)
-            }
-        }
+        layout.prepare(scratch, fill: 0)
+        let flat = scratch + layout.scratchCount
+        let bases = layout.bases(scratch)
         var loadedPlane = -1
         for plane in range {
             let n = plane / g.outChannels, m = plane % g.outChannels
             let sourcePlane = n * g.inChannels + m / multiplier
             if sourcePlane != loadedPlane {
-                let src = input + sourcePlane * inPlane
-                for y in 0..<g.inHeight {
-                    (scratch + (g.padTop + y) * paddedWidth + g.padLeft).update(from: src + y * g.inWidth, count: g.inWidth)
-                }
-                if stride == 2 {
-                    splitPhases(scratch, rows: 2 * phaseHeight, width: paddedWidth, phaseWidth: phaseWidth, phaseStride: phaseStride, into: phases)
-                }
+                layout.load(input + sourcePlane * inPlane, into: scratch)
                 loadedPlane = sourcePlane
             }
             let filter = weights + m * taps
             let b = bias?[m] ?? 0
-            if stride == 0 {
-                rowFilter(g, UnsafePointer(scratch), paddedWidth: paddedWidth, filter: filter, bias: b, output: flat)
+            if flatLayout == nil {
+                rowFilter(g, UnsafePointer(scratch), paddedWidth: layout.paddedWidth, filter: filter, bias: b, output: flat)
             } else if taps == 9 {
                 flatFilter3x3(bases, filter: filter, bias: b, count: flatCount, output: flat)
             } else {
@@ -75,23 +58,6 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
                 activation.apply(flat, count: flatCount)
                 for y in 0..<oh { (dst + y * ow).update(from: flat + y * rowWidth, count: ow) }
             }
-        }
-    }
-}
-
-/// Splits a padded plane into its four parity planes: phase (r % 2, c % 2) holds P[r][c] at [r / 2][c / 2].
-/// 16-lane stores may run past a phase row into the next one (rewritten right after) or the phase's slack.
-private func splitPhases(_ padded: UnsafeMutablePointer<Float>, rows: Int, width: Int, phaseWidth: Int, phaseStride: Int,
-                         into phases: UnsafeMutablePointer<Float>) {
-    for r in 0..<rows {
-        let src = padded + r * width
-        let even = phases + (r % 2) * 2 * phaseStride + (r / 2) * phaseWidth, odd = even + phaseStride
-        var k = 0
-        while k < phaseWidth {
-            let v = (src + 2 * k).vector(SIMD32<Float>.self)
-            (even + k).store(v.evenHalf)
-            (odd + k).store(v.oddHalf)
-            k += 16
         }
     }
 }

@@ -59,10 +59,14 @@ public struct PoolGeometry: Sendable, Hashable {
 /// Each plane is copied into a scratch plane bordered with -infinity (covering ceil_mode overhang) so every output
 /// row is a run of vector maxima; planes are split across the compute pool.
 public func maxPool2D(_ g: PoolGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
+    if let layout = flatLayout(g) {
+        flatPool(g, layout, MaxFold.self, input: input, output: output) { _, flat, out in
+            out.update(from: flat, count: g.outWidth)
+        }
+        return
+    }
     pooledPlanes(g, fill: -.infinity, input: input, output: output) { padded, paddedWidth, out in
-        windowRows(g, padded: padded, paddedWidth: paddedWidth, output: out, initial: -.infinity,
-                   { $0.replacing(with: $1, where: $1 .> $0) }, { $0.replacing(with: $1, where: $1 .> $0) },
-                   { Swift.max($0, $1) })
+        windowRows(g, padded: padded, paddedWidth: paddedWidth, output: out, MaxFold.self)
     }
 }
 
@@ -78,13 +82,60 @@ public func averagePool2D(_ g: PoolGeometry, countIncludePad: Bool, input: Unsaf
         windowCount(start: y * g.strideHeight - g.padTop, kernel: g.kernelHeight, dilation: g.dilationHeight,
                     size: g.inHeight, padEnd: g.padBottom, includePad: countIncludePad)
     }
+    if let layout = flatLayout(g) {
+        flatPool(g, layout, SumFold.self, input: input, output: output) { y, flat, out in
+            for x in 0..<g.outWidth {
+                let divisor = rowCounts[y] * columnCounts[x]
+                out[x] = divisor > 0 ? flat[x] / Float(divisor) : 0
+            }
+        }
+        return
+    }
     pooledPlanes(g, fill: 0, input: input, output: output) { padded, paddedWidth, out in
-        windowRows(g, padded: padded, paddedWidth: paddedWidth, output: out, initial: 0, { $0 + $1 }, { $0 + $1 }, { $0 + $1 })
+        windowRows(g, padded: padded, paddedWidth: paddedWidth, output: out, SumFold.self)
         for y in 0..<g.outHeight {
             let row = out + y * g.outWidth
             for x in 0..<g.outWidth {
                 let divisor = rowCounts[y] * columnCounts[x]
                 row[x] = divisor > 0 ? row[x] / Float(divisor) : 0
+            }
+        }
+    }
+}
+
+/// The flat vector layout for equal strides 1 or 2 (every common pool), nil otherwise.
+private func flatLayout(_ g: PoolGeometry) -> FlatWindowLayout? {
+    FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: g.outHeight, outWidth: g.outWidth,
+                     kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, strideHeight: g.strideHeight, strideWidth: g.strideWidth,
+                     dilationHeight: g.dilationHeight, dilationWidth: g.dilationWidth,
+                     padTop: g.padTop, padLeft: g.padLeft, padBottom: g.padBottom, padRight: g.padRight)
+}
+
+/// Folds every window of each plane with `combine` in 16-lane steps over the flat layout, then hands each output
+/// row's flat values to `finish(y, flatRow, outputRow)`. Planes are split across the compute pool.
+@inline(__always)
+private func flatPool<Fold: WindowFold>(_ g: PoolGeometry, _ layout: FlatWindowLayout, _: Fold.Type, input: UnsafePointer<Float>,
+                                        output: UnsafeMutablePointer<Float>,
+                                        _ finish: (Int, UnsafeMutablePointer<Float>, UnsafeMutablePointer<Float>) -> Void) {
+    guard g.planes > 0 else { return }
+    let inPlane = g.inHeight * g.inWidth, outPlane = g.outHeight * g.outWidth
+    parallelRanges(g.planes, minimumChunk: max(1, 4096 / max(1, inPlane))) { range in
+        let scratch = allocateFloats(layout.scratchCount)
+        defer { scratch.deallocate() }
+        layout.prepare(scratch, fill: Fold.identity)
+        let flat = layout.flat(scratch)
+        layout.bases(scratch).withUnsafeBufferPointer { bases in
+            for plane in range {
+                layout.load(input + plane * inPlane, into: scratch)
+                var j = 0
+                while j < layout.flatCount {
+                    var acc = (bases[0] + j).vector(FloatVector.self)
+                    for t in 1..<bases.count { acc = Fold.combine(acc, (bases[t] + j).vector(FloatVector.self)) }
+                    (flat + j).store(acc)
+                    j += FloatVector.scalarCount
+                }
+                let out = output + plane * outPlane
+                for y in 0..<g.outHeight { finish(y, flat + y * layout.rowWidth, out + y * g.outWidth) }
             }
         }
     }
@@ -125,39 +176,29 @@ private func pooledPlanes(_ g: PoolGeometry, fill: Float, input: UnsafePointer<F
     }
 }
 
-/// Folds every window of a padded plane with `combine` into the output rows, 16 then 4 outputs at a time.
+/// Folds every window of a padded plane into the output rows, 16 then 4 outputs at a time (strides other than 1 or 2).
 @inline(__always)
-private func windowRows(_ g: PoolGeometry, padded: UnsafePointer<Float>, paddedWidth: Int, output: UnsafeMutablePointer<Float>,
-                        initial: Float, _ combine16: (SIMD16<Float>, SIMD16<Float>) -> SIMD16<Float>,
-                        _ combine4: (SIMD4<Float>, SIMD4<Float>) -> SIMD4<Float>, _ combine: (Float, Float) -> Float) {
+private func windowRows<Fold: WindowFold>(_ g: PoolGeometry, padded: UnsafePointer<Float>, paddedWidth: Int,
+                                          output: UnsafeMutablePointer<Float>, _: Fold.Type) {
     let kh = g.kernelHeight, kw = g.kernelWidth, sw = g.strideWidth, dw = g.dilationWidth
     for y in 0..<g.outHeight {
         let top = padded + y * g.strideHeight * paddedWidth
         let out = output + y * g.outWidth
         var x = 0
         while x + 16 <= g.outWidth {
-            var acc = SIMD16<Float>(repeating: initial)
+            var acc = SIMD16<Float>(repeating: Fold.identity)
             for ky in 0..<kh {
                 let row = top + ky * g.dilationHeight * paddedWidth + x * sw
-                for kx in 0..<kw { acc = combine16(acc, loadStrided16(row + kx * dw, stride: sw)) }
+                for kx in 0..<kw { acc = Fold.combine(acc, loadStrided16(row + kx * dw, stride: sw)) }
             }
             (out + x).store(acc)
             x += 16
         }
-        while x + 4 <= g.outWidth {
-            var acc = SIMD4<Float>(repeating: initial)
-            for ky in 0..<kh {
-                let row = top + ky * g.dilationHeight * paddedWidth + x * sw
-                for kx in 0..<kw { acc = combine4(acc, loadStrided4(row + kx * dw, stride: sw)) }
-            }
-            (out + x).store(acc)
-            x += 4
-        }
         while x < g.outWidth {
-            var acc = initial
+            var acc = Fold.identity
             for ky in 0..<kh {
                 let row = top + ky * g.dilationHeight * paddedWidth + x * sw
-                for kx in 0..<kw { acc = combine(acc, row[kx * dw]) }
+                for kx in 0..<kw { acc = Fold.combine(acc, row[kx * dw]) }
             }
             out[x] = acc
             x += 1
@@ -165,33 +206,54 @@ private func windowRows(_ g: PoolGeometry, padded: UnsafePointer<Float>, paddedW
     }
 }
 
+/// How window and plane reductions combine values; a type parameter so the folds specialise into the loops
+/// (closures captured by a parallel region stay indirect calls).
+private protocol WindowFold {
+    /// The value that changes nothing (and fills the padding).
+    static var identity: Float { get }
+    /// Lane-wise combination.
+    static func combine(_ a: FloatVector, _ b: FloatVector) -> FloatVector
+    /// Scalar combination.
+    static func combine(_ a: Float, _ b: Float) -> Float
+}
+
+/// Maximum; padding is -infinity.
+private enum MaxFold: WindowFold {
+    static var identity: Float { -.infinity }
+    @inline(__always) static func combine(_ a: FloatVector, _ b: FloatVector) -> FloatVector { a.replacing(with: b, where: b .> a) }
+    @inline(__always) static func combine(_ a: Float, _ b: Float) -> Float { Swift.max(a, b) }
+}
+
+/// Sum; padding is 0.
+private enum SumFold: WindowFold {
+    static var identity: Float { 0 }
+    @inline(__always) static func combine(_ a: FloatVector, _ b: FloatVector) -> FloatVector { a + b }
+    @inline(__always) static func combine(_ a: Float, _ b: Float) -> Float { a + b }
+}
+
 /// Mean of each of `planes` planes of `planeSize` floats (GlobalAveragePool on NCHW: planes = N * C).
 public func globalAveragePool(planes: Int, planeSize: Int, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
-    reducePlanes(planes: planes, planeSize: planeSize, input: input, output: output, initial: 0, { $0 + $1 }, { $0 + $1 }) {
-        $0.sum() / Float(planeSize)
-    }
+    reducePlanes(planes: planes, planeSize: planeSize, input: input, output: output, SumFold.self) { $0.sum() / Float(planeSize) }
 }
 
 /// Maximum of each of `planes` planes of `planeSize` floats (GlobalMaxPool on NCHW: planes = N * C).
 public func globalMaxPool(planes: Int, planeSize: Int, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
-    reducePlanes(planes: planes, planeSize: planeSize, input: input, output: output, initial: -.infinity,
-                 { $0.replacing(with: $1, where: $1 .> $0) }, { Swift.max($0, $1) }) { $0.max() }
+    reducePlanes(planes: planes, planeSize: planeSize, input: input, output: output, MaxFold.self) { $0.max() }
 }
 
 /// Folds each plane into 16 lanes, then the lanes into one value with `finish`.
 @inline(__always)
-private func reducePlanes(planes: Int, planeSize: Int, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, initial: Float,
-                          _ combine16: (SIMD16<Float>, SIMD16<Float>) -> SIMD16<Float>, _ combine: (Float, Float) -> Float,
-                          _ finish: (SIMD16<Float>) -> Float) {
+private func reducePlanes<Fold: WindowFold>(planes: Int, planeSize: Int, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
+                                            _: Fold.Type, _ finish: (SIMD16<Float>) -> Float) {
     parallelRanges(planes, minimumChunk: max(1, 16_384 / max(1, planeSize))) { range in
         for p in range {
             let src = input + p * planeSize
-            var acc = SIMD16<Float>(repeating: initial)
+            var acc = SIMD16<Float>(repeating: Fold.identity)
             var i = 0
-            while i + 16 <= planeSize { acc = combine16(acc, src.advanced(by: i).vector(SIMD16<Float>.self)); i += 16 }
-            var tail = initial
-            while i < planeSize { tail = combine(tail, src[i]); i += 1 }
-            acc[0] = combine(acc[0], tail)
+            while i + 16 <= planeSize { acc = Fold.combine(acc, src.advanced(by: i).vector(SIMD16<Float>.self)); i += 16 }
+            var tail = Fold.identity
+            while i < planeSize { tail = Fold.combine(tail, src[i]); i += 1 }
+            acc[0] = Fold.combine(acc[0], tail)
             output[p] = finish(acc)
         }
     }

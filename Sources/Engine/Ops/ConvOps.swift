@@ -39,7 +39,9 @@ struct WindowAttributes: Sendable {
         guard s.count == spatial, d.count == spatial, p.count == 2 * spatial, kernel.count == spatial else {
             throw ctx.error(.invalidModel, "strides \(s), dilations \(d), pads \(p), kernel \(kernel) do not match \(spatial) spatial axes")
         }
-        guard s.allSatisfy({ $0 > 0 }), d.allSatisfy({ $0 > 0 }) else { throw ctx.error(.invalidModel, "strides and dilations must be positive") }
+        guard s.allSatisfy({ $0 > 0 }), d.allSatisfy({ $0 > 0 }), kernel.allSatisfy({ $0 > 0 }), p.allSatisfy({ $0 >= 0 }) else {
+            throw ctx.error(.invalidModel, "strides, dilations and kernel sizes must be positive and pads non-negative (strides \(s), dilations \(d), kernel \(kernel), pads \(p))")
+        }
         var begin: [Int] = [], end: [Int] = []
         for i in 0..<spatial {
             let (b, e) = try windowPads(input: inputSpatial[i], kernel: kernel[i], stride: s[i], dilation: d[i], autoPad: autoPad,
@@ -54,6 +56,7 @@ let convOperators: OperatorTable = [
     "Conv": { ctx in
         let attrs = try WindowAttributes(ctx)
         let groups = try ctx.int("group", 1)
+        guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1, got \(groups)") }
         let activation = ctx.activation
         var packed: PackedConvolution?
         var consumed: Set<Int> = []
@@ -148,6 +151,7 @@ let convOperators: OperatorTable = [
     "ConvTranspose": { ctx in
         let attrs = try WindowAttributes(ctx)
         let groups = try ctx.int("group", 1)
+        guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1, got \(groups)") }
         let outputPadding = try ctx.ints("output_padding")
         let outputShape = try ctx.ints("output_shape")
         return PreparedKernel { inputs in
@@ -175,9 +179,11 @@ let convOperators: OperatorTable = [
                 if let os = outputShape { target = os.count == spatial ? os[i] : os[os.count - spatial + i] }
                 else if attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER" { target = inSp[i] * strides[i] }
                 if let t = target {
-                    let total = max(0, full - t)
-                    if attrs.autoPad == "SAME_UPPER" { pads[i] = total / 2; pads[i + spatial] = total - total / 2 }
-                    else { pads[i] = total - total / 2; pads[i + spatial] = total / 2 }
+                    // The total may be negative (the output then extends past the scattered input); halves round down.
+                    let total = full - t
+                    let half = Int((Double(total) / 2).rounded(.down))
+                    if attrs.autoPad == "SAME_UPPER" { pads[i] = half; pads[i + spatial] = total - half }
+                    else { pads[i] = total - half; pads[i + spatial] = half }
                     outSp[i] = t
                 } else {
                     if attrs.autoPad == "VALID" { pads[i] = 0; pads[i + spatial] = 0 }

@@ -237,7 +237,12 @@ let denseOperators: OperatorTable = [
     "GlobalAveragePool": { ctx in PreparedKernel { inputs in
         let x = try inputs.required(0, ctx)
         guard x.dtype == .float32, x.rank >= 3 else { throw ctx.error(.unsupportedDType, "input \(x) must be float32 NC...") }
-        return [reduce(x, axes: Set(2..<x.rank), keepDims: true, initial: Float(0), pre: { $0 }, combine: +, post: { a, n in a / Float(n) })]
+        let planes = x.shape[0] * x.shape[1], size = x.shape[2...].reduce(1, *)
+        return [x.floatPointer { src in
+            Tensor.makeFloat(shape: Array(x.shape[..<2]) + Array(repeating: 1, count: x.rank - 2)) { dst in
+                for p in 0..<planes { dst[p] = size == 0 ? .nan : sumFloats(src + p * size, size) / Float(size) }
+            }
+        }]
     } },
     "GlobalMaxPool": { ctx in PreparedKernel { inputs in
         let x = try inputs.required(0, ctx)

@@ -151,6 +151,13 @@ let elementwiseOperators: OperatorTable = {
         unaryFloat("Cos") { _ in { Foundation.cos($0) } },
         unaryFloat("Tan") { _ in { Foundation.tan($0) } },
         unaryFloat("Atan") { _ in { Foundation.atan($0) } },
+        unaryFloat("Asin") { _ in { Foundation.asin($0) } },
+        unaryFloat("Acos") { _ in { Foundation.acos($0) } },
+        unaryFloat("Sinh") { _ in { Foundation.sinh($0) } },
+        unaryFloat("Cosh") { _ in { Foundation.cosh($0) } },
+        unaryFloat("Asinh") { _ in { Foundation.asinh($0) } },
+        unaryFloat("Acosh") { _ in { Foundation.acosh($0) } },
+        unaryFloat("Atanh") { _ in { Foundation.atanh($0) } },
     ]
     for (name, factory) in unaries { table[name] = factory }
 

@@ -51,6 +51,7 @@ let indexingOperators: OperatorTable = [
     },
     "GatherND": { ctx in
         let batchDims = try ctx.int("batch_dims", 0)
+        guard batchDims >= 0 else { throw ctx.error(.invalidModel, "batch_dims must be non-negative, got \(batchDims)") }
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), idxT = try inputs.required(1, ctx)
             guard idxT.rank >= 1, let k = idxT.shape.last, batchDims + k <= x.rank, x.shape[..<batchDims] == idxT.shape[..<batchDims] else {

@@ -35,10 +35,24 @@ struct OpContext: Sendable {
     let node: Node
     /// The `ai.onnx` opset in force.
     let opset: Int
-    /// Values known at compile time, by input index (initializers and folded constants).
-    let constants: [Int: Tensor]
     /// Activation fused into this node's epilogue by the compiler (Conv, Gemm).
     let activation: Activation
+    private let constantBox: ConstantBox
+
+    /// A context; `constants` are the node's compile-time inputs by index.
+    init(node: Node, opset: Int, constants: [Int: Tensor], activation: Activation) {
+        self.node = node
+        self.opset = opset
+        self.activation = activation
+        constantBox = ConstantBox(constants)
+    }
+
+    /// Values known at compile time, by input index (initializers and folded constants); empty once released.
+    var constants: [Int: Tensor] { constantBox.values }
+
+    /// Drops the compile-time constants: kernels keep this context for error messages, and must not keep
+    /// a second copy of weights they already packed.
+    func releaseConstants() { constantBox.values = [:] }
 
     /// `Conv 'conv1'` for messages.
     var label: String { node.name.isEmpty ? "\(node.opType) node (output '\(node.outputs.first ?? "")')" : "\(node.opType) node '\(node.name)'" }
@@ -135,4 +149,11 @@ extension Attribute {
 struct PreparedKernel {
     var kernel: Kernel
     var consumedInputs: Set<Int> = []
+}
+
+/// Holds a node's compile-time constants until the compiler releases them.
+/// Written only during single-threaded compilation (before any kernel runs), hence unchecked.
+final class ConstantBox: @unchecked Sendable {
+    var values: [Int: Tensor]
+    init(_ values: [Int: Tensor]) { self.values = values }
 }

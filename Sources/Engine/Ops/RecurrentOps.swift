@@ -66,6 +66,10 @@ private func recurrentFactory(_ cell: Cell) -> @Sendable (OpContext) throws -> P
             let h0 = inputs[5]?.scalars(as: Float.self) ?? [Float](repeating: 0, count: directions * batch * hidden)
             let c0 = cell == .lstm ? (inputs[6]?.scalars(as: Float.self) ?? [Float](repeating: 0, count: directions * batch * hidden)) : []
             let peep = cell == .lstm ? (inputs[7]?.scalars(as: Float.self) ?? [Float](repeating: 0, count: directions * 3 * hidden)) : []
+            guard r.count == directions * G * hidden, c0.count == (cell == .lstm ? directions * batch * hidden : 0),
+                  peep.count == (cell == .lstm ? directions * 3 * hidden : 0), lens.allSatisfy({ $0 >= 0 && $0 <= steps }) else {
+                throw ctx.error(.executionFailed, "R \(r.shape), initial_c, P or sequence_lens do not match hidden_size \(hidden), batch \(batch), \(steps) steps")
+            }
             guard bias.count == directions * 2 * G, lens.count == batch, h0.count == directions * batch * hidden else {
                 throw ctx.error(.executionFailed, "B, sequence_lens or initial_h do not match the declared sizes")
             }

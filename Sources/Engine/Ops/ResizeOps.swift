@@ -11,6 +11,7 @@ struct ResizeAttributes: Sendable {
     var extrapolation: Float = 0
     var axes: [Int]?
     var aspectPolicy = "stretch"
+    var antialias = false
 }
 
 /// One interpolation tap: a source index and its weight.
@@ -48,6 +49,31 @@ private func axisTaps(input: Int, output: Int, resizedLength: Float, scale: Floa
         }
         outside.append(r.coordinateMode == "tf_crop_and_resize" && (src < 0 || src > Float(input - 1)))
         let clampIndex = { (i: Int) in Swift.min(Swift.max(i, 0), input - 1) }
+        if r.antialias && scale < 1 && r.mode != "nearest" {
+            // Downsampling with antialias widens the filter by 1/scale; taps sit at base + i with the ratio in (0, 1].
+            let base = src == Foundation.floor(src) ? Int(src) - 1 : Int(Foundation.floor(src))
+            let ratio = src - Float(base)
+            let first = r.mode == "linear" ? Int(Foundation.floor(-1 / scale)) + 1 : Int(Foundation.floor(-2 / scale)) + 1
+            let count = 2 - 2 * first
+            var list: [Tap] = []
+            for k in 0..<count {
+                let offset = first + k
+                let x = Swift.abs((Float(offset) - ratio) * scale)
+                var weight: Float
+                if r.mode == "linear" {
+                    weight = Swift.max(0, 1 - x)
+                } else {
+                    let a = r.cubicA
+                    weight = x <= 1 ? ((a + 2) * x - (a + 3)) * x * x + 1 : (x < 2 ? ((a * x - 5 * a) * x + 8 * a) * x - 4 * a : 0)
+                }
+                let index = base + offset
+                if r.excludeOutside && (index < 0 || index >= input) { weight = 0 }
+                list.append(Tap(index: clampIndex(index), weight: weight))
+            }
+            let total = list.reduce(0) { $0 + $1.weight }
+            taps.append(total == 0 ? list : list.map { Tap(index: $0.index, weight: $0.weight / total) })
+            continue
+        }
         switch r.mode {
         case "nearest":
             var i: Int
@@ -155,7 +181,7 @@ let resizeOperators: OperatorTable = [
             .contains(r.coordinateMode) else { throw ctx.unsupported("coordinate_transformation_mode", "'\(r.coordinateMode)'") }
         guard ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"].contains(r.nearestMode) else { throw ctx.unsupported("nearest_mode", "'\(r.nearestMode)'") }
         guard ["stretch", "not_larger", "not_smaller"].contains(r.aspectPolicy) else { throw ctx.unsupported("keep_aspect_ratio_policy", "'\(r.aspectPolicy)'") }
-        if try ctx.int("antialias", 0) != 0 { throw ctx.unsupported("antialias", "= 1") }
+        r.antialias = try ctx.int("antialias", 0) != 0
         let attrs = r
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx)

@@ -202,7 +202,7 @@ let shapeOperators: OperatorTable = [
                 guard dim % numOutputs == 0 else { throw ctx.error(.executionFailed, "dim \(dim) does not split evenly into \(numOutputs)") }
                 sizes = Array(repeating: dim / numOutputs, count: numOutputs)
             }
-            guard sizes.reduce(0, +) == dim, sizes.count == numOutputs else {
+            guard sizes.allSatisfy({ $0 >= 0 }), sizes.reduce(0, +) == dim, sizes.count == numOutputs else {
                 throw ctx.error(.executionFailed, "split \(sizes) does not match dim \(dim) with \(numOutputs) outputs")
             }
             var outputs: [Tensor] = []
@@ -305,7 +305,9 @@ let shapeOperators: OperatorTable = [
         let start = startT.doubleValue(at: 0), limit = try inputs.required(1, ctx).doubleValue(at: 0)
         let delta = try inputs.required(2, ctx).doubleValue(at: 0)
         guard delta != 0 else { throw ctx.error(.executionFailed, "delta must not be 0") }
-        let n = max(Int(((limit - start) / delta).rounded(.up)), 0)
+        let steps = ((limit - start) / delta).rounded(.up)
+        guard steps.isFinite, steps < Double(1 << 31) else { throw ctx.error(.executionFailed, "range(\(start), \(limit), \(delta)) is too long") }
+        let n = max(Int(steps), 0)
         let values = Tensor(shape: [n], scalars: (0..<n).map { start + Double($0) * delta })
         if startT.dtype == .float32 {
             // float32 accumulates in float32, as onnxruntime does.

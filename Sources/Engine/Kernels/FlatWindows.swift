@@ -1,0 +1,94 @@
+/// Scratch layout that turns a 2-D sliding window (kernel kh x kw, equal strides 1 or 2, dilations, pads) over one
+/// plane into a 1-D filter with contiguous 16-lane loads, shared by the depthwise convolution and the pools.
+///
+/// The plane is copied into a bordered scratch plane P (pads filled with the caller's value; P also covers windows that
+/// run past the pads, as ceil_mode pools do). At stride 1, output (y, x) tap (ky, kx) reads P[(y*PW + x) + ky*dh*PW + kx*dw]:
+/// a flat index j = y*PW + x plus a per-tap offset. At stride 2, P is split into its four (row, column) parity planes of
+/// width SW, and tap (ky, kx) reads parity plane (ky*dh % 2, kx*dw % 2) at j + (ky*dh / 2)*SW + kx*dw / 2 with j = y*SW + x.
+/// Either way the flat outputs j < flatCount are computed in full vectors and columns x >= outWidth are dropped.
+struct FlatWindowLayout {
+    let inHeight: Int, inWidth: Int, padTop: Int, padLeft: Int
+    let outHeight: Int, outWidth: Int
+    let stride: Int
+    let paddedWidth: Int
+    let phaseHeight: Int, phaseWidth: Int, phaseStride: Int
+    /// Distance between output rows in the flat result.
+    let rowWidth: Int
+    /// Flat outputs computed, a multiple of 16.
+    let flatCount: Int
+    /// Floats of P (with room for every over-read).
+    let paddedCount: Int
+    /// Floats of the parity planes (0 at stride 1).
+    let phaseCount: Int
+    /// Per tap (ky * kw + kx): floats from the start of scratch to where the tap reads for j = 0.
+    let tapOffsets: [Int]
+
+    /// nil unless the strides are equal and 1 or 2.
+    init?(inHeight: Int, inWidth: Int, outHeight: Int, outWidth: Int, kernelHeight: Int, kernelWidth: Int, strideHeight: Int,
+          strideWidth: Int, dilationHeight: Int, dilationWidth: Int, padTop: Int, padLeft: Int, padBottom: Int, padRight: Int) {
+        guard strideHeight == strideWidth, strideHeight == 1 || strideHeight == 2, outHeight > 0, outWidth > 0 else { return nil }
+        self.inHeight = inHeight
+        self.inWidth = inWidth
+        self.padTop = padTop
+        self.padLeft = padLeft
+        self.outHeight = outHeight
+        self.outWidth = outWidth
+        stride = strideHeight
+        let paddedHeight = max(padTop + inHeight + padBottom, (outHeight - 1) * stride + (kernelHeight - 1) * dilationHeight + 1)
+        paddedWidth = max(padLeft + inWidth + padRight, (outWidth - 1) * stride + (kernelWidth - 1) * dilationWidth + 1)
+        phaseHeight = (paddedHeight + 1) / 2
+        phaseWidth = (paddedWidth + 1) / 2
+        phaseStride = (phaseHeight + 1) * phaseWidth + vectorReadSlack
+        rowWidth = stride == 2 ? phaseWidth : paddedWidth
+        flatCount = (outHeight * rowWidth + 15) & ~15
+        paddedCount = (2 * phaseHeight + 2) * paddedWidth + flatCount + 2 * vectorReadSlack
+        phaseCount = stride == 2 ? 4 * phaseStride : 0
+        var offsets: [Int] = []
+        for ky in 0..<kernelHeight {
+            for kx in 0..<kernelWidth {
+                let r = ky * dilationHeight, c = kx * dilationWidth
+                offsets.append(stride == 2
+                    ? paddedCount + ((r % 2) * 2 + c % 2) * phaseStride + (r / 2) * phaseWidth + c / 2
+                    : r * paddedWidth + c)
+            }
+        }
+        tapOffsets = offsets
+    }
+
+    /// Floats of scratch one thread needs: P, the parity planes and the flat result.
+    var scratchCount: Int { paddedCount + phaseCount + flatCount }
+
+    /// Fills P and the parity planes with the border value (once per scratch; `load` rewrites only the interior).
+    func prepare(_ scratch: UnsafeMutablePointer<Float>, fill: Float) {
+        scratch.initialize(repeating: fill, count: paddedCount + phaseCount)
+    }
+
+    /// Where the flat result lives in scratch.
+    func flat(_ scratch: UnsafeMutablePointer<Float>) -> UnsafeMutablePointer<Float> { scratch + paddedCount + phaseCount }
+
+    /// Copies one input plane into P (and its parity planes at stride 2).
+    func load(_ plane: UnsafePointer<Float>, into scratch: UnsafeMutablePointer<Float>) {
+        for y in 0..<inHeight {
+            (scratch + (padTop + y) * paddedWidth + padLeft).update(from: plane + y * inWidth, count: inWidth)
+        }
+        guard stride == 2 else { return }
+        // 16-lane stores may run past a parity row into the next one (rewritten right after) or the plane's slack.
+        let phases = scratch + paddedCount
+        for r in 0..<(2 * phaseHeight) {
+            let src = scratch + r * paddedWidth
+            let even = phases + (r % 2) * 2 * phaseStride + (r / 2) * phaseWidth, odd = even + phaseStride
+            var k = 0
+            while k < phaseWidth {
+                let v = (src + 2 * k).vector(SIMD32<Float>.self)
+                (even + k).store(v.evenHalf)
+                (odd + k).store(v.oddHalf)
+                k += 16
+            }
+        }
+    }
+
+    /// Tap read pointers for j = 0.
+    func bases(_ scratch: UnsafeMutablePointer<Float>) -> [UnsafePointer<Float>] {
+        tapOffsets.map { UnsafePointer(scratch + $0) }
+    }
+}
