@@ -14,7 +14,7 @@ OSPREY=${OSPREY:-.build/release/osprey}
 python3 Benchmarks/classify/make_fixtures.py "$OUT"
 # The Imaging module built optimised outside SwiftPM, with the Imaging benchmark's harness (Benchmarks/imaging/main.swift).
 H="$OUT/harness"
-if [ ! -x "$H/imaging-bench" ]; then
+if [ ! -x "$H/imaging-bench" ] || [ -n "$(find Sources/Imaging Sources/Tensor Benchmarks/imaging/main.swift -newer "$H/imaging-bench" -print -quit)" ]; then
     mkdir -p "$H"
     FLAGS=(-Ounchecked -wmo -parse-as-library)
     swiftc "${FLAGS[@]}" -emit-module -emit-library -static -module-name Tensor Sources/Tensor/*.swift \
