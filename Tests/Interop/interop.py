@@ -340,28 +340,37 @@ def hot_swap_under_load(server, models):
     def marks():
         return time.monotonic()
 
+    def settle(since):
+        """Waits until 50 requests started after `since` have completed (at most 20 s), so every phase is observed."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with lock:
+                if sum(1 for r in records if r[0] >= since) >= 50:
+                    return
+            time.sleep(0.05)
+
     model_bytes = fixtures.digits_v2(os.path.join(models, MODEL, "1", "model.onnx"))
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         for _ in range(8):
             pool.submit(worker)
-        time.sleep(0.5)
+        settle(marks())
         t_put = marks()
         status, _, body = server.request("PUT", f"/v2/repository/models/{MODEL}/versions/2", body=model_bytes,
                                          headers={"Content-Type": "application/octet-stream"})
         t_v2 = marks()
         expect(status == 201, f"PUT version 2: {status} {body[:300]}")
-        time.sleep(0.5)
+        settle(t_v2)
         t_pin = marks()
         status, _, body = server.request("POST", f"/v2/repository/models/{MODEL}/default", body=json.dumps({"version": "1"}),
                                          headers={"Content-Type": "application/json"})
         t_v1 = marks()
         expect(status == 200 and json.loads(body)["default_version"] == "1", f"pin version 1: {status} {body[:300]}")
-        time.sleep(0.5)
+        settle(t_v1)
         t_unpin = marks()
         status, _, body = server.request("DELETE", f"/v2/repository/models/{MODEL}/default")
         t_back = marks()
         expect(status == 200 and json.loads(body)["default_version"] == "2", f"unpin: {status} {body[:300]}")
-        time.sleep(0.5)
+        settle(t_back)
         stop.set()
     expect(not failures, f"{len(failures)} failed requests during the swap, e.g. {failures[:3]}")
     expect(len(records) > 100, f"only {len(records)} requests completed under load")
