@@ -22,6 +22,10 @@ public enum OperationID: String, CaseIterable, Sendable {
     case modelClassify
     /// POST /v2/models/{model}/versions/{version}/classify
     case modelVersionClassify
+    /// GET /v2/models/{model}/config
+    case modelConfig
+    /// GET /v2/models/{model}/versions/{version}/config
+    case modelVersionConfig
     /// GET /v2/models/{model}/stats
     case modelStats
     /// GET /v2/models/{model}/versions/{version}/stats
@@ -77,6 +81,8 @@ public enum Routes {
         RouteSpec("POST", "/v2/models/{model}/versions/{version}/infer", .modelVersionInfer),
         RouteSpec("POST", "/v2/models/{model}/classify", .modelClassify),
         RouteSpec("POST", "/v2/models/{model}/versions/{version}/classify", .modelVersionClassify),
+        RouteSpec("GET", "/v2/models/{model}/config", .modelConfig),
+        RouteSpec("GET", "/v2/models/{model}/versions/{version}/config", .modelVersionConfig),
         RouteSpec("GET", "/v2/models/{model}/stats", .modelStats),
         RouteSpec("GET", "/v2/models/{model}/versions/{version}/stats", .modelVersionStats),
         RouteSpec("POST", "/v2/repository/index", .repositoryIndex),

@@ -49,20 +49,12 @@ struct ImageInputDescription {
         return lines
     }
 
-    /// The JSON report's `image_preprocessing` object.
+    /// The JSON report's `image_preprocessing` object: the config keys plus where they came from.
     var json: JSONValue {
-        let c = config
-        let members: [String: JSONValue] = [
-            "input": .string(input), "source": .string(source),
-            "width": .integer(Int64(c.width)), "height": .integer(Int64(c.height)),
-            "resize_mode": .string(c.resizeMode.rawValue),
-            "resize_size": c.resizeShorterSide.map { .integer(Int64($0)) } ?? .null,
-            "interpolation": .string(c.interpolation.rawValue), "antialias": .bool(c.antialias),
-            "channel_order": .string(c.channelOrder.rawValue), "layout": .string(c.layout.rawValue),
-            "scale": .double(Double(c.scale)), "mean": .array(c.mean.map { .double(Double($0)) }),
-            "std": .array(c.std.map { .double(Double($0)) }), "dtype": .string(c.dtype.description),
-            "background": .array(c.background.map { .integer(Int64($0)) }),
-        ]
-        return InspectFormat.sortedObject(members)
+        guard case .object(var object) = config.jsonValue(input: input) else { return .null }
+        object["source"] = .string(source)
+        var sorted = JSONObject()
+        for key in object.keys.sorted() { sorted[key] = object[key]! }
+        return .object(sorted)
     }
 }

@@ -168,6 +168,21 @@ import Testing
         #expect(!ServiceContext.isLoopback("[2001:db8::1]:80"))
     }
 
+    @Test func modelConfigIsTritonShaped() async throws {
+        let (service, temp) = try await Self.makeService()
+        defer { try? FileManager.default.removeItem(at: temp) }
+        let response = await service.responder(HTTPRequest(method: "GET", path: "/v2/models/digits/config"))
+        #expect(response.status == 200)
+        let config = try Self.json(response)
+        #expect(config["max_batch_size"]?.intValue == 32)
+        #expect(config["input"]?.arrayValue?.first?["data_type"]?.stringValue == "TYPE_FP32")
+        #expect(config["input"]?.arrayValue?.first?["dims"]?.arrayValue?.compactMap(\.intValue) == [1, 8, 8])
+        #expect(config["dynamic_batching"]?["max_queue_delay_microseconds"]?.intValue == 2000)
+        #expect(config["image"]?["channel_order"]?.stringValue == "gray")
+        let missing = await service.responder(HTTPRequest(method: "GET", path: "/v2/models/digits/versions/9/config"))
+        #expect(missing.status == 404)
+    }
+
     @Test func metricsExposeRequestsAndProcess() async throws {
         let (service, temp) = try await Self.makeService()
         defer { try? FileManager.default.removeItem(at: temp) }

@@ -17,6 +17,8 @@ extension ServiceContext {
             .modelVersionInfer: { r, p in try await c.infer(r, p) },
             .modelClassify: { r, p in try await c.classify(r, p) },
             .modelVersionClassify: { r, p in try await c.classify(r, p) },
+            .modelConfig: { _, p in try c.modelConfiguration(p) },
+            .modelVersionConfig: { _, p in try c.modelConfiguration(p) },
             .modelStats: { _, p in try c.statistics(p) },
             .modelVersionStats: { _, p in try c.statistics(p) },
             .repositoryIndex: { r, _ in try c.repositoryIndex(r) },
