@@ -36,6 +36,29 @@ public enum RepositoryCodec {
         return flag
     }
 
+    /// Reads the optional body of `POST .../load`: `{"parameters": {"config": "<config.json as a string>"}}`
+    /// returns the config bytes; an empty body or no `config` means reload as is. File overrides are refused.
+    public static func decodeLoadRequest(_ body: [UInt8]) throws -> [UInt8]? {
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return nil }
+        let value: JSONValue
+        do { value = try JSONValue.parse(body) } catch let error as JSONError {
+            throw APIError.badRequest("invalid JSON: \(error)")
+        }
+        guard let object = value.objectValue else { throw APIError.badRequest("load body must be a JSON object, got \(value.kindName)") }
+        guard let parameters = object["parameters"] else { return nil }
+        guard let members = parameters.objectValue else {
+            throw APIError.badRequest("'parameters' must be an object, got \(parameters.kindName)")
+        }
+        for key in members.keys where key.hasPrefix("file:") {
+            throw APIError.badRequest("parameter '\(key)': file overrides are not supported; upload with PUT /v2/repository/models/{model}/versions/{version}")
+        }
+        guard let config = members["config"] else { return nil }
+        guard let text = config.stringValue else {
+            throw APIError.badRequest("parameter 'config' must be a string holding config.json, got \(config.kindName)")
+        }
+        return Array(text.utf8)
+    }
+
     /// `[{"name","version","state","reason"}]`.
     public static func encodeIndex(_ entries: [ModelIndexEntry]) -> HTTPResponse {
         .json(.array(entries.map { e in

@@ -154,10 +154,19 @@ public actor ModelRegistry {
     }
 
     /// (Re)loads `model` per its version policy, re-reading config.json and labels.txt; throws the first version's load failure.
-    public func load(model: String) async throws {
+    ///
+    /// With `config` (Triton's load-with-config), the bytes must parse as a config.json; they replace the model's
+    /// config.json atomically before the load, so versions that still fit keep serving if the new config breaks one.
+    public func load(model: String, config: [UInt8]? = nil) async throws {
         try ModelRepository.checkModelName(model)
+        if let config { _ = try ModelConfig(json: config) }
         await lock(model)
         defer { unlock(model) }
+        if let config {
+            let repository = self.repository
+            try await worker.run { try repository.writeConfig(model: model, bytes: config) }
+            logger(.info, "model '\(model)': config.json replaced by a load request")
+        }
         models[model]?.unloaded = false
         let failures = try await reconcile(model, retryFailures: true)
         guard models[model] != nil else { throw ServingError.modelNotFound(model: model) }

@@ -97,13 +97,23 @@ struct ModelRepository: Sendable {
 
     /// Writes `bytes` as the model file of `version` atomically: a temp file in the same directory, flushed, then renamed.
     func writeVersion(model: String, version: Int, bytes: [UInt8]) throws {
-        let directory = modelDirectory(model) + "/" + String(version)
+        try writeAtomically(directory: modelDirectory(model) + "/" + String(version), name: Self.modelFileName, bytes: bytes,
+                            what: "model file for '\(model)' version \(version)")
+    }
+
+    /// Replaces `<model>/config.json` atomically (temp file, fsync, rename).
+    func writeConfig(model: String, bytes: [UInt8]) throws {
+        try writeAtomically(directory: modelDirectory(model), name: "config.json", bytes: bytes, what: "config.json of '\(model)'")
+    }
+
+    /// Writes `bytes` to `directory/name` so readers see the old file or the whole new one, never a partial write.
+    private func writeAtomically(directory: String, name: String, bytes: [UInt8], what: String) throws {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
             throw ServingError.io("cannot create '\(directory)': \(error.localizedDescription)")
         }
-        let temporary = directory + "/.\(Self.modelFileName).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
+        let temporary = directory + "/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o644)
         guard fd >= 0 else { throw ServingError.io("cannot create '\(temporary)': errno \(errno)") }
         var written = 0
@@ -121,10 +131,10 @@ struct ModelRepository: Sendable {
         }
         if failure == 0 && fsync(fd) != 0 { failure = errno }
         close(fd)
-        if failure == 0 && rename(temporary, directory + "/" + Self.modelFileName) != 0 { failure = errno }
+        if failure == 0 && rename(temporary, directory + "/" + name) != 0 { failure = errno }
         if failure != 0 {
             unlink(temporary)
-            throw ServingError.io("cannot write model file for '\(model)' version \(version): errno \(failure)")
+            throw ServingError.io("cannot write \(what): errno \(failure)")
         }
     }
 

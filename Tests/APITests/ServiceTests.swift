@@ -183,6 +183,19 @@ import Testing
         #expect(missing.status == 404)
     }
 
+    @Test func loadWithConfigReplacesConfigJSON() async throws {
+        let (service, temp) = try await Self.makeService()
+        defer { try? FileManager.default.removeItem(at: temp) }
+        let original = try Data(contentsOf: temp.appendingPathComponent("digits/config.json"))
+        let bad = HTTPRequest(method: "POST", path: "/v2/repository/models/digits/load", body: Array(#"{"parameters": {"config": "{\"max_batch_size\": \"many\"}"}}"#.utf8))
+        #expect(await service.responder(bad).status == 400)
+        #expect(try Data(contentsOf: temp.appendingPathComponent("digits/config.json")) == original, "a rejected config is never written")
+        let good = HTTPRequest(method: "POST", path: "/v2/repository/models/digits/load", body: Array(#"{"parameters": {"config": "{\"max_batch_size\": 8}"}}"#.utf8))
+        #expect(await service.responder(good).status == 200)
+        let config = try Self.json(await service.responder(HTTPRequest(method: "GET", path: "/v2/models/digits/config")))
+        #expect(config["max_batch_size"]?.intValue == 8)
+    }
+
     @Test func metricsExposeRequestsAndProcess() async throws {
         let (service, temp) = try await Self.makeService()
         defer { try? FileManager.default.removeItem(at: temp) }

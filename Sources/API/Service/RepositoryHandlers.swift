@@ -12,9 +12,10 @@ extension ServiceContext {
     }
 
     /// `POST /v2/repository/models/{model}/load`: (re)load per the version policy, re-reading config and labels.
+    /// Triton's optional body `{"parameters": {"config": "<config.json text>"}}` replaces the model's config first.
     func loadModel(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
-        try await registry.load(model: p.model ?? "")
+        try await registry.load(model: p.model ?? "", config: try RepositoryCodec.decodeLoadRequest(request.body))
         return HTTPResponse(status: 200)
     }
 
