@@ -303,6 +303,14 @@ def repository_management(server):
     client.load_model(MODEL)
     expect(client.is_model_ready(MODEL), "after load: expected ready")
     expect(client.infer(MODEL, [tensor]).as_numpy("probabilities").shape == (1, 10), "infer after reload")
+    # load with a config override (Triton's load_model(config=...)): max_batch_size 16, then back.
+    config = client.get_model_config(MODEL)
+    client.load_model(MODEL, config=json.dumps({"max_batch_size": 16}))
+    expect(client.get_model_config(MODEL)["max_batch_size"] == 16, "load_model(config=...): max_batch_size 16 expected")
+    client.load_model(MODEL, config=json.dumps({"max_batch_size": config["max_batch_size"],
+                                                "dynamic_batching": config["dynamic_batching"],
+                                                "output": {"probabilities": True}, "image": {k: v for k, v in config["image"].items() if k != "input"}}))
+    expect(client.get_model_config(MODEL)["max_batch_size"] == config["max_batch_size"], "config restored")
 
 
 def metrics_pass_promtool(server):
