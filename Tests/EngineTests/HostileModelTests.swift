@@ -57,4 +57,29 @@ import ONNX
             }
         }
     }
+
+    /// Shapes read from data (pads, Expand/Tile/ConstantOfShape shapes, Range lengths, OneHot depth) overflowed
+    /// `Int` arithmetic or asked for terabytes; each is now a typed error.
+    @Test func dataDrivenShapesThatOverflowOrExplodeAreErrors() throws {
+        let x = T.f([1, 1, 2, 2], [1, 2, 3, 4])
+        #expect(throws: EngineError.self) { try T.runNode("Pad", [("x", x), ("p", T.i([8], [0, 0, 0, .max, 0, 0, 0, 5]))], opset: 13) }
+        #expect(throws: EngineError.self) { try T.runNode("Expand", [("x", x), ("s", T.i([4], [1 << 40, 1 << 40, 2, 2]))], opset: 13) }
+        #expect(throws: EngineError.self) { try T.runNode("Tile", [("x", x), ("r", T.i([4], [1 << 62, 4, 1, 1]))], opset: 13) }
+        #expect(throws: EngineError.self) { try T.runNode("ConstantOfShape", [("s", T.i([3], [1 << 31, 1 << 31, 4]))], opset: 13) }
+        #expect(throws: EngineError.self) {
+            try T.runNode("Range", [("a", Tensor(shape: [], scalars: [0.0])), ("b", Tensor(shape: [], scalars: [2e9])),
+                                    ("c", Tensor(shape: [], scalars: [1.0]))], opset: 11)
+        }
+        #expect(throws: EngineError.self) {
+            try T.runNode("OneHot", [("i", T.i([1], [1])), ("d", T.f([1], [.infinity])), ("v", T.f([2], [0, 1]))], opset: 11)
+        }
+    }
+
+    /// OneHot indices are request data: NaN and 1e300 trapped in `Int(_:)`; they are out of range, so all "off".
+    @Test func oneHotWithNonFiniteIndicesDoesNotTrap() throws {
+        let indices = Tensor(shape: [3], scalars: [Double.nan, 1e300, 1])
+        let y = try T.runNode("OneHot", [("i", indices), ("d", T.f([1], [3])), ("v", T.f([2], [0, 1]))], opset: 11)[0]
+        #expect(y.shape == [3, 3])
+        #expect(T.floats(y) == [0, 0, 0, 0, 0, 0, 0, 1, 0])
+    }
 }
