@@ -128,7 +128,9 @@ public final class CompiledModel: Sendable {
         // Shape-derived values: computed from Shape/Size of tensors whose shapes follow from the input shapes.
         let shapeParameterOps: Set<String> = ["Reshape", "Expand", "Tile", "Slice", "Pad", "Resize", "Upsample", "Split", "Squeeze",
                                               "Unsqueeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "TopK"]
+                                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "TopK", "MaxUnpool"]
+        // Ops whose every input is a size: their outputs are shape-stable only when all inputs are shape-derived.
+        let sizeOps: Set<String> = ["ConstantOfShape", "Range", "HannWindow", "HammingWindow", "BlackmanWindow"]
         var stable = Set(inputSlots.values).union(usedConstants.keys)
         var derived = Set(usedConstants.keys)
         for (i, planned) in optimizer.nodes.enumerated() {
@@ -145,8 +147,8 @@ public final class CompiledModel: Sendable {
                 derived.formUnion(outs); stable.formUnion(outs); steps[i].shapeDerived = true
                 continue
             }
-            let parameters = op == "ConstantOfShape" || op == "Range" ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
-            let needsDerived = shapeParameterOps.contains(op) || op == "ConstantOfShape" || op == "Range"
+            let parameters = sizeOps.contains(op) ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
+            let needsDerived = shapeParameterOps.contains(op) || sizeOps.contains(op)
             let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression", "Unique", "If", "Loop"]
             if dataShaped.contains(op) { continue }
             if ins.allSatisfy({ stable.contains($0) }) && (!needsDerived || parameters.allSatisfy({ derived.contains($0) })) {

@@ -1,4 +1,5 @@
 import Foundation
+import ONNX
 import Tensor
 
 /// Reads and writes NumPy `.npy` files (format versions 1, 2 and 3; C order; little-endian).
@@ -140,6 +141,18 @@ public enum NumpyFormat {
         case .uint64: return "<u8"
         case .bool: return "|b1"
         default: return nil
+        }
+    }
+}
+
+extension Tensor {
+    /// This tensor converted to `dtype` with ONNX Cast semantics (floats to integers truncate toward zero, nonzero becomes true).
+    public func converted(to dtype: DType) throws -> Tensor {
+        let ctx = OpContext(node: Node(opType: "Cast", inputs: [], outputs: []), opset: 21, constants: [:], activation: .none)
+        do {
+            return try castTensor(self, to: dtype, ctx)
+        } catch {
+            throw EngineError(.unsupportedDType, "cannot convert \(self.dtype) to \(dtype)")
         }
     }
 }

@@ -111,7 +111,13 @@ enum PredictInputs {
                 path = spec
             }
             guard feeds[name] == nil else { throw UsageError(description: "input '\(name)' is given twice") }
-            feeds[name] = try NumpyFormat.read(path: path)
+            var tensor = try NumpyFormat.read(path: path)
+            // numpy defaults to float64/int64; convert to the declared dtype rather than refuse, and say so.
+            if let spec = model.inputs.first(where: { $0.name == name }), spec.dtype != tensor.dtype, tensor.dtype != .string {
+                Console.err("note: input '\(name)' converted from \(tensor.dtype) to \(spec.dtype)")
+                tensor = try tensor.converted(to: spec.dtype)
+            }
+            feeds[name] = tensor
         }
         return feeds
     }

@@ -326,3 +326,31 @@ final class LockedCounter: @unchecked Sendable {
         #expect(y.scalars(as: Float.self) == [36, 117])
     }
 }
+
+/// Public dtype conversion used by `osprey predict`.
+@Suite struct ConversionTests {
+    @Test func convertsWithCastSemantics() throws {
+        let d = Tensor(shape: [3], scalars: [1.9, -1.9, 0.0])
+        #expect(try d.converted(to: .float32).scalars(as: Float.self) == [1.9, -1.9, 0])
+        #expect(try d.converted(to: .int64).scalars(as: Int64.self) == [1, -1, 0])
+        #expect(try d.converted(to: .bool).scalars(as: Bool.self) == [true, true, false])
+        #expect(throws: EngineError.self) { try Tensor(shape: [1], strings: [[65]]).converted(to: .float32) }
+    }
+}
+
+/// Shapes that depend on values are never served from the per-signature cache.
+@Suite struct ShapeCacheTests {
+    @Test func valueDependentShapesAreRecomputed() throws {
+        // n = int(max(x)); y = Shape(Range(0, n, 1)); the input shape is the same on both runs, the answer is not.
+        let graph = Graph(nodes: [Node(opType: "ReduceMax", inputs: ["x"], outputs: ["m"], attributes: ["keepdims": .int(0)]),
+                                  Node(opType: "Cast", inputs: ["m"], outputs: ["n"], attributes: ["to": .int(7)]),
+                                  Node(opType: "Range", inputs: ["zero", "n", "one"], outputs: ["r"]),
+                                  Node(opType: "Shape", inputs: ["r"], outputs: ["y"])],
+                          initializers: [(name: "zero", tensor: Tensor(scalar: Int64(0))), (name: "one", tensor: Tensor(scalar: Int64(1)))],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(2)])],
+                          outputs: [ValueInfo(name: "y", elementType: .int64, shape: [.fixed(1)])])
+        let model = try CompiledModel(model: Model(opsetImports: ["": 13], graph: graph))
+        #expect(try model.run(["x": TestSupport.f([2], [3, 1])])["y"]!.scalars(as: Int64.self) == [3])
+        #expect(try model.run(["x": TestSupport.f([2], [5, 1])])["y"]!.scalars(as: Int64.self) == [5])
+    }
+}

@@ -206,9 +206,11 @@ let convOperators: OperatorTable = [
                 if let os = outputShape { target = os.count == spatial ? os[i] : os[os.count - spatial + i] }
                 else if attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER" { target = inSp[i] * strides[i] }
                 if let t = target {
-                    let total = max(0, full - t)
-                    if attrs.autoPad == "SAME_UPPER" { pads[i] = total / 2; pads[i + spatial] = total - total / 2 }
-                    else { pads[i] = total - total / 2; pads[i + spatial] = total / 2 }
+                    // The total may be negative (the output then extends past the scattered input); halves round down.
+                    let total = full - t
+                    let half = Int((Double(total) / 2).rounded(.down))
+                    if attrs.autoPad == "SAME_UPPER" { pads[i] = half; pads[i + spatial] = total - half }
+                    else { pads[i] = total - half; pads[i + spatial] = half }
                     outSp[i] = t
                 } else {
                     if attrs.autoPad == "VALID" { pads[i] = 0; pads[i + spatial] = 0 }

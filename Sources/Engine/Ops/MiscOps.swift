@@ -114,27 +114,77 @@ let miscOperators: OperatorTable = [
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
         return PreparedKernel { inputs in
-            let x = try inputs.required(0, ctx), w = try inputs.required(1, ctx)
-            guard x.rank == w.rank, (3...5).contains(x.rank), x.shape[1] == w.shape[1] * groups else {
-                throw ctx.error(.executionFailed, "X \(x.shape) does not match W \(w.shape) with group \(groups)")
+            let (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: inputs.required(0, ctx), xZero: inputs[2],
+                                                       w: inputs.required(1, ctx), wZero: inputs[3], bias: nil)
+            return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
+        }
+    },
+    "QLinearConv": { ctx in
+        let attrs = try WindowAttributes(ctx)
+        let groups = try ctx.int("group", 1)
+        guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx), w = try inputs.required(3, ctx)
+            let xScale = try inputs.required(1, ctx).doubleValue(at: 0), wScale = try inputs.required(4, ctx).doubles
+            let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
+            guard wScale.count == 1 || wScale.count == w.shape[0] else { throw ctx.error(.executionFailed, "w_scale must be a scalar or per output channel") }
+            let (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
+            let bounds: (Double, Double) = yZeroT.dtype == .int8 ? (-128, 127) : (0, 255)
+            let yZero = yZeroT.doubleValue(at: 0)
+            let plane = shape[2...].reduce(1, *), channels = shape[1]
+            let values = sums.enumerated().map { i, sum -> Double in
+                let scale = xScale * wScale[wScale.count == 1 ? 0 : (i / plane) % channels] / yScale
+                return min(max((Double(sum) * scale).rounded(.toNearestOrEven) + yZero, bounds.0), bounds.1)
             }
-            let xZero = inputs[2]?.doubleValue(at: 0) ?? 0
-            let wZeros = inputs[3]?.doubles ?? [0]
-            guard wZeros.count == 1 || wZeros.count == w.shape[0] else { throw ctx.error(.executionFailed, "w_zero_point must be a scalar or per output channel") }
-            let xf = mapElements(try castTensor(x, to: .float64, ctx)) { (v: Double) in Float(v - xZero) }
-            let per = w.count / max(w.shape[0], 1)
-            let wd = w.doubles
-            let wf = Tensor(shape: w.shape, scalars: (0..<w.count).map { Float(wd[$0] - wZeros[wZeros.count == 1 ? 0 : $0 / per]) })
-            let kernel = Array(w.shape[2...])
-            let r = try attrs.resolve(spatial: kernel.count, inputSpatial: Array(x.shape[2...]), kernel: kernel, ctx)
-            var outSp: [Int] = []
-            for a in 0..<kernel.count {
-                let extent: Int = x.shape[2 + a] + r.padBegin[a] + r.padEnd[a] - r.dilations[a] * (kernel[a] - 1) - 1
-                outSp.append(extent / r.strides[a] + 1)
-            }
-            guard outSp.allSatisfy({ $0 > 0 }) else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \(kernel)") }
-            let y = convolutionND(xf, wf, nil, strides: r.strides, dilations: r.dilations, padBegin: r.padBegin, outSpatial: outSp, groups: groups, activation: .none)
-            return [try castTensor(mapElements(y) { (v: Float) in Double(v.rounded()) }, to: .int32, ctx)]
+            return [try castTensor(Tensor(shape: shape, scalars: values), to: yZeroT.dtype, ctx)]
         }
     },
 ]
+
+/// Exact integer convolution sum((x - x_zero) * (w - w_zero)) + bias over 1-3 spatial axes (w_zero scalar or per output channel).
+func integerConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, groups: Int, x: Tensor, xZero: Tensor?, w: Tensor, wZero: Tensor?,
+                        bias: Tensor?) throws -> ([Int64], [Int]) {
+    guard x.rank == w.rank, (3...5).contains(x.rank), x.shape[1] == w.shape[1] * groups, w.shape[0] % groups == 0 else {
+        throw ctx.error(.executionFailed, "X \(x.shape) does not match W \(w.shape) with group \(groups)")
+    }
+    let xz = xZero?.doubleValue(at: 0) ?? 0
+    let wz = wZero?.doubles ?? [0]
+    guard wz.count == 1 || wz.count == w.shape[0] else { throw ctx.error(.executionFailed, "w_zero_point must be a scalar or per output channel") }
+    let kernel = Array(w.shape[2...]), spatial = Array(x.shape[2...])
+    let r = try attrs.resolve(spatial: kernel.count, inputSpatial: spatial, kernel: kernel, ctx)
+    var outSp: [Int] = []
+    for a in 0..<kernel.count {
+        let extent: Int = spatial[a] + r.padBegin[a] + r.padEnd[a] - r.dilations[a] * (kernel[a] - 1) - 1
+        outSp.append(extent / r.strides[a] + 1)
+    }
+    guard outSp.allSatisfy({ $0 > 0 }) else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \(kernel)") }
+    let (n, c, m) = (x.shape[0], x.shape[1], w.shape[0])
+    let cg = c / groups, mg = m / groups
+    let xv = x.doubles.map { Int64($0 - xz) }
+    let window = kernel.reduce(1, *)
+    let wv = w.doubles.enumerated().map { Int64($0.element - wz[wz.count == 1 ? 0 : $0.offset / (cg * window)]) }
+    let b = bias?.ints
+    let inPlane = spatial.reduce(1, *), outPlane = outSp.reduce(1, *)
+    let inStrides = Tensor.contiguousStrides(spatial), outStrides = Tensor.contiguousStrides(outSp), kStrides = Tensor.contiguousStrides(kernel)
+    var result = [Int64](repeating: 0, count: n * m * outPlane)
+    for batch in 0..<n {
+        for oc in 0..<m {
+            let group = oc / mg
+            for o in 0..<outPlane {
+                var sum = Int64(b?[oc] ?? 0)
+                for k in 0..<window {
+                    var offset = 0, inside = true
+                    for a in 0..<kernel.count {
+                        let i = (o / outStrides[a]) % outSp[a] * r.strides[a] - r.padBegin[a] + (k / kStrides[a]) % kernel[a] * r.dilations[a]
+                        if i < 0 || i >= spatial[a] { inside = false; break }
+                        offset += i * inStrides[a]
+                    }
+                    guard inside else { continue }
+                    for ic in 0..<cg { sum += xv[(batch * c + group * cg + ic) * inPlane + offset] * wv[(oc * cg + ic) * window + k] }
+                }
+                result[(batch * m + oc) * outPlane + o] = sum
+            }
+        }
+    }
+    return (result, [n, m] + outSp)
+}

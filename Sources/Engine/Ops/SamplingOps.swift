@@ -24,6 +24,48 @@ private func cubicCoefficients(_ t: Float) -> [Float] {
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 }
 
+/// Batched integer matrix product of (A - a_zero) and (B - b_zero) with numpy MatMul broadcasting; zero points are
+/// scalars or per-row (A) / per-column (B) vectors. Returns int64 sums and the output shape.
+func integerMatMul(_ a: Tensor, zero aZeroT: Tensor?, _ b: Tensor, zero bZeroT: Tensor?, _ ctx: OpContext) throws -> ([Int64], [Int]) {
+    guard a.rank >= 1, b.rank >= 1 else { throw ctx.error(.executionFailed, "operands must have rank >= 1") }
+    let aZero = aZeroT?.doubles ?? [0], bZero = bZeroT?.doubles ?? [0]
+    let aShape = a.rank == 1 ? [1, a.shape[0]] : a.shape, bShape = b.rank == 1 ? [b.shape[0], 1] : b.shape
+    let (m, k, n) = (aShape[aShape.count - 2], aShape[aShape.count - 1], bShape[bShape.count - 1])
+    guard bShape[bShape.count - 2] == k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x \(b.shape)") }
+    guard aZero.count == 1 || aZero.count == m, bZero.count == 1 || bZero.count == n else {
+        throw ctx.error(.unsupportedAttribute, "zero points must be scalars or per-row/per-column vectors")
+    }
+    let aBatch = Array(aShape.dropLast(2)), bBatch = Array(bShape.dropLast(2))
+    guard let batch = broadcastShape(aBatch, bBatch) else { throw ctx.error(.executionFailed, "cannot broadcast \(a.shape) and \(b.shape)") }
+    let av = a.doubles, bv = b.doubles
+    let aStrides = broadcastStrides(aBatch, to: batch), bStrides = broadcastStrides(bBatch, to: batch)
+    let batchStrides = Tensor.contiguousStrides(batch)
+    let count = batch.reduce(1, *)
+    var result = [Int64](repeating: 0, count: count * m * n)
+    for i in 0..<count {
+        var rem = i, ao = 0, bo = 0
+        for d in 0..<batch.count {
+            let c = rem / batchStrides[d]; rem %= batchStrides[d]
+            ao += c * aStrides[d]; bo += c * bStrides[d]
+        }
+        for r in 0..<m {
+            for col in 0..<n {
+                var sum: Int64 = 0
+                for p in 0..<k {
+                    let x = Int64(av[ao * m * k + r * k + p] - aZero[aZero.count == 1 ? 0 : r])
+                    let y = Int64(bv[bo * k * n + p * n + col] - bZero[bZero.count == 1 ? 0 : col])
+                    sum += x * y
+                }
+                result[(i * m + r) * n + col] = sum
+            }
+        }
+    }
+    var shape = batch + [m, n]
+    if a.rank == 1 { shape.remove(at: shape.count - 2) }
+    if b.rank == 1 { shape.removeLast() }
+    return (result, shape)
+}
+
 let samplingOperators: OperatorTable = [
     "GridSample": { ctx in
         let given = try ctx.string("mode", ctx.opset >= 20 ? "linear" : "bilinear")
@@ -133,44 +175,26 @@ let samplingOperators: OperatorTable = [
         return [Tensor(shape: x.shape, scalars: q), Tensor(scalar: scale), Tensor(scalar: UInt8(zero))]
     } },
     "MatMulInteger": { ctx in PreparedKernel { inputs in
-        let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
-        guard a.rank >= 1, b.rank >= 1 else { throw ctx.error(.executionFailed, "operands must have rank >= 1") }
-        let aZero = inputs[2]?.doubles ?? [0], bZero = inputs[3]?.doubles ?? [0]
-        let aShape = a.rank == 1 ? [1, a.shape[0]] : a.shape, bShape = b.rank == 1 ? [b.shape[0], 1] : b.shape
-        let (m, k, n) = (aShape[aShape.count - 2], aShape[aShape.count - 1], bShape[bShape.count - 1])
-        guard bShape[bShape.count - 2] == k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x \(b.shape)") }
-        guard aZero.count == 1 || aZero.count == m, bZero.count == 1 || bZero.count == n else {
-            throw ctx.error(.unsupportedAttribute, "zero points must be scalars or per-row/per-column vectors")
+        let (sums, shape) = try integerMatMul(inputs.required(0, ctx), zero: inputs[2], inputs.required(1, ctx), zero: inputs[3], ctx)
+        return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
+    } },
+    "QLinearMatMul": { ctx in PreparedKernel { inputs in
+        let a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
+        let aScale = try inputs.required(1, ctx).doubles, bScale = try inputs.required(4, ctx).doubles
+        let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
+        let (sums, shape) = try integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
+        let n = shape.last ?? 1, m = shape.count >= 2 ? shape[shape.count - 2] : 1
+        guard aScale.count == 1 || aScale.count == m, bScale.count == 1 || bScale.count == n else {
+            throw ctx.error(.unsupportedAttribute, "scales must be scalars or per-row/per-column vectors")
         }
-        let aBatch = Array(aShape.dropLast(2)), bBatch = Array(bShape.dropLast(2))
-        guard let batch = broadcastShape(aBatch, bBatch) else { throw ctx.error(.executionFailed, "cannot broadcast \(a.shape) and \(b.shape)") }
-        let av = a.doubles, bv = b.doubles
-        let aStrides = broadcastStrides(aBatch, to: batch), bStrides = broadcastStrides(bBatch, to: batch)
-        let batchStrides = Tensor.contiguousStrides(batch)
-        let count = batch.reduce(1, *)
-        var result = [Int32](repeating: 0, count: count * m * n)
-        for i in 0..<count {
-            var rem = i, ao = 0, bo = 0
-            for d in 0..<batch.count {
-                let c = rem / batchStrides[d]; rem %= batchStrides[d]
-                ao += c * aStrides[d]; bo += c * bStrides[d]
-            }
-            for r in 0..<m {
-                for col in 0..<n {
-                    var sum: Int64 = 0
-                    for p in 0..<k {
-                        let x = Int64(av[ao * m * k + r * k + p] - aZero[aZero.count == 1 ? 0 : r])
-                        let y = Int64(bv[bo * k * n + p * n + col] - bZero[bZero.count == 1 ? 0 : col])
-                        sum += x * y
-                    }
-                    result[(i * m + r) * n + col] = Int32(truncatingIfNeeded: sum)
-                }
-            }
+        let bounds: (Double, Double) = yZeroT.dtype == .int8 ? (-128, 127) : (0, 255)
+        let yZero = yZeroT.doubleValue(at: 0)
+        let values = sums.enumerated().map { i, sum -> Double in
+            let row = (i / n) % m, col = i % n
+            let real = Double(sum) * aScale[aScale.count == 1 ? 0 : row] * bScale[bScale.count == 1 ? 0 : col] / yScale
+            return min(max(real.rounded(.toNearestOrEven) + yZero, bounds.0), bounds.1)
         }
-        var shape = batch + [m, n]
-        if a.rank == 1 { shape.remove(at: shape.count - 2) }
-        if b.rank == 1 { shape.removeLast() }
-        return [Tensor(shape: shape, scalars: result)]
+        return [try castTensor(Tensor(shape: shape, scalars: values), to: yZeroT.dtype, ctx)]
     } },
 ]
 
