@@ -15,8 +15,8 @@ public final class CompiledModel: Sendable {
     public let outputs: [TensorSpec]
     /// Producer, opsets and metadata.
     public let info: ModelInfo
-    /// Operator types (domain `ai.onnx`) the engine implements with all their attributes.
-    public static let supportedOperators: Set<String> = Set(operatorTable.keys)
+    /// Operators the engine implements with all their attributes: `ai.onnx` op types bare, other domains as `ai.onnx.ml:Scaler`.
+    public static let supportedOperators: Set<String> = supportedOperatorNames
 
     private let plan: ExecutionPlan
     private let inputSlots: [String: Int]
@@ -40,14 +40,7 @@ public final class CompiledModel: Sendable {
         let inputInfos = graph.inputs.filter { constants[$0.name] == nil }
         inputs = inputInfos.map { TensorSpec(name: $0.name, dtype: $0.elementType ?? .float32, shape: $0.shape ?? []) }
 
-        for node in graph.nodes {
-            guard node.domain.isEmpty || node.domain == "ai.onnx" else {
-                throw EngineError(.unsupportedOperator, "\(node.opType) node '\(node.name)': operator domain '\(node.domain)' is not supported (only ai.onnx)")
-            }
-            guard operatorTable[node.opType] != nil else {
-                throw EngineError(.unsupportedOperator, "\(node.opType) node '\(node.name)': operator \(node.opType) (opset \(opset)) is not supported")
-            }
-        }
+        for node in graph.nodes { try checkSupported(node, opset: opset) }
         let available = Set(inputInfos.map(\.name)).union(constants.keys)
         // Control-flow nodes read outer values inside their subgraphs: list those as extra inputs so ordering and liveness see them.
         let nodes = graph.nodes.map { node -> Node in
@@ -82,7 +75,7 @@ public final class CompiledModel: Sendable {
                 if let c = optimizer.constants[name] { known[i] = c }
             }
             let ctx = OpContext(node: node, opset: opset, constants: known, activation: planned.activation)
-            let prepared = try operatorTable[node.opType]!(ctx)
+            let prepared = try operatorFactory(for: node)!(ctx)
             ctx.releaseConstants()
             var inputIDs: [Int] = []
             for (i, name) in node.inputs.enumerated() {
