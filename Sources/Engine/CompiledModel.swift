@@ -27,7 +27,12 @@ public final class CompiledModel: Sendable {
     private let declaredShapes: [String: [DeclaredDimension]]
 
     /// Compiles `model`; `baseDirectory` is where external tensor data would be resolved (the decoder already inlined it).
-    public init(model: ONNX.Model, baseDirectory: String? = nil) throws {
+    public convenience init(model: ONNX.Model, baseDirectory: String? = nil) throws {
+        try self.init(model: model, baseDirectory: baseDirectory, fuseResiduals: true)
+    }
+
+    /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps (tests compare both).
+    init(model: ONNX.Model, baseDirectory: String?, fuseResiduals: Bool) throws {
         let graph = model.graph
         let opset = Int(model.defaultOpset)
         info = ModelInfo(producerName: model.producerName, producerVersion: model.producerVersion, irVersion: model.irVersion,
@@ -55,6 +60,7 @@ public final class CompiledModel: Sendable {
         try optimizer.foldConstants()
         optimizer.foldBatchNormalization()
         optimizer.fuseActivations()
+        if fuseResiduals { optimizer.fuseResidualAdds() }
 
         // Slots: one per value name.
         var slots: [String: Int] = [:]
@@ -86,7 +92,7 @@ public final class CompiledModel: Sendable {
             }
             let outputIDs = node.outputs.map { $0.isEmpty ? -1 : slot($0) }
             for o in outputIDs where o >= 0 { producers[o] = steps.count }
-            let fused = planned.activation == .none ? "" : "+\(planned.activation)"
+            let fused = (planned.residual ? "+Add" : "") + (planned.activation == .none ? "" : "+\(planned.activation)")
             steps.append(ExecutionStep(label: ctx.label, opType: node.opType + fused, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
         }
         var outputSlots: [String: Int] = [:]
@@ -206,6 +212,9 @@ public final class CompiledModel: Sendable {
         }
         return byType.map { (opType: $0.key, seconds: $0.value.0, nodes: $0.value.1) }.sorted { $0.seconds > $1.seconds }
     }
+
+    /// Bytes held by the process-wide activation buffer pool that every compiled model's runs share.
+    public static var bufferPoolStatistics: BufferPoolStatistics { BufferPool.shared.statistics }
 
     /// Number of input-shape signatures with cached shape-derived values (for tests and metrics).
     public var cachedPlanCount: Int { plan.shapeCache.count }

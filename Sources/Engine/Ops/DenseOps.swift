@@ -14,7 +14,7 @@ func matmul(_ a: Tensor, _ b: Tensor, _ ctx: OpContext) throws -> Tensor {
     guard let batch = broadcastShape(aBatch, bBatch) else { throw ctx.error(.executionFailed, "cannot broadcast batch dims of \(a.shape) and \(b.shape)") }
     var outShape = batch + [m, n]
     let batchCount = batch.reduce(1, *)
-    var out = Tensor(uninitialized: .float32, shape: outShape)
+    var out = Tensor.pooled(.float32, shape: outShape)
     out.withUnsafeMutableBufferPointer(of: Float.self) { o in
         guard let op = o.baseAddress else { return }
         if k == 0 { op.initialize(repeating: 0, count: o.count); return }
@@ -215,7 +215,7 @@ let denseOperators: OperatorTable = [
                 out = stridedCopy(c, shape: [m, n], strides: broadcastStrides(c.shape, to: [m, n]), offset: 0)
                 effectiveBeta = beta
             } else {
-                out = Tensor(uninitialized: .float32, shape: [m, n])
+                out = Tensor.pooled(.float32, shape: [m, n])
             }
             out.withUnsafeMutableBufferPointer(of: Float.self) { o in
                 guard let op = o.baseAddress else { return }
