@@ -60,6 +60,7 @@ def sklearn_cases(rng):
     from sklearn.neural_network import MLPClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import Binarizer, MinMaxScaler, Normalizer, StandardScaler
+    from sklearn.svm import SVC, SVR, LinearSVC
 
     x, y = make_classification(n_samples=120, n_features=6, n_informative=4, n_classes=3, random_state=0)
     xb, yb = make_classification(n_samples=120, n_features=6, random_state=1)
@@ -77,10 +78,18 @@ def sklearn_cases(rng):
         "skl_random_forest_regressor": (RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0).fit(xr, yr), xr),
         "skl_gradient_boosting_binary": (GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0).fit(xb, yb), xb),
         "skl_gradient_boosting_multi": (GradientBoostingClassifier(n_estimators=2, max_depth=2, random_state=0).fit(x, y), x),
+        "skl_svc_rbf_multi": (SVC().fit(x[:40], y[:40]), x),
+        "skl_svc_rbf_binary": (SVC().fit(xb[:40], yb[:40]), xb),
+        "skl_svc_poly_proba": (SVC(kernel="poly", degree=2, probability=True, random_state=0).fit(x[:60], y[:60]), x),
+        "skl_svr_rbf": (SVR().fit(xr[:40], yr[:40, 0]), xr),
+        "skl_linear_svc": (LinearSVC().fit(x, y), x),
     }
     for name, (model, data) in cases.items():
-        options = {"zipmap": False} if hasattr(model, "predict_proba") else None
-        onx = to_onnx(model, data[:1], options=options, target_opset={"": 17, ML: 3})
+        options = {"zipmap": False} if hasattr(model, "predict_proba") or hasattr(model, "decision_function") else None
+        try:
+            onx = to_onnx(model, data[:1], options=options, target_opset={"": 17, ML: 3})
+        except (NameError, RuntimeError, ValueError):  # estimators without a zipmap option
+            onx = to_onnx(model, data[:1], target_opset={"": 17, ML: 3})
         rows = data[rng.choice(len(data), 5, replace=False)]
         save(name, onx, {onx.graph.input[0].name: rows})
     # Default export keeps ZipMap (a sequence of maps): the engine rejects it with advice.
