@@ -127,6 +127,30 @@ import ONNX
         #expect(failures.value == 0)
     }
 
+    @Test(arguments: [1, 3, 6]) func gemmMatchesNaiveProductForEveryTransposeAndRowCount(rows m: Int) throws {
+        let k = 7, n = 5
+        for transA in [false, true] {
+            for transB in [false, true] {
+                let a = Self.tensor(transA ? [k, m] : [m, k], seed: 3), b = Self.tensor(transB ? [n, k] : [k, n], seed: 4)
+                let c = Self.tensor([n], seed: 5)
+                let y = try T.runNode("Gemm", [("a", a), ("b", b), ("c", c)],
+                                      attributes: ["transA": .int(transA ? 1 : 0), "transB": .int(transB ? 1 : 0), "alpha": .float(1.5), "beta": .float(0.5)],
+                                      constants: ["b", "c"])[0]
+                let af = T.floats(a), bf = T.floats(b), cf = T.floats(c)
+                var expected: [Float] = []
+                for i in 0..<m {
+                    for j in 0..<n {
+                        var sum: Float = 0
+                        for p in 0..<k { sum += (transA ? af[p * m + i] : af[i * k + p]) * (transB ? bf[j * k + p] : bf[p * n + j]) }
+                        expected.append(1.5 * sum + 0.5 * cf[j])
+                    }
+                }
+                #expect(y.shape == [m, n])
+                #expect(T.close(T.floats(y), expected), "transA \(transA) transB \(transB) rows \(m)")
+            }
+        }
+    }
+
     @Test func sizeClassesBoundTheSlack() {
         for bytes in [65_536, 65_537, 100_000, 802_816, 3_211_264, 12_845_056] {
             let size = BufferPool.sizeClass(bytes)
