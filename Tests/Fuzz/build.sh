@@ -5,13 +5,15 @@
 # the HTTP target compiles the harness into the HTTP module itself because RequestParser is internal.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=Tests/Fuzz/out/build
-BIN=Tests/Fuzz/out/bin
+ROOT=$(pwd)
+OUT=$ROOT/Tests/Fuzz/out/build
+BIN=$ROOT/Tests/Fuzz/out/bin
 mkdir -p "$OUT" "$BIN"
-FLAGS=(-O -wmo -parse-as-library -sanitize=fuzzer,address -g -I "$OUT" -I Sources/CLibUV -I Sources/CHTTPParser
-       -I Sources/COpenBLAS -I Sources/CPNG -I Sources/CTurboJPEG)
+FLAGS=(-O -wmo -parse-as-library -sanitize=fuzzer,address -g -I "$OUT" -I "$ROOT"/Sources/CLibUV -I "$ROOT"/Sources/CHTTPParser
+       -I "$ROOT"/Sources/COpenBLAS -I "$ROOT"/Sources/CPNG -I "$ROOT"/Sources/CTurboJPEG)
 LINK=(-L "$OUT" -luv -lhttp_parser -lopenblas -lpng16 -lturbojpeg)
-quiet() { "$@" 2>&1 | grep -v "ld.gold: warning" || true; test "${PIPESTATUS[0]}" -eq 0; }
+# Links in the build directory: swiftc drops debug module files into the working directory.
+quiet() { (cd "$OUT" && "$@" 2>&1 | grep -v "ld.gold: warning" || true; test "${PIPESTATUS[0]}" -eq 0); }
 
 # Rebuilds a module library when any of its sources is newer than it.
 library() {
@@ -30,29 +32,29 @@ harness() {
     case $target in
         http)
             echo "building fuzz-http"
-            quiet swiftc "${FLAGS[@]}" -module-name HTTP Sources/HTTP/*.swift Tests/Fuzz/harness/http.swift "${LINK[@]}" -o "$BIN/fuzz-http" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name HTTP "$ROOT"/Sources/HTTP/*.swift "$ROOT"/Tests/Fuzz/harness/http.swift "${LINK[@]}" -o "$BIN/fuzz-http" ;;
         v2|multipart|classify)
             library Tensor Sources/Tensor/*.swift
             library HTTP Sources/HTTP/*.swift
             library API $(api_files)
             echo "building fuzz-$target"
-            quiet swiftc "${FLAGS[@]}" -module-name Fuzz$target Tests/Fuzz/harness/$target.swift -lAPI -lHTTP -lTensor "${LINK[@]}" -o "$BIN/fuzz-$target" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name Fuzz$target "$ROOT"/Tests/Fuzz/harness/$target.swift -lAPI -lHTTP -lTensor "${LINK[@]}" -o "$BIN/fuzz-$target" ;;
         onnx)
             library Tensor Sources/Tensor/*.swift
             library ONNX Sources/ONNX/*.swift
             echo "building fuzz-onnx"
-            quiet swiftc "${FLAGS[@]}" -module-name FuzzONNX Tests/Fuzz/harness/onnx.swift -lONNX -lTensor "${LINK[@]}" -o "$BIN/fuzz-onnx" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name FuzzONNX "$ROOT"/Tests/Fuzz/harness/onnx.swift -lONNX -lTensor "${LINK[@]}" -o "$BIN/fuzz-onnx" ;;
         engine)
             library Tensor Sources/Tensor/*.swift
             library ONNX Sources/ONNX/*.swift
             library Engine $(find Sources/Engine -name '*.swift')
             echo "building fuzz-engine"
-            quiet swiftc "${FLAGS[@]}" -module-name FuzzEngine Tests/Fuzz/harness/engine.swift -lEngine -lONNX -lTensor "${LINK[@]}" -o "$BIN/fuzz-engine" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name FuzzEngine "$ROOT"/Tests/Fuzz/harness/engine.swift -lEngine -lONNX -lTensor "${LINK[@]}" -o "$BIN/fuzz-engine" ;;
         imaging)
             library Tensor Sources/Tensor/*.swift
             library Imaging Sources/Imaging/*.swift
             echo "building fuzz-imaging"
-            quiet swiftc "${FLAGS[@]}" -module-name FuzzImaging Tests/Fuzz/harness/imaging.swift -lImaging -lTensor "${LINK[@]}" -o "$BIN/fuzz-imaging" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name FuzzImaging "$ROOT"/Tests/Fuzz/harness/imaging.swift -lImaging -lTensor "${LINK[@]}" -o "$BIN/fuzz-imaging" ;;
         *) echo "unknown target $target" >&2; exit 2 ;;
     esac
 }
