@@ -15,8 +15,8 @@ public final class CompiledModel: Sendable {
     public let outputs: [TensorSpec]
     /// Producer, opsets and metadata.
     public let info: ModelInfo
-    /// Operator types (domain `ai.onnx`) the engine implements with all their attributes.
-    public static let supportedOperators: Set<String> = Set(operatorTable.keys)
+    /// Operators the engine implements with all their attributes: `ai.onnx` op types bare, other domains as `ai.onnx.ml:Scaler`.
+    public static let supportedOperators: Set<String> = supportedOperatorNames
 
     private let plan: ExecutionPlan
     private let inputSlots: [String: Int]
@@ -27,7 +27,12 @@ public final class CompiledModel: Sendable {
     private let declaredShapes: [String: [DeclaredDimension]]
 
     /// Compiles `model`; `baseDirectory` is where external tensor data would be resolved (the decoder already inlined it).
-    public init(model: ONNX.Model, baseDirectory: String? = nil) throws {
+    public convenience init(model: ONNX.Model, baseDirectory: String? = nil) throws {
+        try self.init(model: model, baseDirectory: baseDirectory, fuseResiduals: true)
+    }
+
+    /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps (tests compare both).
+    init(model: ONNX.Model, baseDirectory: String?, fuseResiduals: Bool) throws {
         let graph = model.graph
         let opset = Int(model.defaultOpset)
         info = ModelInfo(producerName: model.producerName, producerVersion: model.producerVersion, irVersion: model.irVersion,
@@ -40,14 +45,7 @@ public final class CompiledModel: Sendable {
         let inputInfos = graph.inputs.filter { constants[$0.name] == nil }
         inputs = inputInfos.map { TensorSpec(name: $0.name, dtype: $0.elementType ?? .float32, shape: $0.shape ?? []) }
 
-        for node in graph.nodes {
-            guard node.domain.isEmpty || node.domain == "ai.onnx" else {
-                throw EngineError(.unsupportedOperator, "\(node.opType) node '\(node.name)': operator domain '\(node.domain)' is not supported (only ai.onnx)")
-            }
-            guard operatorTable[node.opType] != nil else {
-                throw EngineError(.unsupportedOperator, "\(node.opType) node '\(node.name)': operator \(node.opType) (opset \(opset)) is not supported")
-            }
-        }
+        for node in graph.nodes { try checkSupported(node, opset: opset) }
         let available = Set(inputInfos.map(\.name)).union(constants.keys)
         // Control-flow nodes read outer values inside their subgraphs: list those as extra inputs so ordering and liveness see them.
         let nodes = graph.nodes.map { node -> Node in
@@ -62,6 +60,7 @@ public final class CompiledModel: Sendable {
         try optimizer.foldConstants()
         optimizer.foldBatchNormalization()
         optimizer.fuseActivations()
+        if fuseResiduals { optimizer.fuseResidualAdds() }
 
         // Slots: one per value name.
         var slots: [String: Int] = [:]
@@ -82,7 +81,7 @@ public final class CompiledModel: Sendable {
                 if let c = optimizer.constants[name] { known[i] = c }
             }
             let ctx = OpContext(node: node, opset: opset, constants: known, activation: planned.activation)
-            let prepared = try operatorTable[node.opType]!(ctx)
+            let prepared = try operatorFactory(for: node)!(ctx)
             ctx.releaseConstants()
             var inputIDs: [Int] = []
             for (i, name) in node.inputs.enumerated() {
@@ -93,7 +92,7 @@ public final class CompiledModel: Sendable {
             }
             let outputIDs = node.outputs.map { $0.isEmpty ? -1 : slot($0) }
             for o in outputIDs where o >= 0 { producers[o] = steps.count }
-            let fused = planned.activation == .none ? "" : "+\(planned.activation)"
+            let fused = (planned.residual ? "+Add" : "") + (planned.activation == .none ? "" : "+\(planned.activation)")
             steps.append(ExecutionStep(label: ctx.label, opType: node.opType + fused, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
         }
         var outputSlots: [String: Int] = [:]
@@ -213,6 +212,9 @@ public final class CompiledModel: Sendable {
         }
         return byType.map { (opType: $0.key, seconds: $0.value.0, nodes: $0.value.1) }.sorted { $0.seconds > $1.seconds }
     }
+
+    /// Bytes held by the process-wide activation buffer pool that every compiled model's runs share.
+    public static var bufferPoolStatistics: BufferPoolStatistics { BufferPool.shared.statistics }
 
     /// Number of input-shape signatures with cached shape-derived values (for tests and metrics).
     public var cachedPlanCount: Int { plan.shapeCache.count }

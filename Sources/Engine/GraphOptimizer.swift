@@ -5,7 +5,12 @@ import Tensor
 struct PlannedNode {
     var node: Node
     var activation: Activation = .none
+    /// True when a residual Add was fused into this Conv: the skip operand is the node's input 3.
+    var residual = false
 }
+
+/// Input index of the skip operand of a Conv with a fused residual Add (after X, W and B).
+let fusedResidualInput = 3
 
 /// Graph rewrites done once at compile time: ordering, constant folding, BatchNormalization folding, activation fusion.
 struct GraphOptimizer {
@@ -157,6 +162,53 @@ struct GraphOptimizer {
             return .clip(min: bounds[0], max: bounds[1])
         default: return nil
         }
+    }
+
+    /// Fuses `Add(Conv(x), skip)` (and a single-consumer activation after it) into the Conv's epilogue, which adds
+    /// the skip before the activation. Only packed 1-D/2-D Convs with constant weights qualify, whose output feeds
+    /// nothing but that Add. The fused node sits where the Add was, so the skip is always computed before it.
+    mutating func fuseResidualAdds() {
+        var index = 0
+        while index < nodes.count {
+            defer { index += 1 }
+            let add = nodes[index].node
+            guard add.opType == "Add", add.domain.isEmpty || add.domain == "ai.onnx", add.attributes.isEmpty, add.inputs.count == 2,
+                  add.outputs.count == 1, add.inputs[0] != add.inputs[1] else { continue }
+            // Either operand may be the conv; prefer the one produced last (its inputs are the freshest).
+            var best: (conv: Int, skip: String)?
+            for (k, name) in add.inputs.enumerated() {
+                guard let p = nodes[..<index].lastIndex(where: { $0.node.outputs.contains(name) }), isResidualFusable(p),
+                      !graphOutputs.contains(name), consumers(of: name) == [index] else { continue }
+                if best == nil || p > best!.conv { best = (p, add.inputs[1 - k]) }
+            }
+            guard let (convIndex, skip) = best, constants[skip] == nil else { continue }
+            var fused = nodes[convIndex]
+            while fused.node.inputs.count < fusedResidualInput { fused.node.inputs.append("") }
+            fused.node.inputs.append(skip)
+            fused.node.outputs = add.outputs
+            fused.residual = true
+            let out = add.outputs[0]
+            let users = consumers(of: out)
+            if !graphOutputs.contains(out), users.count == 1, let act = fusableActivation(nodes[users[0]].node),
+               nodes[users[0]].node.inputs.first == out {
+                fused.activation = act
+                fused.node.outputs = [nodes[users[0]].node.outputs[0]]
+                nodes.remove(at: users[0])
+            }
+            nodes[index] = fused
+            nodes.remove(at: convIndex)
+            index -= 1
+        }
+    }
+
+    /// A Conv whose weights (and bias) are constant float32 1-D/2-D kernels with no epilogue yet.
+    private func isResidualFusable(_ i: Int) -> Bool {
+        let n = nodes[i].node
+        guard n.opType == "Conv", n.domain.isEmpty || n.domain == "ai.onnx", case .none = nodes[i].activation, !nodes[i].residual,
+              n.outputs.count == 1, n.inputs.count >= 2, n.inputs.count <= 3,
+              let w = constants[n.inputs[1]], w.dtype == .float32, w.rank == 3 || w.rank == 4 else { return false }
+        if n.inputs.count == 3, !n.inputs[2].isEmpty, constants[n.inputs[2]] == nil { return false }
+        return true
     }
 
     /// Moves a single-consumer activation into the preceding Conv or Gemm epilogue.

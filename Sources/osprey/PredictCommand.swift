@@ -47,15 +47,20 @@ let predictCommand = Command(
 
     var results: [String: Tensor] = [:]
     var timings: [Double] = []
+    var cpuTimings: [Double] = []
     for _ in 0..<repeats {
-        let start = PredictInputs.now()
+        let start = PredictInputs.now(), cpuStart = PredictInputs.threadCPU()
         results = try model.run(feeds)
         timings.append(PredictInputs.now() - start)
+        cpuTimings.append(PredictInputs.threadCPU() - cpuStart)
     }
     if repeats > 1 {
         let sorted = timings.sorted()
         let median = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         Console.out("median \(formatMilliseconds(median)) ms per run over \(repeats) runs (min \(formatMilliseconds(sorted[0])) ms, threads \(min(threads, cores)))")
+        if min(threads, cores) == 1 { Console.out("thread CPU min \(formatMilliseconds(cpuTimings.min()!)) ms per run") }
+        let pool = CompiledModel.bufferPoolStatistics
+        Console.out("buffer pool: \(formatMilliseconds(Double(pool.heldBytes) / 1_048_576_000)) MiB held, peak in use \(formatMilliseconds(Double(pool.peakInUseBytes) / 1_048_576_000)) MiB, \(pool.hits) reuses, \(pool.misses) allocations")
     }
     if arguments.flag("profile") {
         let profile = try model.profile(feeds, repeats: repeats)
@@ -128,6 +133,13 @@ enum PredictInputs {
     static func now() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// CPU seconds of the calling thread (with one compute thread, the run's cost regardless of other load).
+    static func threadCPU() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }

@@ -69,7 +69,7 @@ func forEachRun(shape: [Int], strides: [[Int]], _ body: ([Int], Int, [Int]) -> V
 /// Copies a strided view (element strides, possibly 0 or negative) of `source` into a new contiguous tensor.
 func stridedCopy(_ source: Tensor, shape: [Int], strides: [Int], offset: Int) -> Tensor {
     let size = source.dtype.byteSize
-    var out = Tensor(uninitialized: source.dtype, shape: shape)
+    var out = Tensor.pooled(source.dtype, shape: shape)
     if out.count == 0 { return out }
     source.withUnsafeBytes { src in
         out.withUnsafeMutableBytes { dst in
@@ -108,7 +108,7 @@ func broadcastBinary<A: TensorScalar, B: TensorScalar, R: TensorScalar>(
     guard let shape = broadcastShape(a.shape, b.shape) else {
         throw ctx.error(.executionFailed, "cannot broadcast shapes \(a.shape) and \(b.shape)")
     }
-    var out = Tensor(uninitialized: R.dtype, shape: shape)
+    var out = Tensor.pooled(R.dtype, shape: shape)
     if out.count == 0 { return out }
     a.withUnsafeBufferPointer(of: A.self) { pa in
         b.withUnsafeBufferPointer(of: B.self) { pb in
@@ -169,7 +169,7 @@ func mapFloats(taking index: Int, from inputs: inout KernelInputs, _ op: (Float)
 /// Elementwise `op` into a new tensor of another type.
 @inline(__always)
 func mapElements<A: TensorScalar, R: TensorScalar>(_ input: Tensor, _ op: (A) -> R) -> Tensor {
-    var out = Tensor(uninitialized: R.dtype, shape: input.shape)
+    var out = Tensor.pooled(R.dtype, shape: input.shape)
     input.withUnsafeBufferPointer(of: A.self) { src in
         out.withUnsafeMutableBufferPointer(of: R.self) { dst in
             for i in 0..<src.count { dst[i] = op(src[i]) }

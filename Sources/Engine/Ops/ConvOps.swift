@@ -58,6 +58,11 @@ let convOperators: OperatorTable = [
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1, got \(groups)") }
         let activation = ctx.activation
+        // With a fused residual Add the activation follows the Add: the packed epilogue adds bias and skip, and the
+        // activation runs as its own in-place pass (cheap, cache-warm), which stays correct when the skip is the
+        // larger operand and the conv output has to broadcast up to it.
+        let fusesResidual = ctx.hasInput(fusedResidualInput)
+        let packedActivation: Activation = fusesResidual ? .none : activation
         var packed: PackedConvolution?
         var consumed: Set<Int> = []
         if let w = ctx.constants[1], w.rank != 5, !ctx.hasInput(2) || ctx.constants[2] != nil {
@@ -70,16 +75,17 @@ let convOperators: OperatorTable = [
                 if let b = bias {
                     return b.withUnsafeBufferPointer(of: Float.self) { bp in
                         PackedConvolution(weights: wp, bias: bp, outChannels: w.shape[0], inChannels: w.shape[1] * groups,
-                                          kernelHeight: kh, kernelWidth: kw, groups: groups, activation: activation)
+                                          kernelHeight: kh, kernelWidth: kw, groups: groups, activation: packedActivation)
                     }
                 }
                 return PackedConvolution(weights: wp, bias: nil, outChannels: w.shape[0], inChannels: w.shape[1] * groups,
-                                         kernelHeight: kh, kernelWidth: kw, groups: groups, activation: activation)
+                                         kernelHeight: kh, kernelWidth: kw, groups: groups, activation: packedActivation)
             }
             consumed = ctx.hasInput(2) ? [1, 2] : [1]
         }
         let weightShape = ctx.constants[1]?.shape
         let prepared = packed
+        if fusesResidual && packed == nil { throw ctx.error(.invalidModel, "a fused residual Add needs constant 1-D or 2-D weights") }
         return PreparedKernel(kernel: { inputs in
             let x = try inputs.required(0, ctx)
             guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
@@ -120,17 +126,35 @@ let convOperators: OperatorTable = [
                                  padBottom: twoD ? r.padEnd[0] : 0, padRight: r.padEnd.last!, groups: groups)
             guard g.outHeight > 0, g.outWidth > 0 else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \(kernel)") }
             let outShape = twoD ? [g.batch, g.outChannels, g.outHeight, g.outWidth] : [g.batch, g.outChannels, g.outWidth]
+            // A fused residual Add: the skip is added in the epilogue when it broadcasts into the conv output.
+            var skip: Tensor?
+            var lateSkip: Tensor?
+            if fusesResidual, let r = inputs[fusedResidualInput] {
+                guard r.dtype == .float32 else { throw ctx.error(.unsupportedDType, "Add operand is \(r.dtype), expected float32") }
+                guard let sum = broadcastShape(outShape, r.shape) else {
+                    throw ctx.error(.executionFailed, "cannot broadcast shapes \(outShape) and \(r.shape) in the fused Add")
+                }
+                if r.shape == outShape {
+                    skip = r
+                } else if sum == outShape {
+                    skip = stridedCopy(r, shape: outShape, strides: broadcastStrides(r.shape, to: outShape), offset: 0)
+                } else {
+                    lateSkip = r
+                }
+            }
             let out = try Tensor.makeFloat(shape: outShape) { o in
                 try x.floatPointer { xp in
                     if let p = prepared {
                         let scratch = p.workspaceCount(for: g)
-                        if scratch > 0 {
-                            let ws = UnsafeMutablePointer<Float>.allocate(capacity: scratch)
-                            defer { ws.deallocate() }
-                            p.run(g, input: xp, output: o, workspace: ws)
-                        } else {
-                            p.run(g, input: xp, output: o, workspace: nil)
+                        func run(_ residual: UnsafePointer<Float>?) {
+                            if scratch > 0 {
+                                BufferPool.shared.withScratch(floats: scratch) { ws in p.run(g, input: xp, output: o, workspace: ws, residual: residual) }
+                            } else {
+                                p.run(g, input: xp, output: o, workspace: nil, residual: residual)
+                            }
                         }
+                        if let skip { skip.floatPointer { run($0) } } else { run(nil) }
+                        if fusesResidual && lateSkip == nil { activation.apply(o, count: outShape.reduce(1, *)) }
                     } else {
                         let w = try inputs.required(1, ctx)
                         let b = inputs[2]
@@ -145,7 +169,10 @@ let convOperators: OperatorTable = [
                     }
                 }
             }
-            return [out]
+            guard let lateSkip else { return [out] }
+            var sum = try broadcastBinary(out, lateSkip, ctx) { (a: Float, b: Float) in a + b }
+            sum.withUnsafeMutableBufferPointer(of: Float.self) { p in if let base = p.baseAddress { activation.apply(base, count: p.count) } }
+            return [sum]
         }, consumedInputs: consumed)
     },
     "ConvTranspose": { ctx in

@@ -1,3 +1,4 @@
+import COpenBLAS
 import Foundation
 import Tensor
 
@@ -14,7 +15,7 @@ func matmul(_ a: Tensor, _ b: Tensor, _ ctx: OpContext) throws -> Tensor {
     guard let batch = broadcastShape(aBatch, bBatch) else { throw ctx.error(.executionFailed, "cannot broadcast batch dims of \(a.shape) and \(b.shape)") }
     var outShape = batch + [m, n]
     let batchCount = batch.reduce(1, *)
-    var out = Tensor(uninitialized: .float32, shape: outShape)
+    var out = Tensor.pooled(.float32, shape: outShape)
     out.withUnsafeMutableBufferPointer(of: Float.self) { o in
         guard let op = o.baseAddress else { return }
         if k == 0 { op.initialize(repeating: 0, count: o.count); return }
@@ -193,6 +194,9 @@ func batchNormalize(_ x: Tensor, scale: [Float], bias: [Float], mean: [Float], v
     return y
 }
 
+/// Gemm rows up to which matrix-vector products beat sgemm (whose packing copies all of B each call).
+let gemmVectorRows = 4
+
 let denseOperators: OperatorTable = [
     "MatMul": { ctx in PreparedKernel { inputs in [try matmul(inputs.required(0, ctx), inputs.required(1, ctx), ctx)] } },
     "Gemm": { ctx in
@@ -215,12 +219,23 @@ let denseOperators: OperatorTable = [
                 out = stridedCopy(c, shape: [m, n], strides: broadcastStrides(c.shape, to: [m, n]), offset: 0)
                 effectiveBeta = beta
             } else {
-                out = Tensor(uninitialized: .float32, shape: [m, n])
+                out = Tensor.pooled(.float32, shape: [m, n])
             }
             out.withUnsafeMutableBufferPointer(of: Float.self) { o in
                 guard let op = o.baseAddress else { return }
                 if k == 0 {
                     for i in 0..<o.count { o[i] = effectiveBeta == 0 ? 0 : o[i] * effectiveBeta }
+                } else if m <= gemmVectorRows {
+                    // A classifier head at small batch: one matrix-vector product per row streams B once, where
+                    // sgemm would first copy (pack) all of B.
+                    if effectiveBeta == 0 { op.initialize(repeating: 0, count: o.count) }
+                    a.floatPointer { ap in b.floatPointer { bp in
+                        for i in 0..<m {
+                            let row = transA ? ap + i : ap + i * k, step = Int32(transA ? m : 1)
+                            cblas_sgemv(CblasRowMajor, transB ? CblasNoTrans : CblasTrans, Int32(b.shape[0]), Int32(b.shape[1]), alpha,
+                                        bp, Int32(b.shape[1]), row, step, effectiveBeta, op + i * n, 1)
+                        }
+                    } }
                 } else {
                     a.floatPointer { ap in b.floatPointer { bp in
                         sgemm(transposeA: transA, transposeB: transB, m: m, n: n, k: k, alpha: alpha, a: ap, lda: a.shape[1],

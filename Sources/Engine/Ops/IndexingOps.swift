@@ -179,19 +179,27 @@ let indexingOperators: OperatorTable = [
         let axisAttr = try ctx.int("axis", -1)
         return PreparedKernel { inputs in
             let idx = try inputs.required(0, ctx).doubles, idxShape = try inputs.required(0, ctx).shape
-            let depth = Int(try inputs.required(1, ctx).doubleValue(at: 0))
+            let depthValue = try inputs.required(1, ctx).doubleValue(at: 0)
             let values = try inputs.required(2, ctx)
-            guard values.count == 2, depth > 0 else { throw ctx.error(.executionFailed, "values must hold [off, on] and depth must be positive") }
+            // depth is data: refuse NaN and sizes Int(_:) or the allocation cannot hold before converting.
+            guard values.count == 2, depthValue >= 1, depthValue <= Double(maxDataDrivenElements) else {
+                throw ctx.error(.executionFailed, "values must hold [off, on] and depth must be from 1 to \(maxDataDrivenElements), got \(depthValue)")
+            }
+            let depth = Int(depthValue)
             let rank = idxShape.count + 1
             let axis = try ctx.axis(axisAttr, rank: rank)
             var shape = idxShape
             shape.insert(depth, at: axis)
+            _ = try ctx.checkedShape(shape)
             let outer = idxShape[..<axis].reduce(1, *), inner = idxShape[axis...].reduce(1, *)
             let off = values.doubleValue(at: 0), on = values.doubleValue(at: 1)
             var result = [Double](repeating: off, count: outer * depth * inner)
             for o in 0..<outer {
                 for i in 0..<inner {
-                    var hot = Int(idx[o * inner + i])
+                    // Indices are request data: NaN or huge values are simply off (out of range), not a trap.
+                    let index = idx[o * inner + i]
+                    guard index.isFinite, Swift.abs(index) < Double(depth) + 1 else { continue }
+                    var hot = Int(index)
                     if hot < 0 { hot += depth }
                     if hot >= 0 && hot < depth { result[(o * depth + hot) * inner + i] = on }
                 }

@@ -1,4 +1,6 @@
-/// Every operator the engine implements, by op type (domain `ai.onnx`).
+import ONNX
+
+/// Every operator the engine implements in the default domain (`ai.onnx`), by op type.
 let operatorTable: OperatorTable = {
     var table: OperatorTable = [:]
     for part in [elementwiseOperators, castOperators, shapeOperators, reduceOperators, convOperators, denseOperators, resizeOperators, indexingOperators, einsumOperators, quantizationOperators, detectionOperators, recurrentOperators, samplingOperators, uniqueOperators, lossOperators, controlFlowOperators, miscOperators] {
@@ -8,3 +10,37 @@ let operatorTable: OperatorTable = {
     table["Scatter"] = table["ScatterElements"]
     return table
 }()
+
+/// The traditional-ML domain (scikit-learn and similar exporters).
+let mlDomain = "ai.onnx.ml"
+
+/// Operators of the `ai.onnx.ml` domain, by op type.
+let mlOperatorTable: OperatorTable = mlOperators.merging(svmOperators) { first, _ in first }
+
+/// True for the default domain, which ONNX writes as "" or "ai.onnx".
+func isDefaultDomain(_ domain: String) -> Bool { domain.isEmpty || domain == "ai.onnx" }
+
+/// The factory of `node`'s operator in its domain, or nil when the engine does not implement it.
+func operatorFactory(for node: Node) -> (@Sendable (OpContext) throws -> PreparedKernel)? {
+    if isDefaultDomain(node.domain) { return operatorTable[node.opType] }
+    if node.domain == mlDomain { return mlOperatorTable[node.opType] }
+    return nil
+}
+
+/// Checks that the engine can run `node`, with an error that says what to do otherwise.
+func checkSupported(_ node: Node, opset: Int) throws {
+    let label = "\(node.opType) node '\(node.name)'"
+    if node.domain == mlDomain, let reason = mlRejectionReason(node.opType) {
+        throw EngineError(.unsupportedOperator, "\(label): \(reason)")
+    }
+    guard isDefaultDomain(node.domain) || node.domain == mlDomain else {
+        throw EngineError(.unsupportedOperator, "\(label): operator domain '\(node.domain)' is not supported (only ai.onnx and ai.onnx.ml)")
+    }
+    guard operatorFactory(for: node) != nil else {
+        let domain = isDefaultDomain(node.domain) ? "opset \(opset)" : "domain \(node.domain)"
+        throw EngineError(.unsupportedOperator, "\(label): operator \(node.opType) (\(domain)) is not supported")
+    }
+}
+
+/// Names listed by `CompiledModel.supportedOperators`: default-domain op types bare, others as `domain:OpType`.
+let supportedOperatorNames: Set<String> = Set(operatorTable.keys).union(mlOperatorTable.keys.map { "\(mlDomain):\($0)" })

@@ -47,6 +47,7 @@ private func axisTaps(input: Int, output: Int, resizedLength: Float, scale: Floa
                 : 0.5 * (roiStart + roiEnd) * Float(input - 1)
         default: src = (x + 0.5) / scale - 0.5
         }
+        src = saneCoordinate(src)
         outside.append(r.coordinateMode == "tf_crop_and_resize" && (src < 0 || src > Float(input - 1)))
         let clampIndex = { (i: Int) in Swift.min(Swift.max(i, 0), input - 1) }
         if r.antialias && scale < 1 && r.mode != "nearest" {
@@ -199,7 +200,7 @@ let resizeOperators: OperatorTable = [
                 } else {
                     let ratios = axes.enumerated().map { Float(sizes[$0.offset]) / Float(x.shape[$0.element]) }
                     let s = attrs.aspectPolicy == "not_larger" ? ratios.min()! : ratios.max()!
-                    for a in axes { scales[a] = s; outShape[a] = Int((s * Float(x.shape[a])).rounded(.toNearestOrEven)) }
+                    for a in axes { scales[a] = s; outShape[a] = try ctx.dimension((s * Float(x.shape[a])).rounded(.toNearestOrEven), "output size") }
                 }
             } else if let scalesT, scalesT.count > 0 {
                 let given = scalesT.doubles.map { Float($0) }
@@ -207,7 +208,7 @@ let resizeOperators: OperatorTable = [
                 for (k, a) in axes.enumerated() {
                     guard given[k] > 0 else { throw ctx.error(.executionFailed, "scales must be positive, got \(given)") }
                     scales[a] = given[k]
-                    outShape[a] = Int(Foundation.floor(Float(x.shape[a]) * given[k]))
+                    outShape[a] = try ctx.dimension(Foundation.floor(Float(x.shape[a]) * given[k]), "output size")
                 }
             } else {
                 throw ctx.error(.invalidModel, "one of scales or sizes is required")
@@ -221,7 +222,7 @@ let resizeOperators: OperatorTable = [
                     roi = full
                 } else { throw ctx.error(.executionFailed, "roi \(given) does not match rank \(x.rank)") }
             }
-            return [try resize(x, outShape: outShape, scales: scales, scalesGiven: sizesT == nil || sizesT!.count == 0, roi: roi, attrs, ctx)]
+            return [try resize(x, outShape: try ctx.checkedShape(outShape), scales: scales, scalesGiven: sizesT == nil || sizesT!.count == 0, roi: roi, attrs, ctx)]
         }
     },
     "Upsample": { ctx in
@@ -238,8 +239,8 @@ let resizeOperators: OperatorTable = [
             guard let scales = inputs[1]?.doubles.map({ Float($0) }) ?? attrScales, scales.count == x.rank else {
                 throw ctx.error(.executionFailed, "scales must have one value per axis of \(x.shape)")
             }
-            let outShape = (0..<x.rank).map { Int(Foundation.floor(Float(x.shape[$0]) * scales[$0])) }
-            return [try resize(x, outShape: outShape, scales: scales, roi: nil, attrs, ctx)]
+            let outShape = try (0..<x.rank).map { try ctx.dimension(Foundation.floor(Float(x.shape[$0]) * scales[$0]), "output size") }
+            return [try resize(x, outShape: try ctx.checkedShape(outShape), scales: scales, roi: nil, attrs, ctx)]
         }
     },
 ]

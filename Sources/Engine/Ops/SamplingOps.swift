@@ -105,7 +105,8 @@ let samplingOperators: OperatorTable = [
             let out = Tensor.makeFloat(shape: [n, c, oh, ow]) { dst in
                 for b in 0..<n {
                     for p in 0..<(oh * ow) {
-                        var gx = denormalize(g[(b * oh * ow + p) * 2], w), gy = denormalize(g[(b * oh * ow + p) * 2 + 1], h)
+                        var gx = saneCoordinate(denormalize(g[(b * oh * ow + p) * 2], w))
+                        var gy = saneCoordinate(denormalize(g[(b * oh * ow + p) * 2 + 1], h))
                         if padding == "border" {
                             gx = min(max(gx, 0), Float(w - 1)); gy = min(max(gy, 0), Float(h - 1))
                         } else if padding == "reflection" {

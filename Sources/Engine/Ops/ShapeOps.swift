@@ -120,8 +120,7 @@ let shapeOperators: OperatorTable = [
         guard fill.dtype != .string, fill.count == 1 else { throw ctx.unsupported("value", "(must be one numeric element)") }
         let bytes = fill.withUnsafeBytes { Array($0) }
         return PreparedKernel { inputs in
-            let shape = try inputs.required(0, ctx).ints
-            guard shape.allSatisfy({ $0 >= 0 }) else { throw ctx.error(.executionFailed, "negative shape \(shape)") }
+            let shape = try ctx.checkedShape(try inputs.required(0, ctx).ints)
             var out = Tensor(uninitialized: fill.dtype, shape: shape)
             out.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) -> Void in
                 let size = bytes.count
@@ -279,9 +278,10 @@ let shapeOperators: OperatorTable = [
     "Expand": { ctx in PreparedKernel { inputs in
         let x = try inputs.required(0, ctx)
         let requested = try inputs.required(1, ctx).ints
-        guard let shape = broadcastShape(x.shape, requested) else {
+        guard let broadcast = broadcastShape(x.shape, requested) else {
             throw ctx.error(.executionFailed, "cannot expand \(x.shape) to \(requested)")
         }
+        let shape = try ctx.checkedShape(broadcast)
         if shape == x.shape { return [x] }
         return [stridedCopy(x, shape: shape, strides: broadcastStrides(x.shape, to: shape), offset: 0)]
     } },
@@ -297,6 +297,7 @@ let shapeOperators: OperatorTable = [
             viewShape += [repeats[i], x.shape[i]]
             viewStrides += [0, strides[i]]
         }
+        _ = try ctx.checkedShape(viewShape)
         let tiled = stridedCopy(x, shape: viewShape, strides: viewStrides, offset: 0)
         return [tiled.reshaped((0..<x.rank).map { x.shape[$0] * repeats[$0] })]
     } },
@@ -306,7 +307,7 @@ let shapeOperators: OperatorTable = [
         let delta = try inputs.required(2, ctx).doubleValue(at: 0)
         guard delta != 0 else { throw ctx.error(.executionFailed, "delta must not be 0") }
         let steps = ((limit - start) / delta).rounded(.up)
-        guard steps.isFinite, steps < Double(1 << 31) else { throw ctx.error(.executionFailed, "range(\(start), \(limit), \(delta)) is too long") }
+        guard steps.isFinite, steps <= Double(maxDataDrivenElements) else { throw ctx.error(.executionFailed, "range(\(start), \(limit), \(delta)) is too long") }
         let n = max(Int(steps), 0)
         let values = Tensor(shape: [n], scalars: (0..<n).map { start + Double($0) * delta })
         if startT.dtype == .float32 {
@@ -405,8 +406,14 @@ let shapeOperators: OperatorTable = [
 /// Pads (or crops, with negative pads) in constant, reflect, edge or wrap mode; any fixed-size dtype.
 func padTensor(_ x: Tensor, pads: [Int], mode: String, value: Double, _ ctx: OpContext) throws -> Tensor {
     let rank = x.rank
-    let shape = (0..<rank).map { x.shape[$0] + pads[$0] + pads[$0 + rank] }
-    guard shape.allSatisfy({ $0 >= 0 }) else { throw ctx.error(.executionFailed, "pads \(pads) crop past the input \(x.shape)") }
+    // Pads come from data: add without trapping on overflow, then bound the result.
+    let shape = try (0..<rank).map { a -> Int in
+        let (grown, o1) = x.shape[a].addingReportingOverflow(pads[a])
+        let (total, o2) = grown.addingReportingOverflow(pads[a + rank])
+        guard !o1, !o2, total >= 0 else { throw ctx.error(.executionFailed, "pads \(pads) do not fit the input \(x.shape)") }
+        return total
+    }
+    _ = try ctx.checkedShape(shape)
     // Source index for each output position of each axis (-1 = fill value).
     var maps: [[Int]] = []
     for a in 0..<rank {

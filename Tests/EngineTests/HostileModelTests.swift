@@ -1,0 +1,85 @@
+import Testing
+import Tensor
+import ONNX
+@testable import Engine
+
+/// Small malformed models found by the fuzzer (Tests/Fuzz): each must fail with an EngineError, never trap or hang.
+@Suite struct HostileModelTests {
+    typealias T = TestSupport
+
+    /// Fuzz input: Resize with `sizes` [N, C, 7017574068517863433, 116] spun building 7e18 taps (timeout).
+    @Test func resizeToAbsurdSizesIsAnError() throws {
+        let x = T.f([1, 1, 2, 2], [1, 2, 3, 4])
+        let sizes = T.i([4], [1, 1, 7_017_574_068_517_863_433, 116])
+        #expect(throws: EngineError.self) {
+            try T.runNode("Resize", [("x", x), ("", T.f([0], [])), ("", T.f([0], [])), ("z", sizes)], opset: 13)
+        }
+        #expect(throws: EngineError.self) {
+            try T.runNode("Resize", [("x", x), ("", T.f([0], [])), ("", T.f([0], [])), ("z", T.i([4], [1, 1, -3, 2]))], opset: 13)
+        }
+    }
+
+    /// Scales that overflow `Int(_:)` (infinite, NaN) trapped in the float-to-int conversion.
+    @Test func resizeAndUpsampleWithNonFiniteScalesAreErrors() throws {
+        let x = T.f([1, 1, 2, 2], [1, 2, 3, 4])
+        #expect(throws: EngineError.self) {
+            try T.runNode("Resize", [("x", x), ("", T.f([0], [])), ("s", T.f([4], [1, 1, 3e38, 2]))], opset: 13)
+        }
+        #expect(throws: EngineError.self) {
+            try T.runNode("Upsample", [("x", x), ("s", T.f([4], [1, 1, .nan, 2]))], opset: 9)
+        }
+    }
+
+    /// A tf_crop_and_resize roi of infinity made the source coordinate infinite, and `Int(_:)` trapped on it.
+    @Test func cropAndResizeWithInfiniteRoiExtrapolates() throws {
+        let x = T.f([1, 1, 2, 2], [1, 2, 3, 4])
+        let roi = T.f([8], [0, 0, .infinity, 0, 1, 1, 1, 1])
+        let y = try T.runNode("Resize", [("x", x), ("roi", roi), ("s", T.f([4], [1, 1, 2, 2]))],
+                              attributes: ["coordinate_transformation_mode": .string(Array("tf_crop_and_resize".utf8)),
+                                           "mode": .string(Array("linear".utf8)), "extrapolation_value": .float(-7)], opset: 13)[0]
+        #expect(y.shape == [1, 1, 4, 4])
+        #expect(T.floats(y).prefix(4).allSatisfy { $0 == -7 })
+    }
+
+    /// GridSample grids come from requests: NaN, infinite or huge coordinates trapped converting to Int
+    /// (bilinear) or inside reflection; they now sample as far outside the image.
+    @Test func gridSampleWithNonFiniteGridDoesNotTrap() throws {
+        let x = T.f([1, 1, 2, 2], [1, 2, 3, 4])
+        let grid = T.f([1, 1, 2, 2], [.nan, 0.5, 1e30, -1e30])
+        let zeros = try T.runNode("GridSample", [("x", x), ("g", grid)], opset: 16)[0]
+        #expect(zeros.shape == [1, 1, 1, 2])
+        #expect(T.floats(zeros) == [0, 0])
+        for padding in ["border", "reflection"] {
+            for mode in ["nearest", "bilinear", "bicubic"] {
+                let y = try T.runNode("GridSample", [("x", x), ("g", T.f([1, 1, 2, 2], [.infinity, 0.5, 1e30, -.infinity]))],
+                                      attributes: ["padding_mode": .string(Array(padding.utf8)), "mode": .string(Array(mode.utf8))], opset: 16)[0]
+                #expect(y.shape == [1, 1, 1, 2])
+            }
+        }
+    }
+
+    /// Shapes read from data (pads, Expand/Tile/ConstantOfShape shapes, Range lengths, OneHot depth) overflowed
+    /// `Int` arithmetic or asked for terabytes; each is now a typed error.
+    @Test func dataDrivenShapesThatOverflowOrExplodeAreErrors() throws {
+        let x = T.f([1, 1, 2, 2], [1, 2, 3, 4])
+        #expect(throws: EngineError.self) { try T.runNode("Pad", [("x", x), ("p", T.i([8], [0, 0, 0, .max, 0, 0, 0, 5]))], opset: 13) }
+        #expect(throws: EngineError.self) { try T.runNode("Expand", [("x", x), ("s", T.i([4], [1 << 40, 1 << 40, 2, 2]))], opset: 13) }
+        #expect(throws: EngineError.self) { try T.runNode("Tile", [("x", x), ("r", T.i([4], [1 << 62, 4, 1, 1]))], opset: 13) }
+        #expect(throws: EngineError.self) { try T.runNode("ConstantOfShape", [("s", T.i([3], [1 << 31, 1 << 31, 4]))], opset: 13) }
+        #expect(throws: EngineError.self) {
+            try T.runNode("Range", [("a", Tensor(shape: [], scalars: [0.0])), ("b", Tensor(shape: [], scalars: [2e9])),
+                                    ("c", Tensor(shape: [], scalars: [1.0]))], opset: 11)
+        }
+        #expect(throws: EngineError.self) {
+            try T.runNode("OneHot", [("i", T.i([1], [1])), ("d", T.f([1], [.infinity])), ("v", T.f([2], [0, 1]))], opset: 11)
+        }
+    }
+
+    /// OneHot indices are request data: NaN and 1e300 trapped in `Int(_:)`; they are out of range, so all "off".
+    @Test func oneHotWithNonFiniteIndicesDoesNotTrap() throws {
+        let indices = Tensor(shape: [3], scalars: [Double.nan, 1e300, 1])
+        let y = try T.runNode("OneHot", [("i", indices), ("d", T.f([1], [3])), ("v", T.f([2], [0, 1]))], opset: 11)[0]
+        #expect(y.shape == [3, 3])
+        #expect(T.floats(y) == [0, 0, 0, 0, 0, 0, 0, 1, 0])
+    }
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Small models from real exporters (skl2onnx) and onnx.helper for the ai.onnx.ml operators, with onnxruntime outputs.
+
+    pip install skl2onnx   # plus numpy, onnx, onnxruntime, scikit-learn
+    python3 Tests/Fixtures/compat/make_compat_fixtures.py
+
+Each case is a directory <name>/ holding model.onnx, input_<name>.npy and output_<name>.npy (onnxruntime's
+results; string outputs as output_<name>.txt, one per line); Tests/EngineTests/CompatFixtureTests.swift runs them. `zipmap/` has no outputs: the engine must reject it.
+"""
+import os
+import shutil
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ML = "ai.onnx.ml"
+
+
+def save(name, model, feeds, run=True):
+    directory = os.path.join(HERE, name)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    data = model.SerializeToString()
+    with open(os.path.join(directory, "model.onnx"), "wb") as f:
+        f.write(data)
+    for key, value in feeds.items():
+        np.save(os.path.join(directory, f"input_{key}.npy"), value)
+    if not run:
+        return
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    for out, value in zip([o.name for o in session.get_outputs()], session.run(None, feeds)):
+        if value.dtype.kind in "OU":  # .npy cannot hold strings without pickle: one label per line
+            with open(os.path.join(directory, f"output_{out}.txt"), "w") as f:
+                f.write("".join(f"{v}\n" for v in value.ravel()))
+        else:
+            np.save(os.path.join(directory, f"output_{out}.npy"), value)
+
+
+def ml_model(node, inputs, outputs, ml_opset=3):
+    graph = helper.make_graph([node], node.op_type.lower(), inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, ml_opset)],
+                              producer_name="osprey-compat-fixtures")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def tensor(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def sklearn_cases(rng):
+    from skl2onnx import to_onnx
+    from sklearn.datasets import make_classification, make_regression
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Binarizer, MinMaxScaler, Normalizer, StandardScaler
+    from sklearn.svm import SVC, SVR, LinearSVC
+
+    x, y = make_classification(n_samples=120, n_features=6, n_informative=4, n_classes=3, random_state=0)
+    xb, yb = make_classification(n_samples=120, n_features=6, random_state=1)
+    xr, yr = make_regression(n_samples=120, n_features=6, n_targets=2, random_state=2)
+    x, xb, xr = (a.astype(np.float32) for a in (x, xb, xr))
+    yb = yb * 3 + 2  # labels 2 and 5: the engine must map class indices to labels
+    cases = {
+        "skl_logreg_multi": (LogisticRegression(max_iter=300).fit(x, y), x),
+        "skl_logreg_binary": (LogisticRegression(max_iter=300).fit(xb, yb), xb),
+        "skl_scaler_logreg": (make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)).fit(x, y), x),
+        "skl_minmax_normalizer_linreg": (make_pipeline(MinMaxScaler(), Normalizer(), LinearRegression()).fit(xr, yr), xr),
+        "skl_binarizer": (Binarizer(threshold=0.2).fit(x), x),
+        "skl_mlp": (MLPClassifier(hidden_layer_sizes=(8,), max_iter=200, random_state=0).fit(x, y), x),
+        "skl_random_forest": (RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0).fit(x, y), x),
+        "skl_random_forest_regressor": (RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0).fit(xr, yr), xr),
+        "skl_gradient_boosting_binary": (GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0).fit(xb, yb), xb),
+        "skl_gradient_boosting_multi": (GradientBoostingClassifier(n_estimators=2, max_depth=2, random_state=0).fit(x, y), x),
+        "skl_svc_rbf_multi": (SVC().fit(x[:40], y[:40]), x),
+        "skl_svc_rbf_binary": (SVC().fit(xb[:40], yb[:40]), xb),
+        "skl_svc_poly_proba": (SVC(kernel="poly", degree=2, probability=True, random_state=0).fit(x[:60], y[:60]), x),
+        "skl_svr_rbf": (SVR().fit(xr[:40], yr[:40, 0]), xr),
+        "skl_linear_svc": (LinearSVC().fit(x, y), x),
+    }
+    for name, (model, data) in cases.items():
+        options = {"zipmap": False} if hasattr(model, "predict_proba") or hasattr(model, "decision_function") else None
+        try:
+            onx = to_onnx(model, data[:1], options=options, target_opset={"": 17, ML: 3})
+        except (NameError, RuntimeError, ValueError):  # estimators without a zipmap option
+            onx = to_onnx(model, data[:1], target_opset={"": 17, ML: 3})
+        rows = data[rng.choice(len(data), 5, replace=False)]
+        save(name, onx, {onx.graph.input[0].name: rows})
+    # Default export keeps ZipMap (a sequence of maps): the engine rejects it with advice.
+    onx = to_onnx(cases["skl_logreg_multi"][0], x[:1], target_opset={"": 17, ML: 3})
+    save("zipmap", onx, {onx.graph.input[0].name: x[:2]}, run=False)
+
+
+def helper_cases(rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    x[1, 2] = np.nan
+    node = helper.make_node("Imputer", ["x"], ["y"], domain=ML, imputed_value_floats=[1.0, 2.0, 3.0, 4.0, 5.0], replaced_value_float=float("nan"))
+    save("ml_imputer", ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 5])], [tensor("y", TensorProto.FLOAT, [None, 5])]), {"x": x})
+
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain=ML)
+    model = ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 6]), tensor("i", TensorProto.INT64, [None])],
+                     [tensor("y", TensorProto.FLOAT, [None, None])])
+    save("ml_array_feature_extractor", model, {"x": x, "i": np.array([4, 0, 4], np.int64)})
+
+    for norm in ("L1", "L2", "MAX"):
+        node = helper.make_node("Normalizer", ["x"], ["y"], domain=ML, norm=norm)
+        model = ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 6])], [tensor("y", TensorProto.FLOAT, [None, 6])])
+        save(f"ml_normalizer_{norm.lower()}", model, {"x": x})
+
+    node = helper.make_node("Scaler", ["x"], ["y"], domain=ML, offset=[0.5, 0.0, -0.5, 1.0, 0.0, 2.0], scale=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    save("ml_scaler_double", ml_model(node, [tensor("x", TensorProto.DOUBLE, [None, 6])], [tensor("y", TensorProto.FLOAT, [None, 6])]),
+         {"x": x.astype(np.float64)})
+
+    # Linear classifier with string labels and SOFTMAX; linear regressor with two targets.
+    coefficients = rng.standard_normal(3 * 6).astype(np.float32).tolist()
+    node = helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain=ML, coefficients=coefficients,
+                            intercepts=[0.1, -0.2, 0.3], classlabels_strings=["cat", "dog", "owl"], post_transform="SOFTMAX")
+    model = ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 6])],
+                     [tensor("label", TensorProto.STRING, [None]), tensor("scores", TensorProto.FLOAT, [None, 3])], ml_opset=1)
+    save("ml_linear_classifier_strings", model, {"x": x})
+    node = helper.make_node("LinearRegressor", ["x"], ["y"], domain=ML, coefficients=coefficients[:12], intercepts=[1.0, -1.0], targets=2)
+    save("ml_linear_regressor", ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 6])], [tensor("y", TensorProto.FLOAT, [None, 2])], ml_opset=1),
+         {"x": x})
+
+    # Two hand-written trees exercising every branch rule and missing-value tracking, aggregated three ways.
+    # onnxruntime wants each false child right after its parent.
+    tree = dict(nodes_treeids=[0] * 7 + [1] * 3, nodes_nodeids=[0, 1, 2, 3, 4, 5, 6, 0, 1, 2],
+                nodes_featureids=[0, 1, 0, 0, 2, 0, 0, 3, 0, 0], nodes_values=[0.0, 0.5, 0.0, 0.0, -0.2, 0.0, 0.0, 0.1, 0.0, 0.0],
+                nodes_modes=["BRANCH_LEQ", "BRANCH_GT", "LEAF", "LEAF", "BRANCH_GTE", "LEAF", "LEAF", "BRANCH_LT", "LEAF", "LEAF"],
+                nodes_truenodeids=[4, 3, 0, 0, 6, 0, 0, 2, 0, 0], nodes_falsenodeids=[1, 2, 0, 0, 5, 0, 0, 1, 0, 0],
+                nodes_missing_value_tracks_true=[1, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+    leaves = [(0, 2), (0, 3), (0, 5), (0, 6), (1, 1), (1, 2)]
+    xt = rng.standard_normal((6, 4)).astype(np.float32)
+    xt[2, 0] = np.nan
+    for function in ("SUM", "AVERAGE", "MIN", "MAX"):
+        node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain=ML, n_targets=2, aggregate_function=function,
+                                target_treeids=[t for t, _ in leaves] * 2, target_nodeids=[n for _, n in leaves] * 2,
+                                target_ids=[0] * 6 + [1] * 6, target_weights=[1.5, -2.0, 0.25, 3.0, 0.5, 0.75, -1.0, 2.0, 0.125, -0.5, 1.25, 4.0],
+                                base_values=[0.1, 0.2], **tree)
+        save(f"ml_tree_regressor_{function.lower()}", ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 4])],
+                                                                [tensor("y", TensorProto.FLOAT, [None, 2])]), {"x": xt})
+    for transform in ("NONE", "LOGISTIC", "SOFTMAX_ZERO"):
+        node = helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "scores"], domain=ML, classlabels_int64s=[7, 8, 9],
+                                class_treeids=[t for t, _ in leaves] * 2, class_nodeids=[n for _, n in leaves] * 2,
+                                class_ids=[0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2], class_weights=[0.5, 0.25, 0.0, 0.75, 0.1, 0.9, 0.3, 0.6, 0.2, 0.0, 0.4, 0.35],
+                                post_transform=transform, **tree)
+        model = ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 4])],
+                         [tensor("label", TensorProto.INT64, [None]), tensor("scores", TensorProto.FLOAT, [None, 3])])
+        save(f"ml_tree_classifier_{transform.lower()}", model, {"x": xt})
+
+
+def main():
+    rng = np.random.default_rng(0)
+    helper_cases(rng)
+    sklearn_cases(rng)
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(HERE) for f in fs)
+    print(f"fixtures: {total} bytes")
+
+
+if __name__ == "__main__":
+    main()
