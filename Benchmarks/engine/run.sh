@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Engine benchmark: onnxruntime vs Osprey on MobileNetV2-1.0 and ResNet-18 (224x224, batch 1 and 8, 1 and 2 threads).
 #
-#   Benchmarks/engine/run.sh [REPEAT]
+#   Benchmarks/engine/run.sh [REPEAT]        (HARNESS=0 skips the kernel harness section)
 #
 # Rows: onnxruntime (intra_op threads T, inter_op 1, sequential) vs `osprey predict --repeat N --threads T`
 # (fastest run of each, wall clock, same inputs), ratio Osprey/onnxruntime (lower is better) and Osprey's GFLOP/s.
@@ -16,31 +16,41 @@ mkdir -p "$OUT"
 OSPREY=${OSPREY:-.build/release/osprey}
 
 # Kernel harness: the kernel sources compiled straight with swiftc (x86-64-v3 baseline, as recommended for Package.swift).
-swiftc -Ounchecked -wmo -target-cpu haswell -module-name EngineKernels -I Sources/COpenBLAS \
-    Sources/Engine/Kernels/*.swift Benchmarks/engine/harness/main.swift -lopenblas -o "$OUT/harness"
+if [ "${HARNESS:-1}" != 0 ]; then
+    swiftc -Ounchecked -wmo -target-cpu haswell -module-name EngineKernels -I Sources/COpenBLAS \
+        Sources/Engine/Kernels/*.swift Benchmarks/engine/harness/main.swift -lopenblas -o "$OUT/harness"
+fi
 
 declare -A GMAC=([mobilenetv2]=0.300 [resnet18]=1.814)
 echo "uptime: $(uptime)"
 echo
-echo "| model | threads | batch | onnxruntime ms | osprey ms | osprey/ort | osprey GFLOP/s |"
-echo "|---|---|---|---|---|---|---|"
+echo "| model | threads | batch | onnxruntime ms | osprey ms | osprey/ort | ort thread CPU ms | osprey thread CPU ms | CPU osprey/ort | osprey GFLOP/s (wall) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for model in mobilenetv2 resnet18; do
     for threads in 1 2; do
         for batch in 1 8; do
             input="$OUT/input_b$batch.npy"
             [ -f "$input" ] || python3 -c "import numpy as np; np.save('$input', np.random.default_rng(0).random(($batch, 3, 224, 224), dtype=np.float32))"
-            read -r ort _ < <(python3 Benchmarks/engine/bench_ort.py "$OUT/$model.onnx" "$threads" "$batch" "$REPEAT")
-            osprey="n/a"; ratio="n/a"; gflops="n/a"
+            read -r ort ortcpu < <(python3 Benchmarks/engine/bench_ort.py "$OUT/$model.onnx" "$threads" "$batch" "$REPEAT")
+            osprey="n/a"; ratio="n/a"; gflops="n/a"; cpu="n/a"; cpuratio="n/a"
             if [ -x "$OSPREY" ] && "$OSPREY" predict --help >/dev/null 2>&1; then
-                line=$("$OSPREY" predict "$OUT/$model.onnx" --input "$input" --output "$OUT/out.npy" --repeat "$REPEAT" --threads "$threads" | grep "ms per run")
+                report=$("$OSPREY" predict "$OUT/$model.onnx" --input "$input" --output "$OUT/out.npy" --repeat "$REPEAT" --threads "$threads")
+                line=$(grep "ms per run over" <<<"$report")
                 osprey=$(sed -E 's/.*\(min ([0-9.]+) ms.*/\1/' <<<"$line")
                 ratio=$(python3 -c "print(f'{$osprey / $ort:.2f}')")
                 gflops=$(python3 -c "print(f'{2 * ${GMAC[$model]} * $batch / ($osprey / 1000):.1f}')")
+                # Thread CPU time is the load-robust figure, but only at one thread (both run in the calling thread).
+                if [ "$threads" = 1 ] && grep -q "thread CPU min" <<<"$report"; then
+                    cpu=$(grep "thread CPU min" <<<"$report" | sed -E 's/.*min ([0-9.]+) ms.*/\1/')
+                    cpuratio=$(python3 -c "print(f'{$cpu / $ortcpu:.2f}')")
+                fi
             fi
-            echo "| $model | $threads | $batch | $ort | $osprey | $ratio | $gflops |"
+            [ "$threads" = 1 ] || ortcpu="n/a"
+            echo "| $model | $threads | $batch | $ort | $osprey | $ratio | $ortcpu | $cpu | $cpuratio | $gflops |"
         done
     done
 done
+[ "${HARNESS:-1}" = 0 ] && exit 0
 echo
 echo "Kernel harness (conv layers only through PackedConvolution; one thread = thread CPU time, two = wall):"
 for threads in 1 2; do
