@@ -75,6 +75,13 @@ def record(manifest, name, path, inputs, exporter, opset, notes="", expect_error
     print(f"exported {name}", flush=True)
 
 
+def record_failure(manifest, name, exporter, opset, error):
+    """Notes an exporter failure (not the engine's) so the table lists it."""
+    manifest[name] = {"path": None, "inputs": [], "exporter": exporter, "opset": opset,
+                      "export_error": f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"}
+    print(f"FAILED export {name}: {type(error).__name__}: {str(error)[:300]}", flush=True)
+
+
 def export_sklearn(manifest):
     import numpy as np
     from skl2onnx import to_onnx
