@@ -530,7 +530,7 @@ private struct SVMKernel: Sendable {
         kind = forceLinear ? .linear : k
         gamma = p.count > 0 ? p[0] : 0
         coef0 = p.count > 1 ? p[1] : 0
-        degree = p.count > 2 ? Float(Int(p[2])) : 0
+        degree = p.count > 2 ? p[2].rounded(.towardZero) : 0  // Int(_:) would trap on a NaN or huge attribute
     }
 
     /// k(a, b) over `n` features.
