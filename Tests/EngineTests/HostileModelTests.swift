@@ -82,4 +82,18 @@ import ONNX
         #expect(y.shape == [3, 3])
         #expect(T.floats(y) == [0, 0, 0, 0, 0, 0, 0, 1, 0])
     }
+
+    /// SVM `kernel_params` degree NaN or 1e30 trapped in `Int(_:)` while compiling the model.
+    @Test func svmWithNonFiniteDegreeCompiles() throws {
+        for degree: Float in [.nan, 1e30, 2.7] {
+            let node = Node(name: "svm", opType: "SVMRegressor", domain: "ai.onnx.ml", inputs: ["x"], outputs: ["y"],
+                            attributes: ["n_supports": .int(1), "support_vectors": .floats([1, 2]), "coefficients": .floats([1]),
+                                         "kernel_type": .string(Array("POLY".utf8)), "kernel_params": .floats([1, 0, degree])])
+            let graph = Graph(name: "g", nodes: [node], inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(1), .fixed(2)])],
+                              outputs: [ValueInfo(name: "y")])
+            let model = try CompiledModel(model: Model(opsetImports: ["": 17, "ai.onnx.ml": 1], graph: graph))
+            let y = try model.run(["x": T.f([1, 2], [1, 1])])["y"]!
+            #expect(y.count == 1)
+        }
+    }
 }
