@@ -77,8 +77,13 @@ def record(manifest, name, path, inputs, exporter, opset, notes="", expect_error
 
 def record_failure(manifest, name, exporter, opset, error):
     """Notes an exporter failure (not the engine's) so the table lists it."""
+    import re
+    root = error
+    while root.__cause__ is not None:  # torch wraps the real reason
+        root = root.__cause__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(root)).strip().splitlines() or [""]
     manifest[name] = {"path": None, "inputs": [], "exporter": exporter, "opset": opset,
-                      "export_error": f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"}
+                      "export_error": f"{type(root).__name__}: {text[0][:160]}"}
     print(f"FAILED export {name}: {type(error).__name__}: {str(error)[:300]}", flush=True)
 
 
@@ -128,7 +133,7 @@ def export_sklearn(manifest):
             record(manifest, name, path, [{"name": onx.graph.input[0].name, "shape": ["N", data.shape[1]], "dtype": "float32",
                                            "sample": "features"}], "skl2onnx", 17)
         except Exception as e:
-            print(f"FAILED export {name}: {e}")
+            record_failure(manifest, name, "skl2onnx", 17, e)
     # ai.onnx.ml opset 5: tree ensembles become the single TreeEnsemble operator.
     for name, model, data in (("skl_random_forest_regressor_ml5", zoo["skl_random_forest_regressor"][0], xr),):
         path = os.path.join(ZOO, name + ".onnx")
@@ -139,7 +144,7 @@ def export_sklearn(manifest):
             record(manifest, name, path, [{"name": onx.graph.input[0].name, "shape": ["N", data.shape[1]], "dtype": "float32",
                                            "sample": "features"}], "skl2onnx (ai.onnx.ml 5)", 21)
         except Exception as e:
-            print(f"FAILED export {name}: {e}")
+            record_failure(manifest, name, "skl2onnx", 17, e)
     # A classifier exported with its default ZipMap output, to check the engine's rejection message.
     onx = to_onnx(zoo["skl_logreg_multi"][0], x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
     path = os.path.join(ZOO, "skl_logreg_zipmap.onnx")
@@ -187,14 +192,14 @@ def export_torch(manifest, dynamo_models):
         sample = torch.randn(1, 3, size, size)
         name = f"tv_{arch}_op{opset}"
         path = os.path.join(ZOO, name + ".onnx")
-        if SKIP_EXISTING and name in manifest and os.path.exists(path):
-            continue
         try:
-            torch.onnx.export(model, (sample,), path, input_names=["input"], output_names=["logits"], opset_version=opset,
-                              dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}}, dynamo=False)
-            record(manifest, name, path, [{"name": "input", "shape": ["N", 3, size, size], "dtype": "float32"}], "torch.onnx (TorchScript)", opset)
+            if not (SKIP_EXISTING and name in manifest and os.path.exists(path)):
+                torch.onnx.export(model, (sample,), path, input_names=["input"], output_names=["logits"], opset_version=opset,
+                                  dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}}, dynamo=False)
+                record(manifest, name, path, [{"name": "input", "shape": ["N", 3, size, size], "dtype": "float32"}],
+                       "torch.onnx (TorchScript)", opset)
         except Exception as e:
-            print(f"FAILED export {name}: {e}")
+            record_failure(manifest, name, "torch.onnx (TorchScript)", opset, e)
         if arch in dynamo_models and arch not in done:
             done.add(arch)
             name = f"tv_{arch}_dynamo"
@@ -208,7 +213,7 @@ def export_torch(manifest, dynamo_models):
                 program.save(path)
                 record(manifest, name, path, [{"name": "input", "shape": ["N", 3, size, size], "dtype": "float32"}], "torch.onnx (dynamo)", 18)
             except Exception as e:
-                print(f"FAILED export {name}: {type(e).__name__}: {str(e)[:300]}")
+                record_failure(manifest, name, "torch.onnx (dynamo)", 18, e)
 
 
 def export_minilm(manifest):
@@ -275,7 +280,7 @@ def export_tf(manifest):
             onnx.save(proto, path)
             record(manifest, name, path, [{"name": "input", "shape": ["N", 224, 224, 3], "dtype": "float32"}], "tf2onnx", opset)
         except Exception as e:
-            print(f"FAILED export {name}: {type(e).__name__}: {str(e)[:300]}")
+            record_failure(manifest, name, "tf2onnx", opset, e)
             traceback.print_exc()
 
 
