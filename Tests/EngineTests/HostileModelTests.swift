@@ -96,4 +96,15 @@ import ONNX
             #expect(y.count == 1)
         }
     }
+
+    /// Fuzz input: Slice with a step of Int64.max overflowed computing the stride (and Int64.min negating the step).
+    @Test func sliceWithExtremeStepsTakesOneElement() throws {
+        let x = T.f([5], [1, 2, 3, 4, 5])
+        let forward = try T.runNode("Slice", [("x", x), ("s", T.i([1], [0])), ("e", T.i([1], [5])), ("a", T.i([1], [0])), ("p", T.i([1], [.max]))],
+                                    opset: 13)[0]
+        #expect(T.floats(forward) == [1])
+        let backward = try T.runNode("Slice", [("x", x), ("s", T.i([1], [4])), ("e", T.i([1], [.min])), ("a", T.i([1], [0])), ("p", T.i([1], [.min]))],
+                                     opset: 13)[0]
+        #expect(T.floats(backward) == [5])
+    }
 }
