@@ -107,4 +107,16 @@ import ONNX
                                      opset: 13)[0]
         #expect(T.floats(backward) == [5])
     }
+
+    /// Fuzz input: an RNN whose W is float64 hit the precondition in `scalars(as: Float.self)`; weights are now
+    /// read through a cast, so any float type works and the result matches float32 weights.
+    @Test func recurrentWeightsOfAnotherDTypeAreConverted() throws {
+        let x = T.f([1, 1, 2], [1, -1])
+        let w32 = T.f([1, 1, 2], [0.5, 0.25]), r32 = T.f([1, 1, 1], [0.1])
+        let w64 = Tensor(shape: [1, 1, 2], scalars: [0.5, 0.25] as [Double]), r64 = Tensor(shape: [1, 1, 1], scalars: [0.1] as [Double])
+        let attributes: [String: Attribute] = ["hidden_size": .int(1)]
+        let expected = try T.runNode("RNN", [("x", x), ("w", w32), ("r", r32)], outputs: ["y", "h"], attributes: attributes, opset: 14)
+        let converted = try T.runNode("RNN", [("x", x), ("w", w64), ("r", r64)], outputs: ["y", "h"], attributes: attributes, opset: 14)
+        #expect(T.floats(converted[1]) == T.floats(expected[1]))
+    }
 }
