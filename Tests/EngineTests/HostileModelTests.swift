@@ -108,6 +108,16 @@ import ONNX
         #expect(T.floats(backward) == [5])
     }
 
+    /// Fuzz input: Einsum equation whose output repeats a label ("...->\0\0\0") read past the operand (index out of range).
+    @Test func einsumWithRepeatedOutputLabelIsAnError() throws {
+        let x = T.f([2, 3], [1, 2, 3, 4, 5, 6])
+        #expect(throws: EngineError.self) {
+            try T.runNode("Einsum", [("x", x)], attributes: ["equation": .string(Array("ij->jj".utf8))], opset: 12)
+        }
+        let y = try T.runNode("Einsum", [("x", x)], attributes: ["equation": .string(Array("ij->ji".utf8))], opset: 12)[0]
+        #expect(T.floats(y) == [1, 4, 2, 5, 3, 6])
+    }
+
     /// Fuzz input: an RNN whose W is float64 hit the precondition in `scalars(as: Float.self)`; weights are now
     /// read through a cast, so any float type works and the result matches float32 weights.
     @Test func recurrentWeightsOfAnotherDTypeAreConverted() throws {
