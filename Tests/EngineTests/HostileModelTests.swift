@@ -129,4 +129,13 @@ import ONNX
         let converted = try T.runNode("RNN", [("x", x), ("w", w64), ("r", r64)], outputs: ["y", "h"], attributes: attributes, opset: 14)
         #expect(T.floats(converted[1]) == T.floats(expected[1]))
     }
+
+    /// Fuzz input: a depthwise Conv with group 64 over 8 output channels hit PackedConvolution's precondition.
+    @Test func convWithGroupsThatDoNotDivideChannelsIsAnError() throws {
+        let x = T.f([1, 8, 3, 3], [Float](repeating: 1, count: 72))
+        let w = T.f([8, 1, 3, 3], [Float](repeating: 1, count: 72))
+        #expect(throws: EngineError.self) {
+            try T.runNode("Conv", [("x", x), ("w", w)], attributes: ["group": .int(64)], constants: ["w"])
+        }
+    }
 }
