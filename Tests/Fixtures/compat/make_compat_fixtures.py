@@ -156,9 +156,31 @@ def helper_cases(rng):
         save(f"ml_tree_classifier_{transform.lower()}", model, {"x": xt})
 
 
+def tree_ensemble_cases(rng):
+    """ai.onnx.ml opset 5 TreeEnsemble: leaves addressed separately, every comparison mode incl. set membership."""
+    x = rng.standard_normal((7, 3)).astype(np.float32)
+    x[0, 2], x[1, 0], x[2, 1] = 1.0, np.nan, 2.0  # hit the membership set, a missing value, and an EQ split
+    splits = np.array([0.0, 0.5, 0.0, 2.0, -0.3, 0.2, 0.0], np.float32)
+    common = dict(
+        nodes_featureids=[0, 1, 2, 1, 2, 0, 1],
+        nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [7], [0, 3, 6, 4, 1, 2, 5]),
+        nodes_splits=helper.make_tensor("s", TensorProto.FLOAT, [7], splits.tolist()),
+        nodes_truenodeids=[1, 0, 2, 3, 4, 6, 7], nodes_trueleafs=[0, 1, 1, 1, 1, 1, 1],
+        nodes_falsenodeids=[2, 1, 3, 4, 5, 6, 8], nodes_falseleafs=[0, 1, 0, 1, 1, 0, 1],
+        nodes_missing_value_tracks_true=[1, 0, 0, 0, 0, 0, 0],
+        membership_values=helper.make_tensor("mv", TensorProto.FLOAT, [3], [1.0, 3.0, float("nan")]),
+        tree_roots=[0, 4], leaf_targetids=[0, 1, 0, 1, 0, 1, 0, 1, 0],
+        leaf_weights=helper.make_tensor("w", TensorProto.FLOAT, [9], [0.5, -1.0, 2.0, 0.25, -0.75, 1.5, 3.0, -2.0, 0.125]))
+    for function, name in ((1, "sum"), (0, "average"), (2, "min"), (3, "max")):
+        node = helper.make_node("TreeEnsemble", ["x"], ["y"], domain=ML, n_targets=2, aggregate_function=function, **common)
+        model = ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 3])], [tensor("y", TensorProto.FLOAT, [None, 2])], ml_opset=5)
+        save(f"ml_tree_ensemble_{name}", model, {"x": x})
+
+
 def main():
     rng = np.random.default_rng(0)
     helper_cases(rng)
+    tree_ensemble_cases(rng)
     sklearn_cases(rng)
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(HERE) for f in fs)
     print(f"fixtures: {total} bytes")
