@@ -96,4 +96,46 @@ import ONNX
             #expect(y.count == 1)
         }
     }
+
+    /// Fuzz input: Slice with a step of Int64.max overflowed computing the stride (and Int64.min negating the step).
+    @Test func sliceWithExtremeStepsTakesOneElement() throws {
+        let x = T.f([5], [1, 2, 3, 4, 5])
+        let forward = try T.runNode("Slice", [("x", x), ("s", T.i([1], [0])), ("e", T.i([1], [5])), ("a", T.i([1], [0])), ("p", T.i([1], [.max]))],
+                                    opset: 13)[0]
+        #expect(T.floats(forward) == [1])
+        let backward = try T.runNode("Slice", [("x", x), ("s", T.i([1], [4])), ("e", T.i([1], [.min])), ("a", T.i([1], [0])), ("p", T.i([1], [.min]))],
+                                     opset: 13)[0]
+        #expect(T.floats(backward) == [5])
+    }
+
+    /// Fuzz input: Einsum equation whose output repeats a label ("...->\0\0\0") read past the operand (index out of range).
+    @Test func einsumWithRepeatedOutputLabelIsAnError() throws {
+        let x = T.f([2, 3], [1, 2, 3, 4, 5, 6])
+        #expect(throws: EngineError.self) {
+            try T.runNode("Einsum", [("x", x)], attributes: ["equation": .string(Array("ij->jj".utf8))], opset: 12)
+        }
+        let y = try T.runNode("Einsum", [("x", x)], attributes: ["equation": .string(Array("ij->ji".utf8))], opset: 12)[0]
+        #expect(T.floats(y) == [1, 4, 2, 5, 3, 6])
+    }
+
+    /// Fuzz input: an RNN whose W is float64 hit the precondition in `scalars(as: Float.self)`; weights are now
+    /// read through a cast, so any float type works and the result matches float32 weights.
+    @Test func recurrentWeightsOfAnotherDTypeAreConverted() throws {
+        let x = T.f([1, 1, 2], [1, -1])
+        let w32 = T.f([1, 1, 2], [0.5, 0.25]), r32 = T.f([1, 1, 1], [0.1])
+        let w64 = Tensor(shape: [1, 1, 2], scalars: [0.5, 0.25] as [Double]), r64 = Tensor(shape: [1, 1, 1], scalars: [0.1] as [Double])
+        let attributes: [String: Attribute] = ["hidden_size": .int(1)]
+        let expected = try T.runNode("RNN", [("x", x), ("w", w32), ("r", r32)], outputs: ["y", "h"], attributes: attributes, opset: 14)
+        let converted = try T.runNode("RNN", [("x", x), ("w", w64), ("r", r64)], outputs: ["y", "h"], attributes: attributes, opset: 14)
+        #expect(T.floats(converted[1]) == T.floats(expected[1]))
+    }
+
+    /// Fuzz input: a depthwise Conv with group 64 over 8 output channels hit PackedConvolution's precondition.
+    @Test func convWithGroupsThatDoNotDivideChannelsIsAnError() throws {
+        let x = T.f([1, 8, 3, 3], [Float](repeating: 1, count: 72))
+        let w = T.f([8, 1, 3, 3], [Float](repeating: 1, count: 72))
+        #expect(throws: EngineError.self) {
+            try T.runNode("Conv", [("x", x), ("w", w)], attributes: ["group": .int(64)], constants: ["w"])
+        }
+    }
 }

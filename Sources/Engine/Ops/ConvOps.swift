@@ -69,6 +69,10 @@ let convOperators: OperatorTable = [
             guard w.dtype == .float32 else { throw ctx.error(.unsupportedDType, "weights are \(w.dtype), expected float32") }
             guard w.rank == 3 || w.rank == 4 else { throw ctx.error(.unsupportedAttribute, "only 1-D and 2-D convolutions are supported (weights \(w.shape))") }
             let kh = w.rank == 4 ? w.shape[2] : 1, kw = w.shape[w.rank - 1]
+            // PackedConvolution's preconditions: check them here so a bad group count is a model error, not a trap.
+            guard w.shape[0] % groups == 0, groups <= max(w.shape[0], 1) else {
+                throw ctx.error(.invalidModel, "\(w.shape[0]) output channels do not divide into \(groups) groups")
+            }
             let bias = ctx.hasInput(2) ? ctx.constants[2] : nil
             if let b = bias, b.dtype != .float32 || b.count != w.shape[0] { throw ctx.error(.invalidModel, "bias \(b) does not match \(w.shape[0]) output channels") }
             packed = w.withUnsafeBufferPointer(of: Float.self) { wp in

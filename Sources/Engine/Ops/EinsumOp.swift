@@ -42,6 +42,8 @@ func einsum(_ equation: String, _ operands: [Tensor], _ ctx: OpContext) throws -
         let counts = labelled.flatMap { $0 }.reduce(into: [Character: Int]()) { $0[$1, default: 0] += 1 }
         output = ellipsisLabels + counts.filter { $0.value == 1 && !ellipsisLabels.contains($0.key) }.map(\.key).sorted()
     }
+    // A repeated output label would index one operand axis twice over (and past its end).
+    guard Set(output).count == output.count else { throw ctx.error(.executionFailed, "equation '\(equation)' repeats a label in its output") }
     let summed = Array(Set(labelled.flatMap { $0 }).subtracting(output)).sorted()
     let all = output + summed
     let dims = try all.map { label -> Int in

@@ -1,4 +1,5 @@
 import Foundation
+import Tensor
 
 /// Largest element count a kernel may produce from a shape it read out of data (sizes, scales, repeats, pads):
 /// 2^28 elements (1 GiB of float32) is far beyond the models this engine serves, and hostile shapes must end in
@@ -37,4 +38,12 @@ let coordinateLimit: Float = 16_777_216
 @inline(__always)
 func saneCoordinate(_ value: Float) -> Float {
     value.isNaN ? -coordinateLimit : Swift.min(Swift.max(value, -coordinateLimit), coordinateLimit)
+}
+
+extension Tensor {
+    /// The elements as Float whatever the numeric dtype (models may declare float16 or float64 weights), instead of
+    /// the precondition in `scalars(as:)` on a dtype mismatch.
+    func floatScalars(_ ctx: OpContext) throws -> [Float] {
+        dtype == .float32 ? scalars(as: Float.self) : try castTensor(self, to: .float32, ctx).scalars(as: Float.self)
+    }
 }

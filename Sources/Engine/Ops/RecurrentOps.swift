@@ -60,12 +60,12 @@ private func recurrentFactory(_ cell: Cell) -> @Sendable (OpContext) throws -> P
             let (steps, batch, inputSize) = (x.shape[0], x.shape[1], x.shape[2])
             guard w.shape[2] == inputSize, r.shape[2] == hidden else { throw ctx.error(.executionFailed, "W \(w.shape) / R \(r.shape) do not match input size \(inputSize)") }
             let G = gates * hidden
-            let wv = w.scalars(as: Float.self), rv = r.scalars(as: Float.self)
-            let bias = inputs[3]?.scalars(as: Float.self) ?? [Float](repeating: 0, count: directions * 2 * G)
+            let wv = try w.floatScalars(ctx), rv = try r.floatScalars(ctx)
+            let bias = try inputs[3]?.floatScalars(ctx) ?? [Float](repeating: 0, count: directions * 2 * G)
             let lens = inputs[4]?.ints ?? [Int](repeating: steps, count: batch)
-            let h0 = inputs[5]?.scalars(as: Float.self) ?? [Float](repeating: 0, count: directions * batch * hidden)
-            let c0 = cell == .lstm ? (inputs[6]?.scalars(as: Float.self) ?? [Float](repeating: 0, count: directions * batch * hidden)) : []
-            let peep = cell == .lstm ? (inputs[7]?.scalars(as: Float.self) ?? [Float](repeating: 0, count: directions * 3 * hidden)) : []
+            let h0 = try inputs[5]?.floatScalars(ctx) ?? [Float](repeating: 0, count: directions * batch * hidden)
+            let c0 = cell == .lstm ? (try inputs[6]?.floatScalars(ctx) ?? [Float](repeating: 0, count: directions * batch * hidden)) : []
+            let peep = cell == .lstm ? (try inputs[7]?.floatScalars(ctx) ?? [Float](repeating: 0, count: directions * 3 * hidden)) : []
             guard r.count == directions * G * hidden, c0.count == (cell == .lstm ? directions * batch * hidden : 0),
                   peep.count == (cell == .lstm ? directions * 3 * hidden : 0), lens.allSatisfy({ $0 >= 0 && $0 <= steps }) else {
                 throw ctx.error(.executionFailed, "R \(r.shape), initial_c, P or sequence_lens do not match hidden_size \(hidden), batch \(batch), \(steps) steps")

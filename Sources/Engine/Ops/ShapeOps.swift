@@ -67,7 +67,9 @@ func reshapeTarget(_ input: [Int], _ requested: [Int], allowZero: Bool, _ ctx: O
 }
 
 /// Start/end/step of one sliced axis after ONNX clamping; returns (start, count, step).
-func sliceRange(start: Int, end: Int, step: Int, dim: Int) -> (Int, Int) {
+func sliceRange(start: Int, end: Int, step rawStep: Int, dim: Int) -> (Int, Int) {
+    // A step longer than the axis takes at most one element; clamping keeps `e - s + step` and `-step` from overflowing.
+    let step = min(max(rawStep, -(dim + 1)), dim + 1)
     var s = start < 0 ? start + dim : start
     var e = end < 0 ? end + dim : end
     if step > 0 {
@@ -243,7 +245,7 @@ let shapeOperators: OperatorTable = [
                 guard step != 0 else { throw ctx.error(.executionFailed, "step must not be 0") }
                 let (start, count) = sliceRange(start: starts[k], end: ends[k], step: step, dim: x.shape[axis])
                 shape[axis] = count
-                strides[axis] = base[axis] * step
+                strides[axis] = count > 1 ? base[axis] * step : base[axis]  // a step past the axis would overflow
                 if count > 0 { offset += start * base[axis] }
             }
             return [stridedCopy(x, shape: shape, strides: strides, offset: offset)]
