@@ -98,7 +98,7 @@ public final class PackedConvolution: @unchecked Sendable {
         precondition(needed == 0 || workspace != nil, "convolution needs a workspace of \(needed) floats")
         let tiling = tiling(g)
         if tiling.count >= Self.minimumTiles {
-            runTiled(g, path: path, rowsPerTile: tiling.rowsPerTile, tilesPerImage: tiling.count / (g.batch * groups),
+            runTiled(g, path: path, tilesPerImage: tiling.count / (g.batch * groups),
                      input: input, output: output, residual: residual)
             return
         }
@@ -128,13 +128,19 @@ public final class PackedConvolution: @unchecked Sendable {
         let budget = 640 * 1024 / MemoryLayout<Float>.stride
         let columns = min(g.outHeight * g.outWidth, max(128, budget / (k + g.outChannelsPerGroup)))
         let rowsPerTile = max(1, columns / g.outWidth)
-        let tilesPerImage = (g.outHeight + rowsPerTile - 1) / rowsPerTile
-        return (rowsPerTile, g.batch * groups * tilesPerImage)
+        var tilesPerImage = (g.outHeight + rowsPerTile - 1) / rowsPerTile
+        // A few more, slightly smaller tiles so every thread gets the same share (7 tiles on 2 threads left one idle
+        // a seventh of the layer). Only ever more tiles, so `workspaceCount`'s tiled-or-not answer stays valid.
+        let threads = EngineThreads.threads, images = g.batch * groups
+        if threads > 1 && images * tilesPerImage < 8 * threads {
+            while (images * tilesPerImage) % threads != 0 && tilesPerImage < g.outHeight { tilesPerImage += 1 }
+        }
+        return (rowsPerTile, images * tilesPerImage)
     }
 
     /// Tiles run in parallel, each on one thread: unfold its rows into the thread's scratch, one single-threaded gemm
     /// into the output columns, then the epilogue while the tile is still in cache.
-    private func runTiled(_ g: ConvGeometry, path: Path, rowsPerTile: Int, tilesPerImage: Int, input: UnsafePointer<Float>,
+    private func runTiled(_ g: ConvGeometry, path: Path, tilesPerImage: Int, input: UnsafePointer<Float>,
                           output: UnsafeMutablePointer<Float>, residual: UnsafePointer<Float>?) {
         let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
         let k = cg * kernelHeight * kernelWidth
@@ -144,7 +150,8 @@ public final class PackedConvolution: @unchecked Sendable {
         let inChannels = self.inChannels, outChannels = self.outChannels
         parallelFor(tiles) { tile in
             let block = tile % tilesPerImage, group = (tile / tilesPerImage) % groups, n = tile / (tilesPerImage * groups)
-            let rows = (block * rowsPerTile)..<min(g.outHeight, (block + 1) * rowsPerTile)
+            // Rows split evenly over the tiles (sizes differ by at most one row).
+            let rows = (g.outHeight * block / tilesPerImage)..<(g.outHeight * (block + 1) / tilesPerImage)
             let first = rows.lowerBound * g.outWidth, width = rows.count * g.outWidth
             let image = input + n * inChannels * inPlane
             let result = output + (n * outChannels + group * mg) * outPlane + first

@@ -62,6 +62,9 @@ final class ComputePool: @unchecked Sendable {
     private var pending = 0
     private var spawned = 0
     private let nextIndex = Atomic<Int>(0)
+    // Lock-free mirrors of `generation` and `pending` that spinning threads poll before they sleep on a condition.
+    private let published = Atomic<Int>(0)
+    private let remaining = Atomic<Int>(0)
     private let threadCount = Atomic<Int>(1)
 
     private init() {
@@ -102,13 +105,18 @@ final class ComputePool: @unchecked Sendable {
             jobCount = count
             participants = workers
             pending = workers
+            remaining.store(workers, ordering: .relaxed)
             nextIndex.store(0, ordering: .relaxed)
             generation &+= 1
+            published.store(generation, ordering: .releasing)
             pthread_cond_broadcast(&workAvailable)
             pthread_mutex_unlock(&mutex)
 
             drain(escaping, count: count)
 
+            // Workers usually finish within microseconds of the caller: poll briefly before sleeping on the condition.
+            var spins = 0
+            while remaining.load(ordering: .acquiring) > 0 && spins < Self.spinLimit { spins += 1 }
             pthread_mutex_lock(&mutex)
             while pending > 0 { pthread_cond_wait(&workFinished, &mutex) }
             job = nil
@@ -129,14 +137,26 @@ final class ComputePool: @unchecked Sendable {
         var seen = 0
         pthread_mutex_lock(&mutex)
         while true {
+            if generation == seen {
+                // Layers follow each other within tens of microseconds: a short bounded poll avoids the futex wake-up
+                // per layer, and stays short so a contended box loses little to it.
+                pthread_mutex_unlock(&mutex)
+                var spins = 0
+                while published.load(ordering: .acquiring) == seen && spins < Self.spinLimit { spins += 1 }
+                pthread_mutex_lock(&mutex)
+            }
             while generation == seen { pthread_cond_wait(&workAvailable, &mutex) }
             seen = generation
             guard id < participants else { continue }
             takeShare()
             pending -= 1
+            remaining.wrappingSubtract(1, ordering: .releasing)
             if pending == 0 { pthread_cond_signal(&workFinished) }
         }
     }
+
+    /// Polls of an atomic before a thread sleeps on a condition (tens of microseconds).
+    private static let spinLimit = 20_000
 
     /// Runs indices of the current job; called and returns with `mutex` held. A function of its own so the worker's
     /// reference to the job is released before `pending` drops (the caller checks the closure did not escape).

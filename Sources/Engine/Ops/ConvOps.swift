@@ -161,7 +161,9 @@ let convOperators: OperatorTable = [
                                 one.batch = 1
                                 let inStride = g.inChannels * g.inHeight * g.inWidth, outStride = g.outChannels * g.outHeight * g.outWidth
                                 let oneScratch = p.workspaceCount(for: one)
-                                for n in 0..<g.batch {
+                                // Across images, each single-threaded (the nested sgemm runs serially): one pool wake-up
+                                // per layer instead of one split gemm per image.
+                                parallelFor(g.batch) { n in
                                     let res = residual.map { $0 + n * outStride }
                                     if oneScratch > 0 {
                                         BufferPool.shared.withScratch(floats: oneScratch) { ws in p.run(one, input: xp + n * inStride, output: o + n * outStride, workspace: ws, residual: res) }
