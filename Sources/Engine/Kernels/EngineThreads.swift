@@ -156,7 +156,7 @@ final class ComputePool: @unchecked Sendable {
     }
 
     /// Polls of an atomic before a thread sleeps on a condition (tens of microseconds).
-    private static let spinLimit = 20_000
+    private static let spinLimit = 100_000
 
     /// Runs indices of the current job; called and returns with `mutex` held. A function of its own so the worker's
     /// reference to the job is released before `pending` drops (the caller checks the closure did not escape).
