@@ -109,7 +109,9 @@ public final class PackedConvolution: @unchecked Sendable {
             runPerImage(g, path: path, input: input, output: output, workspace: workspace)
         }
         let outPlane = oh * ow
-        for n in 0..<g.batch {
+        let outChannels = self.outChannels, bias = self.bias, activation = self.activation
+        // Split across images: with batched small planes this pass is a few MB, the wide gemm's only serial neighbour.
+        parallelFor(g.batch) { n in
             // The per-image gemms started from the bias already.
             applyChannelEpilogue(output + n * outChannels * outPlane, channels: outChannels, planeSize: outPlane, bias: batched ? bias : nil,
                                  residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
@@ -226,7 +228,8 @@ public final class PackedConvolution: @unchecked Sendable {
             }
             sgemm(transposeA: false, transposeB: false, m: mg, n: wide, k: k, alpha: 1,
                   a: weights + group * mg * k, lda: k, b: columns, ldb: wide, beta: 0, c: product, ldc: wide)
-            for n in 0..<g.batch {
+            let outChannels = self.outChannels
+            parallelFor(g.batch) { n in
                 for i in 0..<mg {
                     (output + (n * outChannels + group * mg + i) * outPlane).update(from: product + i * wide + n * outPlane, count: outPlane)
                 }
