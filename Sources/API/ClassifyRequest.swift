@@ -33,8 +33,8 @@ public enum ClassifyCodec {
         switch media {
         case "image/png", "image/jpeg", "image/jpg":
             images = [ImageUpload(source: "body", mediaType: media == "image/jpg" ? "image/jpeg" : media, bytes: request.body[...])]
-        case "application/octet-stream", "", "image/*", "*/*":
-            // Missing or generic types are common from scripts: the magic bytes decide.
+        case "application/octet-stream", "", "image/*", "*/*", "application/x-www-form-urlencoded":
+            // Missing or generic types are common from scripts (curl --data-binary sends form-urlencoded): the magic bytes decide.
             guard let sniffed = sniffImageType(request.body[...]) else {
                 let declared = media.isEmpty ? "a body without Content-Type" : "\(media) body"
                 throw APIError.unsupportedMediaType("\(declared) is neither PNG nor JPEG; expected image/png, image/jpeg or multipart/form-data")

@@ -32,7 +32,7 @@ extension JSONReader {
         func checkCount(_ available: Int) throws {
             // Every JSON element takes at least one byte: refuse to allocate for shapes the text cannot fill.
             if count > available {
-                throw V2CodecError(.shapeMismatch, "\(label): shape \(shape!) needs \(count) elements, more than the data could hold")
+                throw V2CodecError(.shapeMismatch, "\(label): shape \(shape!) needs \(count) elements, but its data holds at most \(available)")
             }
         }
 

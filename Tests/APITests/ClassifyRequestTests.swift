@@ -24,6 +24,7 @@ private func status(_ r: HTTPRequest) -> Int? {
         #expect(status(request("text/plain", png)) == 415)
         #expect(try ClassifyCodec.decodeRequest(request(nil, png)).images[0].mediaType == "image/png")
         #expect(status(request(nil, [1, 2, 3])) == 415)
+        #expect(try ClassifyCodec.decodeRequest(request("application/x-www-form-urlencoded", jpeg)).images[0].mediaType == "image/jpeg")
         #expect(status(request("application/octet-stream", [1, 2, 3])) == 415)
         #expect(status(request("image/png", [])) == 400)
         #expect(status(request("image/png", png, query: "top_k=0")) == 400)
