@@ -107,7 +107,7 @@ extension ServedVersion {
         var values = scores.scalars(as: Float.self)
         let alreadyProbabilities = config.outputsAreProbabilities ?? isDistribution(values, classes: classes)
         if !alreadyProbabilities {
-            for row in 0..<rows { softmaxInPlace(&values, start: row * classes, count: classes) }
+            values.withUnsafeMutableBufferPointer { softmaxRows($0.baseAddress!, rows: rows, columns: classes) }
         }
         return Tensor(shape: [rows, classes], scalars: values)
     }
@@ -123,16 +123,4 @@ func isDistribution(_ values: [Float], classes: Int) -> Bool {
         }
         return abs(sum - 1) < 1e-3
     }
-}
-
-/// Numerically stable softmax of `count` values starting at `start`.
-func softmaxInPlace(_ values: inout [Float], start: Int, count: Int) {
-    let slice = start..<(start + count)
-    let peak = values[slice].max() ?? 0
-    var sum: Float = 0
-    for i in slice {
-        values[i] = Float(Foundation.exp(Double(values[i] - peak)))
-        sum += values[i]
-    }
-    for i in slice { values[i] /= sum }
 }
