@@ -51,10 +51,9 @@ struct ImageInputDescription {
 
     /// The JSON report's `image_preprocessing` object: the config keys plus where they came from.
     var json: JSONValue {
-        guard case .object(var object) = config.jsonValue(input: input) else { return .null }
-        object["source"] = .string(source)
-        var sorted = JSONObject()
-        for key in object.keys.sorted() { sorted[key] = object[key]! }
-        return .object(sorted)
+        guard case .object(let object) = config.jsonValue(input: input) else { return .null }
+        var members = Dictionary(uniqueKeysWithValues: object.members.map { ($0.key, $0.value) })
+        members["source"] = .string(source)
+        return InspectFormat.sortedObject(members)
     }
 }
