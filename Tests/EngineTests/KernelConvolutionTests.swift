@@ -49,12 +49,12 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
             var g = ConvGeometry(batch: [1, 3].randomElement(using: &rng)!, inChannels: 1, inHeight: Int.random(in: 3...19, using: &rng),
                                  inWidth: Int.random(in: 3...41, using: &rng), outChannels: 1, kernelHeight: kernel,
                                  kernelWidth: Int.random(in: 0..<3, using: &rng) == 0 ? 1 : kernel,
-                                 strideHeight: Int.random(in: 1...2, using: &rng), strideWidth: Int.random(in: 1...2, using: &rng),
+                                 strideHeight: Int.random(in: 1...2, using: &rng), strideWidth: Int.random(in: 1...3, using: &rng),
                                  dilationHeight: Int.random(in: 1...2, using: &rng), dilationWidth: Int.random(in: 1...2, using: &rng),
                                  padTop: Int.random(in: 0...3, using: &rng), padLeft: Int.random(in: 0...3, using: &rng),
                                  padBottom: Int.random(in: 0...3, using: &rng), padRight: Int.random(in: 0...3, using: &rng))
             switch kind {
-            case 0: g.groups = 1; g.inChannels = Int.random(in: 1...5, using: &rng); g.outChannels = Int.random(in: 1...6, using: &rng)
+            case 0: g.groups = 1; g.inChannels = Int.random(in: 1...5, using: &rng); g.outChannels = Int.random(in: 1...13, using: &rng)
             case 1: g.groups = 2; g.inChannels = 2 * groupsChannels; g.outChannels = 2 * Int.random(in: 1...3, using: &rng)
             case 2: g.inChannels = Int.random(in: 2...6, using: &rng); g.groups = g.inChannels; g.outChannels = g.inChannels
             default: g.inChannels = Int.random(in: 2...4, using: &rng); g.groups = g.inChannels; g.outChannels = 2 * g.inChannels
@@ -63,6 +63,20 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
             let activation = allActivations.randomElement(using: &rng)!
             checkConvolution(g, activation: activation, withBias: Bool.random(using: &rng), withResidual: Bool.random(using: &rng), rng: &rng)
             cases += 1
+        }
+    }
+
+    /// Small planes over a batch: 16-column strips span output rows and images, and the last panel and strip are partial.
+    @Test(.serialized, arguments: [1, 2])
+    func stripsAcrossRowsAndImagesMatchReference(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 77)
+        for (size, kernel, stride) in [(7, 3, 1), (7, 1, 1), (9, 3, 2), (5, 1, 2), (13, 3, 3)] {
+            let g = ConvGeometry(batch: 3, inChannels: 9, inHeight: size, inWidth: size, outChannels: 14, kernelHeight: kernel,
+                                 kernelWidth: kernel, strideHeight: stride, strideWidth: stride, padTop: kernel / 2, padLeft: kernel / 2,
+                                 padBottom: kernel / 2, padRight: kernel / 2)
+            checkConvolution(g, activation: .relu, withBias: true, withResidual: true, rng: &rng)
         }
     }
 

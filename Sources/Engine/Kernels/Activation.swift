@@ -34,6 +34,24 @@ public enum Activation: Sendable, Hashable {
         }
     }
 
+    /// The function on 16 lanes, for epilogues applied in registers.
+    @inline(__always)
+    func vector(_ v: FloatVector) -> FloatVector {
+        switch self {
+        case .none: return v
+        case .relu: return v.replacing(with: 0, where: v .< 0)
+        case .leakyRelu(let alpha): return v.replacing(with: v * FloatVector(repeating: alpha), where: v .< 0)
+        case .clip(let lo, let hi): return clamp(v, FloatVector(repeating: lo), FloatVector(repeating: hi))
+        case .sigmoid: return vectorSigmoid(v)
+        case .hardSigmoid(let alpha, let beta):
+            return clamp(v * FloatVector(repeating: alpha) + FloatVector(repeating: beta), FloatVector(repeating: 0), FloatVector(repeating: 1))
+        case .hardSwish:
+            return v * clamp(v * FloatVector(repeating: 1 / 6 as Float) + FloatVector(repeating: 0.5), FloatVector(repeating: 0),
+                             FloatVector(repeating: 1))
+        case .tanh: return vectorTanh(v)
+        }
+    }
+
     /// Applies the function in place to `count` floats.
     public func apply(_ buffer: UnsafeMutablePointer<Float>, count: Int) {
         if case .none = self { return }

@@ -70,9 +70,13 @@ func allocateFloats(_ count: Int) -> UnsafeMutablePointer<Float> {
     return raw.bindMemory(to: Float.self, capacity: max(1, count))
 }
 
+/// Which of a thread's two scratch buffers to use: a layer-wide one the caller fills before fanning out (`.layer`)
+/// and the per-task one used inside parallel bodies (`.tile`), so the caller's share of the work can use both.
+enum ScratchSlot: Int { case tile = 0, layer = 1 }
+
 /// Runs `body` with a float buffer of at least `count` elements owned by the calling thread and kept for its next
-/// call (compute threads are persistent, so tiles reuse warm memory instead of allocating). Not reentrant.
-func withThreadScratch<R>(_ count: Int, _ body: (UnsafeMutablePointer<Float>) -> R) -> R {
+/// call (compute threads are persistent, so tiles reuse warm memory instead of allocating). Not reentrant per slot.
+func withThreadScratch<R>(_ count: Int, slot: ScratchSlot = .tile, _ body: (UnsafeMutablePointer<Float>) -> R) -> R {
     let box: ThreadScratch
     if let existing = pthread_getspecific(ThreadScratch.key) {
         box = Unmanaged<ThreadScratch>.fromOpaque(existing).takeUnretainedValue()
@@ -80,20 +84,21 @@ func withThreadScratch<R>(_ count: Int, _ body: (UnsafeMutablePointer<Float>) ->
         box = ThreadScratch()
         pthread_setspecific(ThreadScratch.key, Unmanaged.passRetained(box).toOpaque())
     }
-    if box.capacity < count {
-        box.pointer?.deallocate()
-        box.capacity = paddedCount(count)
-        box.pointer = allocateFloats(box.capacity)
+    let i = slot.rawValue
+    if box.capacity[i] < count {
+        box.pointer[i]?.deallocate()
+        box.capacity[i] = paddedCount(count)
+        box.pointer[i] = allocateFloats(box.capacity[i])
     }
-    return body(box.pointer!)
+    return body(box.pointer[i]!)
 }
 
-/// The per-thread buffer behind `withThreadScratch`, released when its thread exits.
+/// The per-thread buffers behind `withThreadScratch`, released when their thread exits.
 private final class ThreadScratch {
-    var pointer: UnsafeMutablePointer<Float>?
-    var capacity = 0
+    var pointer: [UnsafeMutablePointer<Float>?] = [nil, nil]
+    var capacity = [0, 0]
 
-    deinit { pointer?.deallocate() }
+    deinit { pointer.forEach { $0?.deallocate() } }
 
     static let key: pthread_key_t = {
         var key = pthread_key_t()

@@ -1,0 +1,403 @@
+/// Dense convolution (every group with more than one input channel) as a register-blocked matrix product.
+///
+/// out[m][j] = bias[m] + sum_k W[m][k] * col[k][j], where col is the im2col matrix of one group over the output
+/// pixels of all images side by side (j = image * outPlane + pixel), so small planes still make wide products.
+/// The weights are packed once into panels of 6 output channels interleaved by k; each tile of columns is unfolded
+/// straight into strips of 16 columns interleaved by k. The 6x16 micro-kernel then streams both operands
+/// sequentially, keeps its 12 accumulators in registers over the whole of k, and applies bias, residual and
+/// activation while storing: no packing of activations per call, no C reload, no separate epilogue pass, which is
+/// what OpenBLAS spent over the conv layers.
+struct ConvWeightPanels {
+    /// Output channels per panel (the micro-kernel's rows).
+    static let rows = 6
+    /// Panels per group.
+    let panels: Int
+    /// k = inChannelsPerGroup * kernelHeight * kernelWidth.
+    let depth: Int
+    /// [group][panel][k][6], rows past a group's channels zero.
+    let pointer: UnsafeMutablePointer<Float>
+
+    /// Packs OIHW weights of `groups` groups of `channelsPerGroup` output channels each.
+    init(weights: UnsafePointer<Float>, channelsPerGroup: Int, groups: Int, depth: Int) {
+        let rows = Self.rows
+        panels = (channelsPerGroup + rows - 1) / rows
+        self.depth = depth
+        let count = groups * panels * depth * rows
+        pointer = allocateFloats(count)
+        pointer.initialize(repeating: 0, count: count)
+        for group in 0..<groups {
+            for m in 0..<channelsPerGroup {
+                let panel = pointer + (group * panels + m / rows) * depth * rows
+                let source = weights + (group * channelsPerGroup + m) * depth
+                for k in 0..<depth { panel[k * rows + m % rows] = source[k] }
+            }
+        }
+    }
+
+    /// Frees the packed weights.
+    func deallocate() { pointer.deallocate() }
+
+    /// Start of one panel: depth * 6 floats.
+    @inline(__always)
+    func panel(group: Int, index: Int) -> UnsafePointer<Float> {
+        UnsafePointer(pointer + (group * panels + index) * depth * Self.rows)
+    }
+}
+
+import Foundation
+let tileCap = Int(ProcessInfo.processInfo.environment["TCAP"] ?? "256")!
+let tileBudget = Int(ProcessInfo.processInfo.environment["TBUD"] ?? "196608")!
+/// Columns per packed strip (the micro-kernel's width).
+private let stripWidth = 16
+
+/// Runs the dense convolution `g` with packed weights; output and residual are NCHW.
+func denseConvolution(_ g: ConvGeometry, weights: ConvWeightPanels, bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
+                      activation: Activation, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
+    if g.isPointwise {
+        multiplyPanels(g, weights: weights, bias: bias, residual: residual, activation: activation, input: input, padded: nil,
+                       output: output)
+        return
+    }
+    // One zero-bordered copy of the input replaces im2col's kh*kw copies: tiles gather their columns from it.
+    let padded = PaddedInput(g)
+    withThreadScratch(padded.floats, slot: .layer) { buffer in
+        padded.fill(from: input, into: buffer)
+        multiplyPanels(g, weights: weights, bias: bias, residual: residual, activation: activation, input: input,
+                       padded: (padded, UnsafePointer(buffer + padded.slack)), output: output)
+    }
+}
+
+/// The parallel tile loop of `denseConvolution`: columns come from the input itself (pointwise) or from `padded`.
+private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
+                            activation: Activation, input: UnsafePointer<Float>, padded: (PaddedInput, UnsafePointer<Float>)?,
+                            output: UnsafeMutablePointer<Float>) {
+    let depth = weights.depth, groups = g.groups
+    let columns = g.batch * g.outHeight * g.outWidth
+    // Unfolded tiles of up to 768 KB stay in the L2 cache while every weight panel passes over them.
+    let tileColumns = max(stripWidth, min(tileCap, (tileBudget / max(1, depth)) / stripWidth * stripWidth))
+    let tiles = (columns + tileColumns - 1) / tileColumns
+    // Too few tiles to keep every thread busy (one image of a small plane): split the panels as well.
+    var chunks = 1
+    let threads = EngineThreads.threads, base = groups * tiles
+    if threads > 1 && base < 2 * threads { chunks = min(weights.panels, (2 * threads + base - 1) / base) }
+    parallelFor(base * chunks) { task in
+        let chunk = task % chunks, tile = (task / chunks) % tiles, group = task / (chunks * tiles)
+        let first = tile * tileColumns, count = min(tileColumns, columns - first)
+        let strips = (count + stripWidth - 1) / stripWidth
+        withThreadScratch(strips * stripWidth * depth + ConvWeightPanels.rows * stripWidth) { scratch in
+            let packed = scratch, tileBuffer = scratch + strips * stripWidth * depth
+            if let (layout, base) = padded {
+                gatherColumns(g, layout: layout, padded: base, group: group, first: first, count: count, depth: depth, packed: packed)
+            } else {
+                packPointwiseColumns(g, input: input, group: group, first: first, count: count, depth: depth, packed: packed)
+            }
+            let mg = g.outChannelsPerGroup
+            let panels = (weights.panels * chunk / chunks)..<(weights.panels * (chunk + 1) / chunks)
+            for p in panels {
+                let a = weights.panel(group: group, index: p)
+                let firstChannel = group * mg + p * ConvWeightPanels.rows
+                let rows = min(ConvWeightPanels.rows, mg - p * ConvWeightPanels.rows)
+                let store = TileStore(g: g, firstChannel: firstChannel, rows: rows, output: output, residual: residual,
+                                      activation: activation, tile: tileBuffer)
+                var start = SIMD8<Float>()
+                if let bias { for r in 0..<rows { start[r] = bias[firstChannel + r] } }
+                for s in 0..<strips {
+                    let width = min(stripWidth, count - s * stripWidth)
+                    let b = UnsafePointer(packed + s * stripWidth * depth)
+                    if width <= 8 {
+                        store.scattered(microKernel6x8(depth, a, b, start), column: first + s * stripWidth, width: width)
+                    } else {
+                        store.put(microKernel6x16(depth, a, b, start), column: first + s * stripWidth, width: width)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Six rows of 16 accumulated columns.
+typealias Tile6x16 = (SIMD16<Float>, SIMD16<Float>, SIMD16<Float>, SIMD16<Float>, SIMD16<Float>, SIMD16<Float>)
+/// Six rows of 8 accumulated columns.
+typealias Tile6x8 = (SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>)
+
+/// acc += a * b lane-wise: one FMA instruction where the target has it (release builds), multiply and add otherwise
+/// (without an FMA target `addProduct` becomes a libm call per lane).
+@inline(__always)
+private func multiplyAdd<V: SIMD>(_ acc: inout V, _ a: V, _ b: V) where V.Scalar == Float {
+    #if OSPREY_FMA
+    acc.addProduct(a, b)
+    #else
+    acc += a * b
+    #endif
+}
+
+/// The 6x16 micro-kernel: row r = start[r] + sum_k a[k * 6 + r] * b[k * 16 ..< k * 16 + 16].
+@inline(__always)
+private func microKernel6x16(_ depth: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ start: SIMD8<Float>) -> Tile6x16 {
+    var c0 = SIMD16<Float>(repeating: start[0]), c1 = SIMD16<Float>(repeating: start[1]), c2 = SIMD16<Float>(repeating: start[2])
+    var c3 = SIMD16<Float>(repeating: start[3]), c4 = SIMD16<Float>(repeating: start[4]), c5 = SIMD16<Float>(repeating: start[5])
+    var ap = a, bp = b
+    for _ in 0..<depth {
+        let v = bp.vector(SIMD16<Float>.self)
+        multiplyAdd(&c0, SIMD16(repeating: ap[0]), v)
+        multiplyAdd(&c1, SIMD16(repeating: ap[1]), v)
+        multiplyAdd(&c2, SIMD16(repeating: ap[2]), v)
+        multiplyAdd(&c3, SIMD16(repeating: ap[3]), v)
+        multiplyAdd(&c4, SIMD16(repeating: ap[4]), v)
+        multiplyAdd(&c5, SIMD16(repeating: ap[5]), v)
+        ap += 6
+        bp += stripWidth
+    }
+    return (c0, c1, c2, c3, c4, c5)
+}
+
+/// The 6x8 micro-kernel for a last strip of at most 8 columns (the first 8 lanes of a 16-wide strip).
+@inline(__always)
+private func microKernel6x8(_ depth: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ start: SIMD8<Float>) -> Tile6x8 {
+    var c0 = SIMD8<Float>(repeating: start[0]), c1 = SIMD8<Float>(repeating: start[1]), c2 = SIMD8<Float>(repeating: start[2])
+    var c3 = SIMD8<Float>(repeating: start[3]), c4 = SIMD8<Float>(repeating: start[4]), c5 = SIMD8<Float>(repeating: start[5])
+    var ap = a, bp = b
+    for _ in 0..<depth {
+        let v = bp.vector(SIMD8<Float>.self)
+        multiplyAdd(&c0, SIMD8(repeating: ap[0]), v)
+        multiplyAdd(&c1, SIMD8(repeating: ap[1]), v)
+        multiplyAdd(&c2, SIMD8(repeating: ap[2]), v)
+        multiplyAdd(&c3, SIMD8(repeating: ap[3]), v)
+        multiplyAdd(&c4, SIMD8(repeating: ap[4]), v)
+        multiplyAdd(&c5, SIMD8(repeating: ap[5]), v)
+        ap += 6
+        bp += stripWidth
+    }
+    return (c0, c1, c2, c3, c4, c5)
+}
+
+/// Writes micro-kernel tiles of one panel into the NCHW output through the epilogue (residual, activation).
+private struct TileStore {
+    let outPlane: Int
+    let outChannels: Int
+    let firstChannel: Int
+    let rows: Int
+    let output: UnsafeMutablePointer<Float>
+    let residual: UnsafePointer<Float>?
+    let activation: Activation
+    /// 6 x 16 floats of scratch for tiles that cannot be stored as whole vectors.
+    let tile: UnsafeMutablePointer<Float>
+
+    init(g: ConvGeometry, firstChannel: Int, rows: Int, output: UnsafeMutablePointer<Float>, residual: UnsafePointer<Float>?,
+         activation: Activation, tile: UnsafeMutablePointer<Float>) {
+        outPlane = g.outHeight * g.outWidth
+        outChannels = g.outChannels
+        self.firstChannel = firstChannel
+        self.rows = rows
+        self.output = output
+        self.residual = residual
+        self.activation = activation
+        self.tile = tile
+    }
+
+    /// Stores a 16-column tile whose columns start at `column`: whole vectors when all 16 lie in one image's plane.
+    @inline(__always)
+    func put(_ c: Tile6x16, column: Int, width: Int) {
+        let n = column / outPlane, pixel = column - n * outPlane
+        guard width == stripWidth && pixel + stripWidth <= outPlane else {
+            tile.store(c.0); (tile + 16).store(c.1); (tile + 32).store(c.2)
+            (tile + 48).store(c.3); (tile + 64).store(c.4); (tile + 80).store(c.5)
+            scatter(column: column, width: width)
+            return
+        }
+        let offset = (n * outChannels + firstChannel) * outPlane + pixel
+        row(c.0, offset)
+        if rows > 1 { row(c.1, offset + outPlane) }
+        if rows > 2 { row(c.2, offset + 2 * outPlane) }
+        if rows > 3 { row(c.3, offset + 3 * outPlane) }
+        if rows > 4 { row(c.4, offset + 4 * outPlane) }
+        if rows > 5 { row(c.5, offset + 5 * outPlane) }
+    }
+
+    @inline(__always)
+    private func row(_ v: SIMD16<Float>, _ offset: Int) {
+        var v = v
+        if let residual { v += (residual + offset).vector(SIMD16<Float>.self) }
+        (output + offset).store(activation.vector(v))
+    }
+
+    /// Stores an 8-column tile lane by lane.
+    func scattered(_ c: Tile6x8, column: Int, width: Int) {
+        tile.store(c.0); (tile + 16).store(c.1); (tile + 32).store(c.2)
+        (tile + 48).store(c.3); (tile + 64).store(c.4); (tile + 80).store(c.5)
+        scatter(column: column, width: width)
+    }
+
+    /// Tile rows from the scratch tile, one lane at a time (columns may cross into the next image).
+    private func scatter(column: Int, width: Int) {
+        for lane in 0..<width {
+            let j = column + lane, n = j / outPlane, pixel = j - n * outPlane
+            for r in 0..<rows {
+                let offset = (n * outChannels + firstChannel + r) * outPlane + pixel
+                output[offset] = activation(tile[r * 16 + lane] + (residual?[offset] ?? 0))
+            }
+        }
+    }
+}
+
+extension ConvGeometry {
+    /// 1x1, stride 1, unpadded: the input planes are the gemm operand as they are.
+    var isPointwise: Bool {
+        kernelHeight == 1 && kernelWidth == 1 && strideHeight == 1 && strideWidth == 1
+            && padTop == 0 && padLeft == 0 && padBottom == 0 && padRight == 0
+    }
+}
+
+/// Columns [first, first + count) of a pointwise conv's operand (input channels x pixels of all images) as strips of
+/// 16 interleaved by k (strip s, channel k at packed[(s * depth + k) * 16]); lanes past `count` are zero.
+private func packPointwiseColumns(_ g: ConvGeometry, input: UnsafePointer<Float>, group: Int, first: Int, count: Int, depth: Int,
+                                  packed: UnsafeMutablePointer<Float>) {
+    let outPlane = g.outHeight * g.outWidth, inPlane = g.inHeight * g.inWidth
+    let strips = (count + stripWidth - 1) / stripWidth
+    let firstChannel = group * g.inChannelsPerGroup
+    for s in 0..<strips {
+        let j = first + s * stripWidth, width = min(stripWidth, count - s * stripWidth)
+        let n = j / outPlane, pixel = j - n * outPlane
+        let strip = packed + s * stripWidth * depth
+        if width == stripWidth && pixel + stripWidth <= outPlane {
+            // Whole strips inside one image are one vector per channel.
+            let source = input + (n * g.inChannels + firstChannel) * inPlane + pixel
+            for k in 0..<depth { (strip + k * stripWidth).store((source + k * inPlane).vector(SIMD16<Float>.self)) }
+        } else {
+            for k in 0..<depth {
+                for lane in 0..<stripWidth {
+                    var value: Float = 0
+                    if lane < width {
+                        let c = j + lane, image = c / outPlane
+                        value = input[(image * g.inChannels + firstChannel + k) * inPlane + c - image * outPlane]
+                    }
+                    strip[k * stripWidth + lane] = value
+                }
+            }
+        }
+    }
+}
+
+/// The input of every image copied once with its zero padding: plane [rows][width] per (image, channel), plus slack
+/// around the whole buffer so that masked-off vector lanes may read past either end.
+struct PaddedInput {
+    /// Rows of a padded plane (H + top + bottom).
+    let rows: Int
+    /// Columns of a padded plane (W + left + right).
+    let width: Int
+    /// Floats before the first plane (and after the last) that vector gathers may touch.
+    let slack: Int
+    /// Planes (images * channels).
+    let planes: Int
+    /// Top and left padding.
+    let top: Int, left: Int
+    /// Rows and columns of an input plane.
+    let sourceRows: Int, sourceWidth: Int
+
+    init(_ g: ConvGeometry) {
+        rows = g.inHeight + g.padTop + g.padBottom
+        width = g.inWidth + g.padLeft + g.padRight
+        slack = 16 * max(2, g.strideWidth) + 32
+        planes = g.batch * g.inChannels
+        top = g.padTop
+        left = g.padLeft
+        sourceRows = g.inHeight
+        sourceWidth = g.inWidth
+    }
+
+    /// Floats of the buffer, slack included.
+    var floats: Int { planes * rows * width + 2 * slack }
+
+    /// Copies NCHW `input` into `buffer` (floats long): zero borders, planes back to back after the slack.
+    func fill(from input: UnsafePointer<Float>, into buffer: UnsafeMutablePointer<Float>) {
+        let plane = rows * width
+        let w = width, r = rows, top = top, left = left, slack = slack, sourceWidth = sourceWidth, sourceRows = sourceRows
+        parallelRanges(planes, minimumChunk: max(1, 16_384 / max(1, plane))) { range in
+            for p in range {
+                let dst = buffer + slack + p * plane, src = input + p * sourceWidth * sourceRows
+                dst.update(repeating: 0, count: top * w)
+                for y in 0..<sourceRows {
+                    let row = dst + (top + y) * w
+                    if left > 0 { row.update(repeating: 0, count: left) }
+                    (row + left).update(from: src + y * sourceWidth, count: sourceWidth)
+                    if w - left - sourceWidth > 0 { (row + left + sourceWidth).update(repeating: 0, count: w - left - sourceWidth) }
+                }
+                (dst + (top + sourceRows) * w).update(repeating: 0, count: (r - top - sourceRows) * w)
+            }
+        }
+    }
+}
+
+/// Columns [first, first + count) of one group's im2col matrix gathered from the padded input as strips of 16
+/// interleaved by k. Each strip is split once into runs of lanes that come from one output row; a run is then one
+/// (strided) vector load per k, blended into the strip under its lane mask.
+private func gatherColumns(_ g: ConvGeometry, layout: PaddedInput, padded: UnsafePointer<Float>, group: Int, first: Int, count: Int,
+                           depth: Int, packed: UnsafeMutablePointer<Float>) {
+    let ow = g.outWidth, outPlane = g.outHeight * ow
+    let kh = g.kernelHeight, kw = g.kernelWidth, sh = g.strideHeight, sw = g.strideWidth
+    let plane = layout.rows * layout.width
+    let strips = (count + stripWidth - 1) / stripWidth
+    // Runs of every strip: start offset (of lane 0) in the padded buffer and the lanes it fills.
+    var runStarts: [Int] = [], runMasks: [SIMDMask<SIMD16<Int32>>] = [], stripRuns: [Range<Int>] = []
+    let lanes = SIMD16<Int32>(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+    for s in 0..<strips {
+        let firstRun = runStarts.count
+        let width = min(stripWidth, count - s * stripWidth)
+        var lane = 0
+        while lane < width {
+            let j = first + s * stripWidth + lane, n = j / outPlane, pixel = j - n * outPlane, y = pixel / ow, x = pixel - y * ow
+            let length = min(width - lane, ow - x)
+            let offset = (n * g.inChannels + group * g.inChannelsPerGroup) * plane + y * sh * layout.width + x * sw
+            runStarts.append(offset - lane * sw)
+            runMasks.append((lanes .>= Int32(lane)) .& (lanes .< Int32(lane + length)))
+            lane += length
+        }
+        stripRuns.append(firstRun..<runStarts.count)
+    }
+    let tapOffsets = (0..<depth).map { k in
+        let kx = k % kw, ky = (k / kw) % kh, c = k / (kw * kh)
+        return c * plane + ky * g.dilationHeight * layout.width + kx * g.dilationWidth
+    }
+    runStarts.withUnsafeBufferPointer { starts in
+        runMasks.withUnsafeBufferPointer { masks in
+            tapOffsets.withUnsafeBufferPointer { taps in
+                for s in 0..<strips {
+                    let strip = packed + s * stripWidth * depth
+                    let runs = stripRuns[s]
+                    if runs.count == 1 && masks[runs.lowerBound] == SIMDMask(repeating: true) {
+                        let base = padded + starts[runs.lowerBound]
+                        for k in 0..<depth { (strip + k * stripWidth).store(loadStrided16(base + taps[k], stride: sw)) }
+                    } else {
+                        for k in 0..<depth {
+                            var v = SIMD16<Float>()
+                            for r in runs {
+                                v.replace(with: loadStrided16(padded + starts[r] + taps[k], stride: sw), where: masks[r])
+                            }
+                            (strip + k * stripWidth).store(v)
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// dst[i] = src[i * stride] for i < count; vector loads are used only while they stay within `readable` floats of src.
+@inline(__always)
+func copyStrided(from src: UnsafePointer<Float>, stride: Int, readable: Int, to dst: UnsafeMutablePointer<Float>, count: Int) {
+    if stride == 1 {
+        dst.update(from: src, count: count)
+        return
+    }
+    var i = 0
+    if stride == 2 {
+        while i + 16 <= count && 2 * (i + 16) <= readable {
+            (dst + i).store(loadStrided16(src + 2 * i, stride: 2))
+            i += 16
+        }
+    }
+    while i < count {
+        dst[i] = src[i * stride]
+        i += 1
+    }
+}
