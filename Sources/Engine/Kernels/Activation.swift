@@ -35,7 +35,7 @@ public enum Activation: Sendable, Hashable {
     }
 
     /// The function on 16 lanes, for epilogues applied in registers.
-    @inline(__always)
+    @_transparent
     func vector(_ v: FloatVector) -> FloatVector {
         switch self {
         case .none: return v
@@ -59,69 +59,38 @@ public enum Activation: Sendable, Hashable {
     }
 
     /// buffer[i] = f(buffer[i] + addend + residual[i]) for `count` floats, vectorised: the fused conv/gemm epilogue.
+    ///
+    /// One loop calling `vector` (its switch is loop-invariant and unswitched): passing per-case closures to a shared
+    /// loop left them as out-of-line calls on 128-bit halves, 2 cycles a float.
     public func apply(_ buffer: UnsafeMutablePointer<Float>, count: Int, adding addend: Float, residual: UnsafePointer<Float>?) {
-        switch self {
-        case .none:
-            if addend == 0 && residual == nil { return }
-            transform(buffer, count, addend, residual, { $0 }, { $0 })
-        case .relu:
-            let zero = FloatVector(repeating: 0)
-            transform(buffer, count, addend, residual, { $0.replacing(with: zero, where: $0 .< zero) }, { $0 > 0 ? $0 : 0 })
-        case .leakyRelu(let alpha):
-            let zero = FloatVector(repeating: 0), a = FloatVector(repeating: alpha)
-            transform(buffer, count, addend, residual, { $0.replacing(with: $0 * a, where: $0 .< zero) }, { $0 >= 0 ? $0 : alpha * $0 })
-        case .clip(let lo, let hi):
-            let l = FloatVector(repeating: lo), h = FloatVector(repeating: hi)
-            transform(buffer, count, addend, residual, { clamp($0, l, h) }, { Swift.min(Swift.max($0, lo), hi) })
-        case .hardSigmoid(let alpha, let beta):
-            let zero = FloatVector(repeating: 0), one = FloatVector(repeating: 1)
-            let a = FloatVector(repeating: alpha), b = FloatVector(repeating: beta)
-            transform(buffer, count, addend, residual, { clamp($0 * a + b, zero, one) }, {
-                Swift.max(0, Swift.min(1, alpha * $0 + beta))
-            })
-        case .hardSwish:
-            let zero = FloatVector(repeating: 0), one = FloatVector(repeating: 1)
-            let sixth = FloatVector(repeating: 1 / 6 as Float), half = FloatVector(repeating: 0.5)
-            transform(buffer, count, addend, residual, { $0 * clamp($0 * sixth + half, zero, one) }, {
-                $0 * Swift.max(0, Swift.min(1, $0 / 6 + 0.5))
-            })
-        case .sigmoid:
-            transform(buffer, count, addend, residual, vectorSigmoid, { 1 / (1 + Foundation.exp(-$0)) })
-        case .tanh:
-            transform(buffer, count, addend, residual, vectorTanh, { Foundation.tanh($0) })
+        if case .none = self, addend == 0, residual == nil { return }
+        let add = FloatVector(repeating: addend), width = FloatVector.scalarCount
+        var i = 0
+        if let residual {
+            while i + width <= count {
+                let v = (buffer + i).vector(FloatVector.self) + add + (residual + i).vector(FloatVector.self)
+                (buffer + i).store(vector(v))
+                i += width
+            }
+            while i < count { buffer[i] = self(buffer[i] + addend + residual[i]); i += 1 }
+        } else {
+            while i + width <= count {
+                (buffer + i).store(vector((buffer + i).vector(FloatVector.self) + add))
+                i += width
+            }
+            while i < count { buffer[i] = self(buffer[i] + addend); i += 1 }
         }
     }
 }
 
 /// Lane-wise min(max(v, lo), hi) as compare + blend: the standard library's `clamped` and `pointwiseMin`, and
 /// generic comparisons, do not vectorise (concrete types only).
-@inline(__always)
+@_transparent
 func clamp(_ v: FloatVector, _ lo: FloatVector, _ hi: FloatVector) -> FloatVector {
     var r = v
     r.replace(with: lo, where: r .< lo)
     r.replace(with: hi, where: r .> hi)
     return r
-}
-
-/// buffer[i] = vector(buffer[i] + addend + residual[i]) in 16-float steps, `scalar` on the tail.
-@inline(__always)
-private func transform(_ buffer: UnsafeMutablePointer<Float>, _ count: Int, _ addend: Float, _ residual: UnsafePointer<Float>?,
-                       _ vector: (FloatVector) -> FloatVector, _ scalar: (Float) -> Float) {
-    let add = FloatVector(repeating: addend)
-    var i = 0
-    if let residual {
-        while i + FloatVector.scalarCount <= count {
-            buffer.advanced(by: i).store(vector(buffer.advanced(by: i).vector(FloatVector.self) + add + residual.advanced(by: i).vector(FloatVector.self)))
-            i += FloatVector.scalarCount
-        }
-        while i < count { buffer[i] = scalar(buffer[i] + addend + residual[i]); i += 1 }
-    } else {
-        while i + FloatVector.scalarCount <= count {
-            buffer.advanced(by: i).store(vector(buffer.advanced(by: i).vector(FloatVector.self) + add))
-            i += FloatVector.scalarCount
-        }
-        while i < count { buffer[i] = scalar(buffer[i] + addend); i += 1 }
-    }
 }
 
 /// NCHW epilogue of one image: data[c][i] = activation(data[c][i] + bias[c] + residual[c][i]) over `channels` planes.

@@ -44,9 +44,6 @@ struct ConvWeightPanels {
     }
 }
 
-import Foundation
-let tileCap = Int(ProcessInfo.processInfo.environment["TCAP"] ?? "256")!
-let tileBudget = Int(ProcessInfo.processInfo.environment["TBUD"] ?? "196608")!
 /// Columns per packed strip (the micro-kernel's width).
 private let stripWidth = 16
 
@@ -74,7 +71,7 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
     let depth = weights.depth, groups = g.groups
     let columns = g.batch * g.outHeight * g.outWidth
     // Unfolded tiles of up to 768 KB stay in the L2 cache while every weight panel passes over them.
-    let tileColumns = max(stripWidth, min(tileCap, (tileBudget / max(1, depth)) / stripWidth * stripWidth))
+    let tileColumns = max(stripWidth, min(256, (196_608 / max(1, depth)) / stripWidth * stripWidth))
     let tiles = (columns + tileColumns - 1) / tileColumns
     // Too few tiles to keep every thread busy (one image of a small plane): split the panels as well.
     var chunks = 1
@@ -91,24 +88,55 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
             } else {
                 packPointwiseColumns(g, input: input, group: group, first: first, count: count, depth: depth, packed: packed)
             }
-            let mg = g.outChannelsPerGroup
+            let mg = g.outChannelsPerGroup, outPlane = g.outHeight * g.outWidth, outChannels = g.outChannels
             let panels = (weights.panels * chunk / chunks)..<(weights.panels * (chunk + 1) / chunks)
             for p in panels {
                 let a = weights.panel(group: group, index: p)
                 let firstChannel = group * mg + p * ConvWeightPanels.rows
                 let rows = min(ConvWeightPanels.rows, mg - p * ConvWeightPanels.rows)
-                let store = TileStore(g: g, firstChannel: firstChannel, rows: rows, output: output, residual: residual,
-                                      activation: activation, tile: tileBuffer)
                 var start = SIMD8<Float>()
                 if let bias { for r in 0..<rows { start[r] = bias[firstChannel + r] } }
                 for s in 0..<strips {
-                    let width = min(stripWidth, count - s * stripWidth)
+                    let column = first + s * stripWidth, width = min(stripWidth, count - s * stripWidth)
                     let b = UnsafePointer(packed + s * stripWidth * depth)
-                    if width <= 8 {
-                        store.scattered(microKernel6x8(depth, a, b, start), column: first + s * stripWidth, width: width)
+                    let n = column / outPlane, pixel = column - n * outPlane
+                    if width > 8 && width == stripWidth && pixel + stripWidth <= outPlane {
+                        // Plain stores, all inline: the epilogue runs below over the whole tile row.
+                        let c = microKernel6x16(depth, a, b, start)
+                        let o = output + (n * outChannels + firstChannel) * outPlane + pixel
+                        o.store(c.0)
+                        if rows > 1 { (o + outPlane).store(c.1) }
+                        if rows > 2 { (o + 2 * outPlane).store(c.2) }
+                        if rows > 3 { (o + 3 * outPlane).store(c.3) }
+                        if rows > 4 { (o + 4 * outPlane).store(c.4) }
+                        if rows > 5 { (o + 5 * outPlane).store(c.5) }
                     } else {
-                        store.put(microKernel6x16(depth, a, b, start), column: first + s * stripWidth, width: width)
+                        if width <= 8 {
+                            let c = microKernel6x8(depth, a, b, start)
+                            tileBuffer.store(c.0); (tileBuffer + 16).store(c.1); (tileBuffer + 32).store(c.2)
+                            (tileBuffer + 48).store(c.3); (tileBuffer + 64).store(c.4); (tileBuffer + 80).store(c.5)
+                        } else {
+                            let c = microKernel6x16(depth, a, b, start)
+                            tileBuffer.store(c.0); (tileBuffer + 16).store(c.1); (tileBuffer + 32).store(c.2)
+                            (tileBuffer + 48).store(c.3); (tileBuffer + 64).store(c.4); (tileBuffer + 80).store(c.5)
+                        }
+                        // Lane by lane: the columns may run into the next image.
+                        for lane in 0..<width {
+                            let j = column + lane, image = j / outPlane, at = j - image * outPlane
+                            for r in 0..<rows { output[(image * outChannels + firstChannel + r) * outPlane + at] = tileBuffer[r * 16 + lane] }
+                        }
                     }
+                }
+                if residual == nil, case .none = activation { continue }
+                // Residual and activation over this panel's rows of the tile, image by image, while they are in cache.
+                var j = first
+                while j < first + count {
+                    let n = j / outPlane, pixel = j - n * outPlane, length = min(first + count - j, outPlane - pixel)
+                    for r in 0..<rows {
+                        let offset = (n * outChannels + firstChannel + r) * outPlane + pixel
+                        activation.apply(output + offset, count: length, adding: 0, residual: residual.map { $0 + offset })
+                    }
+                    j += length
                 }
             }
         }
@@ -169,75 +197,6 @@ private func microKernel6x8(_ depth: Int, _ a: UnsafePointer<Float>, _ b: Unsafe
         bp += stripWidth
     }
     return (c0, c1, c2, c3, c4, c5)
-}
-
-/// Writes micro-kernel tiles of one panel into the NCHW output through the epilogue (residual, activation).
-private struct TileStore {
-    let outPlane: Int
-    let outChannels: Int
-    let firstChannel: Int
-    let rows: Int
-    let output: UnsafeMutablePointer<Float>
-    let residual: UnsafePointer<Float>?
-    let activation: Activation
-    /// 6 x 16 floats of scratch for tiles that cannot be stored as whole vectors.
-    let tile: UnsafeMutablePointer<Float>
-
-    init(g: ConvGeometry, firstChannel: Int, rows: Int, output: UnsafeMutablePointer<Float>, residual: UnsafePointer<Float>?,
-         activation: Activation, tile: UnsafeMutablePointer<Float>) {
-        outPlane = g.outHeight * g.outWidth
-        outChannels = g.outChannels
-        self.firstChannel = firstChannel
-        self.rows = rows
-        self.output = output
-        self.residual = residual
-        self.activation = activation
-        self.tile = tile
-    }
-
-    /// Stores a 16-column tile whose columns start at `column`: whole vectors when all 16 lie in one image's plane.
-    @inline(__always)
-    func put(_ c: Tile6x16, column: Int, width: Int) {
-        let n = column / outPlane, pixel = column - n * outPlane
-        guard width == stripWidth && pixel + stripWidth <= outPlane else {
-            tile.store(c.0); (tile + 16).store(c.1); (tile + 32).store(c.2)
-            (tile + 48).store(c.3); (tile + 64).store(c.4); (tile + 80).store(c.5)
-            scatter(column: column, width: width)
-            return
-        }
-        let offset = (n * outChannels + firstChannel) * outPlane + pixel
-        row(c.0, offset)
-        if rows > 1 { row(c.1, offset + outPlane) }
-        if rows > 2 { row(c.2, offset + 2 * outPlane) }
-        if rows > 3 { row(c.3, offset + 3 * outPlane) }
-        if rows > 4 { row(c.4, offset + 4 * outPlane) }
-        if rows > 5 { row(c.5, offset + 5 * outPlane) }
-    }
-
-    @inline(__always)
-    private func row(_ v: SIMD16<Float>, _ offset: Int) {
-        var v = v
-        if let residual { v += (residual + offset).vector(SIMD16<Float>.self) }
-        (output + offset).store(activation.vector(v))
-    }
-
-    /// Stores an 8-column tile lane by lane.
-    func scattered(_ c: Tile6x8, column: Int, width: Int) {
-        tile.store(c.0); (tile + 16).store(c.1); (tile + 32).store(c.2)
-        (tile + 48).store(c.3); (tile + 64).store(c.4); (tile + 80).store(c.5)
-        scatter(column: column, width: width)
-    }
-
-    /// Tile rows from the scratch tile, one lane at a time (columns may cross into the next image).
-    private func scatter(column: Int, width: Int) {
-        for lane in 0..<width {
-            let j = column + lane, n = j / outPlane, pixel = j - n * outPlane
-            for r in 0..<rows {
-                let offset = (n * outChannels + firstChannel + r) * outPlane + pixel
-                output[offset] = activation(tile[r * 16 + lane] + (residual?[offset] ?? 0))
-            }
-        }
-    }
 }
 
 extension ConvGeometry {
