@@ -71,12 +71,17 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
     let depth = weights.depth, groups = g.groups
     let columns = g.batch * g.outHeight * g.outWidth
     // Unfolded tiles of up to 768 KB stay in the L2 cache while every weight panel passes over them.
-    let tileColumns = max(stripWidth, min(256, (196_608 / max(1, depth)) / stripWidth * stripWidth))
-    let tiles = (columns + tileColumns - 1) / tileColumns
-    // Too few tiles to keep every thread busy (one image of a small plane): split the panels as well.
-    var chunks = 1
-    let threads = EngineThreads.threads, base = groups * tiles
-    if threads > 1 && base < 2 * threads { chunks = min(weights.panels, (2 * threads + base - 1) / base) }
+    let widest = max(stripWidth, min(256, (196_608 / max(1, depth)) / stripWidth * stripWidth))
+    var tiles = (columns + widest - 1) / widest
+    let threads = EngineThreads.threads
+    // Equal tiles, a multiple of the thread count when there are columns enough: splitting columns packs each once,
+    // where splitting panels would pack the same columns on every thread.
+    if threads > 1 && columns >= 64 * threads { tiles = (max(tiles, threads) + threads - 1) / threads * threads }
+    let tileColumns = ((columns + tiles - 1) / tiles + stripWidth - 1) / stripWidth * stripWidth
+    tiles = (columns + tileColumns - 1) / tileColumns
+    // Too few columns to share (one image of a 7x7 plane): split the panels, one share per thread.
+    let base = groups * tiles
+    let chunks = threads > 1 && base < threads ? min(weights.panels, threads) : 1
     parallelFor(base * chunks) { task in
         let chunk = task % chunks, tile = (task / chunks) % tiles, group = task / (chunks * tiles)
         let first = tile * tileColumns, count = min(tileColumns, columns - first)
