@@ -22,7 +22,7 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
     let rowWidth = flatLayout == nil ? layout.paddedWidth : layout.rowWidth
     let flatCount = flatLayout == nil ? oh * rowWidth : layout.flatCount
     parallelRanges(planes, minimumChunk: max(1, 4096 / max(1, outPlane))) { range in
-        let scratch = allocateFloats(layout.scratchCount + flatCount)
+        let scratch = allocateFloats(layout.scratchCount + flatCount + vectorReadSlack)
         defer { scratch.deallocate() }
         layout.prepare(scratch, fill: 0)
         let flat = scratch + layout.scratchCount
@@ -44,20 +44,34 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
             } else {
                 flatFilter(bases, filter: filter, bias: b, count: flatCount, output: flat)
             }
-            // Rows out of the flat buffer, through the epilogue: on the whole flat buffer in full vectors unless a
-            // residual (laid out without the dropped columns) has to be added first.
             let dst = output + plane * outPlane
-            if let residual {
-                let res = residual + plane * outPlane
-                for y in 0..<oh {
-                    let row = dst + y * ow
-                    row.update(from: flat + y * rowWidth, count: ow)
-                    activation.apply(row, count: ow, adding: 0, residual: res + y * ow)
-                }
-            } else {
-                activation.apply(flat, count: flatCount)
-                for y in 0..<oh { (dst + y * ow).update(from: flat + y * rowWidth, count: ow) }
-            }
+            emitRows(flat, rowWidth: rowWidth, rows: oh, width: ow, output: dst, residual: residual.map { $0 + plane * outPlane },
+                     activation: activation)
+        }
+    }
+}
+
+/// Output rows out of the flat buffer through the epilogue (residual, activation) in one vector pass.
+///
+/// A row's last vector may run past its end into the next row, which is written after it and so overwrites it:
+/// no per-row copy calls or tails, except on the plane's last row (the next plane may belong to another thread).
+/// `flat` may be read up to 16 floats past rows * rowWidth.
+@inline(__always)
+private func emitRows(_ flat: UnsafePointer<Float>, rowWidth: Int, rows: Int, width: Int, output: UnsafeMutablePointer<Float>,
+                      residual: UnsafePointer<Float>?, activation: Activation) {
+    for y in 0..<rows {
+        let src = flat + y * rowWidth, dst = output + y * width, res = residual.map { $0 + y * width }
+        let last = y == rows - 1
+        var x = 0
+        while x < width && (x + 16 <= width || !last) {
+            var v = (src + x).vector(FloatVector.self)
+            if let res { v += (res + x).vector(FloatVector.self) }
+            (dst + x).store(activation.vector(v))
+            x += 16
+        }
+        while x < width {
+            dst[x] = activation(src[x] + (res?[x] ?? 0))
+            x += 1
         }
     }
 }

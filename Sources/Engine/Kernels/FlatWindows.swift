@@ -69,7 +69,7 @@ struct FlatWindowLayout {
     /// Copies one input plane into P (and its parity planes at stride 2).
     func load(_ plane: UnsafePointer<Float>, into scratch: UnsafeMutablePointer<Float>) {
         for y in 0..<inHeight {
-            (scratch + (padTop + y) * paddedWidth + padLeft).update(from: plane + y * inWidth, count: inWidth)
+            copyFloats(from: plane + y * inWidth, to: scratch + (padTop + y) * paddedWidth + padLeft, count: inWidth)
         }
         guard stride == 2 else { return }
         // 16-lane stores may run past a parity row into the next one (rewritten right after) or the plane's slack.
