@@ -54,16 +54,17 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
 /// Output rows out of the flat buffer through the epilogue (residual, activation) in one vector pass.
 ///
 /// A row's last vector may run past its end into the next row, which is written after it and so overwrites it:
-/// no per-row copy calls or tails, except on the plane's last row (the next plane may belong to another thread).
+/// no per-row copy calls or tails, except at the plane's end (the next plane may belong to another thread).
 /// `flat` may be read up to 16 floats past rows * rowWidth.
 @inline(__always)
 private func emitRows(_ flat: UnsafePointer<Float>, rowWidth: Int, rows: Int, width: Int, output: UnsafeMutablePointer<Float>,
                       residual: UnsafePointer<Float>?, activation: Activation) {
     for y in 0..<rows {
         let src = flat + y * rowWidth, dst = output + y * width, res = residual.map { $0 + y * width }
-        let last = y == rows - 1
+        // Whole vectors while they end inside the plane.
+        let room = (rows - y) * width
         var x = 0
-        while x < width && (x + 16 <= width || !last) {
+        while x < width && x + 16 <= room {
             var v = (src + x).vector(FloatVector.self)
             if let res { v += (res + x).vector(FloatVector.self) }
             (dst + x).store(activation.vector(v))
