@@ -19,10 +19,12 @@ let package = Package(
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+        // Compiler builtins Swift cannot reach (cache prefetch), as static inline C.
+        .target(name: "CKernelShim"),
 
         .target(name: "Tensor", swiftSettings: fast),
         .target(name: "ONNX", dependencies: ["Tensor"], swiftSettings: fast),
-        .target(name: "Engine", dependencies: ["Tensor", "ONNX", "COpenBLAS"], swiftSettings: fast),
+        .target(name: "Engine", dependencies: ["Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
         .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
         .target(name: "HTTP", dependencies: ["CLibUV", "CHTTPParser"]),
         .target(name: "Serving", dependencies: ["Engine", "Imaging"]),

@@ -20,7 +20,7 @@ OSPREY=${OSPREY:-.build/release/osprey}
 
 # Kernel harness: the kernel sources compiled straight with swiftc (x86-64-v3 baseline, as recommended for Package.swift).
 if [ "${HARNESS:-1}" != 0 ]; then
-    swiftc -Ounchecked -wmo -target-cpu haswell -D OSPREY_FMA -module-name EngineKernels -I Sources/COpenBLAS \
+    swiftc -Ounchecked -wmo -target-cpu haswell -D OSPREY_FMA -module-name EngineKernels -I Sources/COpenBLAS -I Sources/CKernelShim/include \
         Sources/Engine/Kernels/*.swift Benchmarks/engine/harness/main.swift -lopenblas -o "$OUT/harness"
 fi
 

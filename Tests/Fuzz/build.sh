@@ -10,7 +10,7 @@ OUT=$ROOT/Tests/Fuzz/out/build
 BIN=$ROOT/Tests/Fuzz/out/bin
 mkdir -p "$OUT" "$BIN"
 FLAGS=(-O -wmo -parse-as-library -sanitize=fuzzer,address -g -I "$OUT" -I "$ROOT"/Sources/CLibUV -I "$ROOT"/Sources/CHTTPParser
-       -I "$ROOT"/Sources/COpenBLAS -I "$ROOT"/Sources/CPNG -I "$ROOT"/Sources/CTurboJPEG)
+       -I "$ROOT"/Sources/COpenBLAS -I "$ROOT"/Sources/CKernelShim/include -I "$ROOT"/Sources/CPNG -I "$ROOT"/Sources/CTurboJPEG)
 LINK=(-L "$OUT" -luv -lhttp_parser -lopenblas -lpng16 -lturbojpeg)
 # Links in the build directory: swiftc drops debug module files into the working directory.
 quiet() { (cd "$OUT" && "$@" 2>&1 | grep -v "ld.gold: warning" || true; test "${PIPESTATUS[0]}" -eq 0); }
