@@ -66,24 +66,34 @@ struct FlatWindowLayout {
     /// Where the flat result lives in scratch.
     func flat(_ scratch: UnsafeMutablePointer<Float>) -> UnsafeMutablePointer<Float> { scratch + paddedCount + phaseCount }
 
-    /// Copies one input plane into P (and its parity planes at stride 2).
+    /// Copies one input plane into P, or at stride 2 straight into its parity planes (the filter reads only those).
+    ///
+    /// Only interior positions are written, so the borders `prepare` filled stay valid for every plane.
     func load(_ plane: UnsafePointer<Float>, into scratch: UnsafeMutablePointer<Float>) {
-        for y in 0..<inHeight {
-            copyFloats(from: plane + y * inWidth, to: scratch + (padTop + y) * paddedWidth + padLeft, count: inWidth)
+        guard stride == 2 else {
+            for y in 0..<inHeight {
+                copyFloats(from: plane + y * inWidth, to: scratch + (padTop + y) * paddedWidth + padLeft, count: inWidth)
+            }
+            return
         }
-        guard stride == 2 else { return }
-        // 16-lane stores may run past a parity row into the next one (rewritten right after) or the plane's slack.
+        // Input column x sits at padded column x + padLeft: parity plane (x + padLeft) % 2, index (x + padLeft) / 2.
         let phases = scratch + paddedCount
-        for r in 0..<(2 * phaseHeight) {
-            let src = scratch + r * paddedWidth
-            let even = phases + (r % 2) * 2 * phaseStride + (r / 2) * phaseWidth, odd = even + phaseStride
+        let evens = (inWidth + 1) / 2, odds = inWidth / 2
+        for y in 0..<inHeight {
+            let r = padTop + y
+            let row = phases + (r % 2) * 2 * phaseStride + (r / 2) * phaseWidth
+            let evenTarget = row + (padLeft % 2) * phaseStride + padLeft / 2
+            let oddTarget = row + ((padLeft + 1) % 2) * phaseStride + (padLeft + 1) / 2
+            let src = plane + y * inWidth
             var k = 0
-            while k < phaseWidth {
+            while 2 * k + 32 <= inWidth {
                 let v = (src + 2 * k).vector(SIMD32<Float>.self)
-                (even + k).store(v.evenHalf)
-                (odd + k).store(v.oddHalf)
+                (evenTarget + k).store(v.evenHalf)
+                (oddTarget + k).store(v.oddHalf)
                 k += 16
             }
+            for i in k..<evens { evenTarget[i] = src[2 * i] }
+            for i in k..<odds { oddTarget[i] = src[2 * i + 1] }
         }
     }
 
