@@ -220,17 +220,6 @@ typealias Tile6x16 = (SIMD16<Float>, SIMD16<Float>, SIMD16<Float>, SIMD16<Float>
 /// Six rows of 8 accumulated columns.
 typealias Tile6x8 = (SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>)
 
-/// acc += a * b lane-wise: one FMA instruction where the target has it (release builds), multiply and add otherwise
-/// (without an FMA target `addProduct` becomes a libm call per lane).
-@inline(__always)
-private func multiplyAdd<V: SIMD>(_ acc: inout V, _ a: V, _ b: V) where V.Scalar == Float {
-    #if OSPREY_FMA
-    acc.addProduct(a, b)
-    #else
-    acc += a * b
-    #endif
-}
-
 /// The 6x16 micro-kernel: row r = start.r + sum_k a[k * 6 + r] * b[k * 16 ..< k * 16 + 16].
 @inline(__always)
 private func microKernel6x16(_ depth: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ start: Tile6x16) -> Tile6x16 {

@@ -85,7 +85,7 @@ private func flatFilter(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<F
         while j < count {
             var acc = SIMD16<Float>(repeating: bias)
             for t in 0..<bases.count {
-                acc += (bases[t] + j).vector(SIMD16<Float>.self) * SIMD16(repeating: filter[t])
+                multiplyAdd(&acc, (bases[t] + j).vector(SIMD16<Float>.self), SIMD16(repeating: filter[t]))
             }
             (output + j).store(acc)
             j += 16
@@ -94,7 +94,6 @@ private func flatFilter(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<F
 }
 
 /// `flatFilter` for 3x3 kernels, the nine weights and bases held in registers and two accumulators for latency.
-/// Multiply then add, not `addProduct`: without an FMA target CPU that becomes a libm `fmaf` call per lane.
 private func flatFilter3x3(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<Float>, bias: Float, count: Int,
                            output: UnsafeMutablePointer<Float>) {
     let p0 = bases[0], p1 = bases[1], p2 = bases[2], p3 = bases[3], p4 = bases[4]
@@ -105,16 +104,16 @@ private func flatFilter3x3(_ bases: [UnsafePointer<Float>], filter: UnsafePointe
     let start = SIMD16<Float>(repeating: bias)
     var j = 0
     while j < count {
-        var a = start
-        var b = (p0 + j).vector(SIMD16<Float>.self) * w0
-        a += (p1 + j).vector(SIMD16<Float>.self) * w1
-        b += (p2 + j).vector(SIMD16<Float>.self) * w2
-        a += (p3 + j).vector(SIMD16<Float>.self) * w3
-        b += (p4 + j).vector(SIMD16<Float>.self) * w4
-        a += (p5 + j).vector(SIMD16<Float>.self) * w5
-        b += (p6 + j).vector(SIMD16<Float>.self) * w6
-        a += (p7 + j).vector(SIMD16<Float>.self) * w7
-        b += (p8 + j).vector(SIMD16<Float>.self) * w8
+        var a = start, b = SIMD16<Float>()
+        multiplyAdd(&a, (p0 + j).vector(SIMD16<Float>.self), w0)
+        multiplyAdd(&b, (p1 + j).vector(SIMD16<Float>.self), w1)
+        multiplyAdd(&a, (p2 + j).vector(SIMD16<Float>.self), w2)
+        multiplyAdd(&b, (p3 + j).vector(SIMD16<Float>.self), w3)
+        multiplyAdd(&a, (p4 + j).vector(SIMD16<Float>.self), w4)
+        multiplyAdd(&b, (p5 + j).vector(SIMD16<Float>.self), w5)
+        multiplyAdd(&a, (p6 + j).vector(SIMD16<Float>.self), w6)
+        multiplyAdd(&b, (p7 + j).vector(SIMD16<Float>.self), w7)
+        multiplyAdd(&a, (p8 + j).vector(SIMD16<Float>.self), w8)
         (output + j).store(a + b)
         j += 16
     }

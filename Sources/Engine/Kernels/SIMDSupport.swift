@@ -71,6 +71,17 @@ func copyFloats(from src: UnsafePointer<Float>, to dst: UnsafeMutablePointer<Flo
     }
 }
 
+/// acc += a * b lane-wise: one FMA instruction where the target has it (release builds), multiply and add otherwise
+/// (without an FMA target `addProduct` becomes a libm call per lane).
+@inline(__always)
+func multiplyAdd<V: SIMD>(_ acc: inout V, _ a: V, _ b: V) where V.Scalar == Float {
+    #if OSPREY_FMA
+    acc.addProduct(a, b)
+    #else
+    acc += a * b
+    #endif
+}
+
 /// Extra floats a kernel may read past the last element it uses (stride-2 loads read twice the lanes).
 let vectorReadSlack = 32
 
