@@ -58,9 +58,9 @@ let convOperators: OperatorTable = [
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1, got \(groups)") }
         let activation = ctx.activation
-        // With a fused residual Add the activation follows the Add: the packed epilogue adds bias and skip, and the
-        // activation runs as its own in-place pass (cheap, cache-warm), which stays correct when the skip is the
-        // larger operand and the conv output has to broadcast up to it.
+        // With a fused residual Add the activation follows the Add: packed without it, and given to the epilogue with
+        // the skip when the skip has the output's shape; when the conv output has to broadcast up to a larger skip,
+        // the Add and the activation run afterwards.
         let fusesResidual = ctx.hasInput(fusedResidualInput)
         let packedActivation: Activation = fusesResidual ? .none : activation
         var packed: PackedConvolution?
@@ -149,16 +149,12 @@ let convOperators: OperatorTable = [
             let out = try Tensor.makeFloat(shape: outShape) { o in
                 try x.floatPointer { xp in
                     if let p = prepared {
-                        let scratch = p.workspaceCount(for: g)
-                        func run(_ residual: UnsafePointer<Float>?) {
-                            if scratch > 0 {
-                                BufferPool.shared.withScratch(floats: scratch) { ws in p.run(g, input: xp, output: o, workspace: ws, residual: residual) }
-                            } else {
-                                p.run(g, input: xp, output: o, workspace: nil, residual: residual)
-                            }
+                        if let skip {
+                            // The skip has the output's shape: residual and activation both in the kernel's epilogue.
+                            skip.floatPointer { p.run(g, input: xp, output: o, workspace: nil, residual: $0, activation: activation) }
+                        } else {
+                            p.run(g, input: xp, output: o, workspace: nil)
                         }
-                        if let skip { skip.floatPointer { run($0) } } else { run(nil) }
-                        if fusesResidual && lateSkip == nil { activation.apply(o, count: outShape.reduce(1, *)) }
                     } else {
                         let w = try inputs.required(1, ctx)
                         let b = inputs[2]
