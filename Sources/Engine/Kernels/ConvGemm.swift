@@ -72,8 +72,9 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
                             output: UnsafeMutablePointer<Float>) {
     let depth = weights.depth, groups = g.groups
     let columns = g.batch * g.outHeight * g.outWidth
-    // Unfolded tiles of up to 768 KB stay in the L2 cache while every weight panel passes over them.
-    let widest = max(stripWidth, min(256, (196_608 / max(1, depth)) / stripWidth * stripWidth))
+    // Unfolded tiles of up to 768 KB stay in the L2 cache while every weight panel passes over them; up to 1024
+    // columns, so that short-k (pointwise) tiles read long runs of each input plane (MobileNetV2 batch 8: -5%).
+    let widest = max(stripWidth, min(1024, (196_608 / max(1, depth)) / stripWidth * stripWidth))
     var tiles = (columns + widest - 1) / widest
     let threads = EngineThreads.threads
     // Equal tiles, a multiple of the thread count when there are columns enough: splitting columns packs each once,
