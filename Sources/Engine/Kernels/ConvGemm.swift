@@ -381,27 +381,34 @@ private func gatherColumns(_ g: ConvGeometry, layout: PaddedInput, padded: Unsaf
         let kx = k % kw, ky = (k / kw) % kh, c = k / (kw * kh)
         return c * plane + ky * g.dilationHeight * layout.width + kx * g.dilationWidth
     }
-    runStarts.withUnsafeBufferPointer { starts in
-        runMasks.withUnsafeBufferPointer { masks in
-            tapOffsets.withUnsafeBufferPointer { taps in
-                for s in 0..<strips {
-                    let strip = packed + s * stripWidth * depth
-                    let runs = stripRuns[s]
-                    if runs.count == 1 && masks[runs.lowerBound] == SIMDMask(repeating: true) {
-                        let base = padded + starts[runs.lowerBound]
-                        for k in 0..<depth { (strip + k * stripWidth).store(loadStrided16(base + taps[k], stride: sw)) }
-                    } else {
-                        for k in 0..<depth {
-                            var v = SIMD16<Float>()
-                            for r in runs {
-                                v.replace(with: loadStrided16(padded + starts[r] + taps[k], stride: sw), where: masks[r])
+    // The load specialised per stride outside the loops (a runtime stride kept the generic lane-by-lane path).
+    @inline(__always)
+    func gather(_ load: (UnsafePointer<Float>) -> SIMD16<Float>) {
+        runStarts.withUnsafeBufferPointer { starts in
+            runMasks.withUnsafeBufferPointer { masks in
+                tapOffsets.withUnsafeBufferPointer { taps in
+                    for s in 0..<strips {
+                        let strip = packed + s * stripWidth * depth
+                        let runs = stripRuns[s]
+                        if runs.count == 1 && masks[runs.lowerBound] == SIMDMask(repeating: true) {
+                            let base = padded + starts[runs.lowerBound]
+                            for k in 0..<depth { (strip + k * stripWidth).store(load(base + taps[k])) }
+                        } else {
+                            for k in 0..<depth {
+                                var v = SIMD16<Float>()
+                                for r in runs { v.replace(with: load(padded + starts[r] + taps[k]), where: masks[r]) }
+                                (strip + k * stripWidth).store(v)
                             }
-                            (strip + k * stripWidth).store(v)
                         }
                     }
                 }
             }
         }
+    }
+    switch sw {
+    case 1: gather { $0.vector(SIMD16<Float>.self) }
+    case 2: gather { loadEvenLanes16($0) }
+    default: gather { loadStrided16($0, stride: sw) }
     }
 }
 

@@ -26,11 +26,19 @@ extension UnsafeMutablePointer where Pointee == Float {
     }
 }
 
+/// Floats 0, 2, 4, ... 30 of p (reads 32): the even float of each 64-bit pair is its low half. Spelled as an integer
+/// truncation because `SIMD32.evenHalf` of a load was narrowed by LLVM into 16 scalar loads and inserts.
+@inline(__always)
+func loadEvenLanes16(_ p: UnsafePointer<Float>) -> SIMD16<Float> {
+    let pairs = UnsafeRawPointer(p).loadUnaligned(as: SIMD16<UInt64>.self)
+    return unsafeBitCast(SIMD16<UInt32>(truncatingIfNeeded: pairs), to: SIMD16<Float>.self)
+}
+
 /// Loads 16 floats `stride` apart; stride 1 and 2 use contiguous loads (stride 2 reads 32 floats and keeps the even ones).
 @inline(__always)
 func loadStrided16(_ p: UnsafePointer<Float>, stride: Int) -> SIMD16<Float> {
     if stride == 1 { return p.vector(SIMD16<Float>.self) }
-    if stride == 2 { return p.vector(SIMD32<Float>.self).evenHalf }
+    if stride == 2 { return loadEvenLanes16(p) }
     var v = SIMD16<Float>()
     for i in 0..<16 { v[i] = p[i * stride] }
     return v
