@@ -80,14 +80,17 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
     // Equal tiles, a multiple of the thread count when there are columns enough: splitting columns packs each once,
     // where splitting panels would pack the same columns on every thread.
     if threads > 1 && columns >= 64 * threads { tiles = (max(tiles, threads) + threads - 1) / threads * threads }
-    let tileColumns = ((columns + tiles - 1) / tiles + stripWidth - 1) / stripWidth * stripWidth
-    tiles = (columns + tileColumns - 1) / tileColumns
+    // Strips shared out so that tiles differ by at most one strip (196 columns in 4 tiles: 4,3,3,3 strips, not
+    // 64,64,64,4 columns).
+    let allStrips = (columns + stripWidth - 1) / stripWidth
+    tiles = min(tiles, allStrips)
     // Too few columns to share (one image of a 7x7 plane): split the panels, one share per thread.
     let base = groups * tiles
     let chunks = threads > 1 && base < threads ? min(weights.panels, threads) : 1
     parallelFor(base * chunks) { task in
         let chunk = task % chunks, tile = (task / chunks) % tiles, group = task / (chunks * tiles)
-        let first = tile * tileColumns, count = min(tileColumns, columns - first)
+        let first = allStrips * tile / tiles * stripWidth
+        let count = min(columns, allStrips * (tile + 1) / tiles * stripWidth) - first
         let strips = (count + stripWidth - 1) / stripWidth
         withThreadScratch(strips * stripWidth * depth + ConvWeightPanels.rows * stripWidth) { scratch in
             let packed = scratch, tileBuffer = scratch + strips * stripWidth * depth
