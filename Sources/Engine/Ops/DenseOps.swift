@@ -230,10 +230,17 @@ let denseOperators: OperatorTable = [
                     // sgemm would first copy (pack) all of B.
                     if effectiveBeta == 0 { op.initialize(repeating: 0, count: o.count) }
                     a.floatPointer { ap in b.floatPointer { bp in
-                        for i in 0..<m {
-                            let row = transA ? ap + i : ap + i * k, step = Int32(transA ? m : 1)
-                            cblas_sgemv(CblasRowMajor, transB ? CblasNoTrans : CblasTrans, Int32(b.shape[0]), Int32(b.shape[1]), alpha,
-                                        bp, Int32(b.shape[1]), row, step, effectiveBeta, op + i * n, 1)
+                        // Output columns split over the compute threads: each streams its own rows (transB) or
+                        // columns of B, which is what bounds a 5 MB classifier head.
+                        let ldb = b.shape[1]
+                        parallelRanges(n, minimumChunk: max(16, 131_072 / max(1, k))) { columns in
+                            let block = transB ? bp + columns.lowerBound * ldb : bp + columns.lowerBound
+                            let rows = transB ? columns.count : k, cols = transB ? k : columns.count
+                            for i in 0..<m {
+                                let row = transA ? ap + i : ap + i * k, step = Int32(transA ? m : 1)
+                                cblas_sgemv(CblasRowMajor, transB ? CblasNoTrans : CblasTrans, Int32(rows), Int32(cols), alpha,
+                                            block, Int32(ldb), row, step, effectiveBeta, op + i * n + columns.lowerBound, 1)
+                            }
                         }
                     } }
                 } else {
