@@ -27,12 +27,18 @@ public final class CompiledModel: Sendable {
     private let declaredShapes: [String: [DeclaredDimension]]
 
     /// Compiles `model`; `baseDirectory` is where external tensor data would be resolved (the decoder already inlined it).
-    public convenience init(model: ONNX.Model, baseDirectory: String? = nil) throws {
+    public convenience init(model: consuming ONNX.Model, baseDirectory: String? = nil) throws {
         try self.init(model: model, baseDirectory: baseDirectory, fuseResiduals: true)
     }
 
     /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps (tests compare both).
-    init(model: ONNX.Model, baseDirectory: String?, fuseResiduals: Bool) throws {
+    init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool) throws {
+        // The optimizer's constant table becomes the only owner of the initializers (when the caller gives the model
+        // up), so weights that BatchNormalization folding or packing replace are freed as compilation goes instead
+        // of all three copies living until the end (ResNet-18 batch 8: peak RSS 157 -> 140 MiB).
+        var constants: [String: Tensor] = [:]
+        for (name, tensor) in model.graph.initializers { constants[name] = tensor }
+        model.graph.initializers = []
         let graph = model.graph
         let opset = Int(model.defaultOpset)
         info = ModelInfo(producerName: model.producerName, producerVersion: model.producerVersion, irVersion: model.irVersion,
@@ -40,8 +46,6 @@ public final class CompiledModel: Sendable {
                          modelVersion: model.modelVersion, domain: model.domain, graphName: graph.name)
         guard opset >= 1 else { throw EngineError(.invalidModel, "the model imports no ai.onnx opset") }
 
-        var constants: [String: Tensor] = [:]
-        for (name, tensor) in graph.initializers { constants[name] = tensor }
         let inputInfos = graph.inputs.filter { constants[$0.name] == nil }
         inputs = inputInfos.map { TensorSpec(name: $0.name, dtype: $0.elementType ?? .float32, shape: $0.shape ?? []) }
 
@@ -57,6 +61,7 @@ public final class CompiledModel: Sendable {
         let ordered = try GraphOptimizer.topologicalOrder(nodes, available: available)
         let graphOutputs = Set(graph.outputs.map(\.name))
         var optimizer = GraphOptimizer(nodes: ordered.map { PlannedNode(node: $0) }, constants: constants, graphOutputs: graphOutputs, opset: opset)
+        constants = [:]
         try optimizer.foldConstants()
         optimizer.foldBatchNormalization()
         optimizer.fuseActivations()
@@ -173,7 +178,7 @@ public final class CompiledModel: Sendable {
         } catch {
             throw EngineError(.invalidModel, "cannot load '\(path)': \(error)")
         }
-        try self.init(model: model, baseDirectory: (path as NSString).deletingLastPathComponent)
+        try self.init(model: consume model, baseDirectory: (path as NSString).deletingLastPathComponent)
     }
 
     /// Runs the model and returns every output.

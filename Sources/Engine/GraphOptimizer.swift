@@ -132,6 +132,11 @@ struct GraphOptimizer {
             nodes[index].node = fused
             nodes.remove(at: users[0])
             if users[0] < index { index -= 1 }
+            // Drop the unfolded operands no other node reads, so their memory goes now, not after compilation.
+            for name in [conv.inputs[1]] + (conv.inputs.count > 2 ? [conv.inputs[2]] : []) + bn.inputs[1...4]
+            where !name.isEmpty && !graphOutputs.contains(name) && !nodes.contains(where: { $0.node.inputs.contains(name) }) {
+                constants[name] = nil
+            }
         }
     }
 
