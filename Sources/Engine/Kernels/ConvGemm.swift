@@ -150,7 +150,7 @@ private struct PanelTile {
                 let n = column / outPlane, pixel = column - n * outPlane
                 if width == stripWidth && pixel + stripWidth <= outPlane {
                     // Plain stores, all inline: the epilogue runs over the whole tile row afterwards.
-                    let c = microKernel6x16(depth, a, b, start6x16(start))
+                    let c = microKernel(depth, a, b, start6x16(start))
                     let o = output + (n * outChannels + firstChannel) * outPlane + pixel
                     o.store(c.0)
                     if rows > 1 { (o + outPlane).store(c.1) }
@@ -160,9 +160,9 @@ private struct PanelTile {
                     if rows > 5 { (o + 5 * outPlane).store(c.5) }
                 } else {
                     if width <= 8 {
-                        storeTile(microKernel6x8(depth, a, b, start6x8(start)), scratch)
+                        storeTile(microKernel(depth, a, b, start6x8(start)), scratch)
                     } else {
-                        storeTile(microKernel6x16(depth, a, b, start6x16(start)), scratch)
+                        storeTile(microKernel(depth, a, b, start6x16(start)), scratch)
                     }
                     scatter(scratch, panel: p, strip: s)
                 }
@@ -219,47 +219,31 @@ private func storeTile<V: SIMD>(_ c: (V, V, V, V, V, V), _ p: UnsafeMutablePoint
     p.store(c.0); (p + 16).store(c.1); (p + 32).store(c.2); (p + 48).store(c.3); (p + 64).store(c.4); (p + 80).store(c.5)
 }
 
+/// Six rows of accumulated columns (16 lanes for whole strips, 8 for a last strip of at most 8 columns).
+typealias Tile6<V: SIMD> = (V, V, V, V, V, V) where V.Scalar == Float
 /// Six rows of 16 accumulated columns.
-typealias Tile6x16 = (SIMD16<Float>, SIMD16<Float>, SIMD16<Float>, SIMD16<Float>, SIMD16<Float>, SIMD16<Float>)
+typealias Tile6x16 = Tile6<SIMD16<Float>>
 /// Six rows of 8 accumulated columns.
-typealias Tile6x8 = (SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>, SIMD8<Float>)
+typealias Tile6x8 = Tile6<SIMD8<Float>>
 
-/// The 6x16 micro-kernel: row r = start.r + sum_k a[k * 6 + r] * b[k * 16 ..< k * 16 + 16].
+/// The micro-kernel: row r = start.r + sum_k a[k * 6 + r] * b[k * 16 ..< k * 16 + V.scalarCount] (V is SIMD16, or
+/// SIMD8 for the first 8 lanes of a last, narrow strip). Always inlined, so each use is specialised.
 @inline(__always)
-private func microKernel6x16(_ depth: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ start: Tile6x16) -> Tile6x16 {
+private func microKernel<V: SIMD>(_ depth: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ start: Tile6<V>) -> Tile6<V>
+where V.Scalar == Float {
     var (c0, c1, c2, c3, c4, c5) = start
     var ap = a, bp = b
     for _ in 0..<depth {
         // Weights stream from memory once per run (9 MB per 7x7 ResNet layer) faster than the hardware prefetcher
         // runs ahead: fetch them ~130 iterations before use (ResNet-18 batch 1: 46 -> 42 ms).
         osprey_prefetch(ap + 768)
-        let v = bp.vector(SIMD16<Float>.self)
-        multiplyAdd(&c0, SIMD16(repeating: ap[0]), v)
-        multiplyAdd(&c1, SIMD16(repeating: ap[1]), v)
-        multiplyAdd(&c2, SIMD16(repeating: ap[2]), v)
-        multiplyAdd(&c3, SIMD16(repeating: ap[3]), v)
-        multiplyAdd(&c4, SIMD16(repeating: ap[4]), v)
-        multiplyAdd(&c5, SIMD16(repeating: ap[5]), v)
-        ap += 6
-        bp += stripWidth
-    }
-    return (c0, c1, c2, c3, c4, c5)
-}
-
-/// The 6x8 micro-kernel for a last strip of at most 8 columns (the first 8 lanes of a 16-wide strip).
-@inline(__always)
-private func microKernel6x8(_ depth: Int, _ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ start: Tile6x8) -> Tile6x8 {
-    var (c0, c1, c2, c3, c4, c5) = start
-    var ap = a, bp = b
-    for _ in 0..<depth {
-        osprey_prefetch(ap + 768)
-        let v = bp.vector(SIMD8<Float>.self)
-        multiplyAdd(&c0, SIMD8(repeating: ap[0]), v)
-        multiplyAdd(&c1, SIMD8(repeating: ap[1]), v)
-        multiplyAdd(&c2, SIMD8(repeating: ap[2]), v)
-        multiplyAdd(&c3, SIMD8(repeating: ap[3]), v)
-        multiplyAdd(&c4, SIMD8(repeating: ap[4]), v)
-        multiplyAdd(&c5, SIMD8(repeating: ap[5]), v)
+        let v = bp.vector(V.self)
+        multiplyAdd(&c0, V(repeating: ap[0]), v)
+        multiplyAdd(&c1, V(repeating: ap[1]), v)
+        multiplyAdd(&c2, V(repeating: ap[2]), v)
+        multiplyAdd(&c3, V(repeating: ap[3]), v)
+        multiplyAdd(&c4, V(repeating: ap[4]), v)
+        multiplyAdd(&c5, V(repeating: ap[5]), v)
         ap += 6
         bp += stripWidth
     }
