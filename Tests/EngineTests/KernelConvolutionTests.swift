@@ -15,7 +15,6 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         PackedConvolution(weights: w, bias: bias?.withUnsafeBufferPointer { $0 }, outChannels: g.outChannels, inChannels: g.inChannels,
                           kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, groups: g.groups, activation: activation)
     }
-    var workspace = [Float](repeating: .nan, count: packed.workspaceCount(for: g))
     input.withUnsafeBufferPointer { i in
         weights.withUnsafeBufferPointer { w in
             (bias ?? []).withUnsafeBufferPointer { b in
@@ -27,9 +26,7 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
                                              output: $0.baseAddress!, residual: residualPointer)
                     }
                     actual.withUnsafeMutableBufferPointer { o in
-                        workspace.withUnsafeMutableBufferPointer { ws in
-                            packed.run(g, input: i.baseAddress!, output: o.baseAddress!, workspace: ws.baseAddress, residual: residualPointer)
-                        }
+                        packed.run(g, input: i.baseAddress!, output: o.baseAddress!, residual: residualPointer)
                     }
                 }
             }

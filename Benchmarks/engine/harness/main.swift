@@ -81,15 +81,11 @@ for name in models.keys.sorted() {
         let outCount = batch * layer.M * g.outHeight * g.outWidth
         var output = [Float](repeating: 0, count: outCount)
         let residual = layer.residual ? randomFloats(outCount) : []
-        var workspace = [Float](repeating: 0, count: max(1, packed.workspaceCount(for: g)))
         let seconds = time(repeats) {
             input.withUnsafeBufferPointer { i in
                 output.withUnsafeMutableBufferPointer { o in
-                    workspace.withUnsafeMutableBufferPointer { ws in
-                        residual.withUnsafeBufferPointer { r in
-                            packed.run(g, input: i.baseAddress!, output: o.baseAddress!, workspace: ws.baseAddress,
-                                       residual: layer.residual ? r.baseAddress : nil)
-                        }
+                    residual.withUnsafeBufferPointer { r in
+                        packed.run(g, input: i.baseAddress!, output: o.baseAddress!, residual: layer.residual ? r.baseAddress : nil)
                     }
                 }
             }

@@ -398,23 +398,3 @@ private func gatherColumns(_ g: ConvGeometry, layout: PaddedInput, padded: Unsaf
     default: gather { loadStrided16($0, stride: sw) }
     }
 }
-
-/// dst[i] = src[i * stride] for i < count; vector loads are used only while they stay within `readable` floats of src.
-@inline(__always)
-func copyStrided(from src: UnsafePointer<Float>, stride: Int, readable: Int, to dst: UnsafeMutablePointer<Float>, count: Int) {
-    if stride == 1 {
-        dst.update(from: src, count: count)
-        return
-    }
-    var i = 0
-    if stride == 2 {
-        while i + 16 <= count && 2 * (i + 16) <= readable {
-            (dst + i).store(loadStrided16(src + 2 * i, stride: 2))
-            i += 16
-        }
-    }
-    while i < count {
-        dst[i] = src[i * stride]
-        i += 1
-    }
-}

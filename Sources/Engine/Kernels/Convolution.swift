@@ -58,15 +58,12 @@ public final class PackedConvolution: @unchecked Sendable {
         bias?.deallocate()
     }
 
-    /// Floats of scratch memory `run` needs for this geometry from the caller (none: kernels use per-thread scratch).
-    public func workspaceCount(for geometry: ConvGeometry) -> Int { 0 }
-
     /// Computes the convolution of NCHW `input` into NCHW `output` (batch * outChannels * outHeight * outWidth floats).
     ///
     /// `residual`, when given, has the output's shape and is added before the activation (a fused Add + Relu);
     /// `activation`, when given, replaces the packed one (the activation after a fused Add).
     public func run(_ geometry: ConvGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
-                    workspace: UnsafeMutablePointer<Float>?, residual: UnsafePointer<Float>? = nil, activation: Activation? = nil) {
+                    residual: UnsafePointer<Float>? = nil, activation: Activation? = nil) {
         let activation = activation ?? self.activation
         let g = geometry
         precondition(g.inChannels == inChannels && g.outChannels == outChannels && g.groups == groups

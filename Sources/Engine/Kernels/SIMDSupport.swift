@@ -44,28 +44,7 @@ func loadStrided16(_ p: UnsafePointer<Float>, stride: Int) -> SIMD16<Float> {
     return v
 }
 
-/// Loads 8 floats `stride` apart (stride 2 reads 16 floats).
-@inline(__always)
-func loadStrided8(_ p: UnsafePointer<Float>, stride: Int) -> SIMD8<Float> {
-    if stride == 1 { return p.vector(SIMD8<Float>.self) }
-    if stride == 2 { return p.vector(SIMD16<Float>.self).evenHalf }
-    var v = SIMD8<Float>()
-    for i in 0..<8 { v[i] = p[i * stride] }
-    return v
-}
-
-/// Loads 4 floats `stride` apart (stride 2 reads 8 floats).
-@inline(__always)
-func loadStrided4(_ p: UnsafePointer<Float>, stride: Int) -> SIMD4<Float> {
-    if stride == 1 { return p.vector(SIMD4<Float>.self) }
-    if stride == 2 { return p.vector(SIMD8<Float>.self).evenHalf }
-    var v = SIMD4<Float>()
-    for i in 0..<4 { v[i] = p[i * stride] }
-    return v
-}
-
-/// dst[i] = src[i] for i < count, inline: image rows are short (7 to 112 floats) and a memmove call per row showed
-/// up as 5-9% of MobileNetV2.
+/// dst[i] = src[i] for i < count, inline: image rows are short (7 to 112 floats), no libc call per row.
 @inline(__always)
 func copyFloats(from src: UnsafePointer<Float>, to dst: UnsafeMutablePointer<Float>, count: Int) {
     var i = 0

@@ -151,9 +151,9 @@ let convOperators: OperatorTable = [
                     if let p = prepared {
                         if let skip {
                             // The skip has the output's shape: residual and activation both in the kernel's epilogue.
-                            skip.floatPointer { p.run(g, input: xp, output: o, workspace: nil, residual: $0, activation: activation) }
+                            skip.floatPointer { p.run(g, input: xp, output: o, residual: $0, activation: activation) }
                         } else {
-                            p.run(g, input: xp, output: o, workspace: nil)
+                            p.run(g, input: xp, output: o)
                         }
                     } else {
                         let w = try inputs.required(1, ctx)
