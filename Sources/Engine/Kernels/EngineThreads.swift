@@ -47,7 +47,7 @@ final class ComputePool: @unchecked Sendable {
         openblas_set_num_threads(1)
         // The pthread build starts its workers at load time and they poll with sched_yield between calls (10% of a
         // core, and a stolen core at two threads); with one thread it never uses them again, so stop them.
-        _ = openBLASThreadShutdown()
+        _ = blas_thread_shutdown_()
         // Until the engine configures a budget, use every core, as OpenBLAS does by default.
         pool.resize(threads: max(1, ProcessInfo.processInfo.activeProcessorCount))
         return pool
@@ -172,7 +172,3 @@ final class ComputePool: @unchecked Sendable {
         pthread_mutex_lock(&mutex)
     }
 }
-
-/// OpenBLAS's own worker-pool shutdown (exported by libopenblas, not declared in its headers).
-@_silgen_name("blas_thread_shutdown_")
-private func openBLASThreadShutdown() -> Int32
