@@ -5,10 +5,10 @@ import CKernelShim
 /// out[m][j] = bias[m] + sum_k W[m][k] * col[k][j], where col is the im2col matrix of one group over the output
 /// pixels of all images side by side (j = image * outPlane + pixel), so small planes still make wide products.
 /// The weights are packed once into panels of 6 output channels interleaved by k; each tile of columns is unfolded
-/// straight into strips of 16 columns interleaved by k. The 6x16 micro-kernel then streams both operands
-/// sequentially, keeps its 12 accumulators in registers over the whole of k, and applies bias, residual and
-/// activation while storing: no packing of activations per call, no C reload, no separate epilogue pass, which is
-/// what OpenBLAS spent over the conv layers.
+/// straight into strips of 16 columns interleaved by k (pointwise: from the input planes; otherwise gathered from one
+/// zero-padded copy of the input, not im2col). The 6x16 micro-kernel then streams both operands sequentially and
+/// keeps its 12 accumulators, started from the bias, in registers over the whole of k (no C reload); residual and
+/// activation follow in one pass over each panel's rows of the tile while they are still in cache.
 struct ConvWeightPanels {
     /// Output channels per panel (the micro-kernel's rows).
     static let rows = 6
