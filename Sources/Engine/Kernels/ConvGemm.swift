@@ -329,7 +329,7 @@ struct PaddedInput {
                 for y in 0..<sourceRows {
                     let row = dst + (top + y) * w
                     if left > 0 { row.update(repeating: 0, count: left) }
-                    copyFloats(from: src + y * sourceWidth, to: row + left, count: sourceWidth)
+                    (row + left).update(from: src + y * sourceWidth, count: sourceWidth)
                     if w - left - sourceWidth > 0 { (row + left + sourceWidth).update(repeating: 0, count: w - left - sourceWidth) }
                 }
                 (dst + (top + sourceRows) * w).update(repeating: 0, count: (r - top - sourceRows) * w)

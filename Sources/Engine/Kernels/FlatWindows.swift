@@ -72,7 +72,7 @@ struct FlatWindowLayout {
     func load(_ plane: UnsafePointer<Float>, into scratch: UnsafeMutablePointer<Float>) {
         guard stride == 2 else {
             for y in 0..<inHeight {
-                copyFloats(from: plane + y * inWidth, to: scratch + (padTop + y) * paddedWidth + padLeft, count: inWidth)
+                (scratch + (padTop + y) * paddedWidth + padLeft).update(from: plane + y * inWidth, count: inWidth)
             }
             return
         }

@@ -44,20 +44,6 @@ func loadStrided16(_ p: UnsafePointer<Float>, stride: Int) -> SIMD16<Float> {
     return v
 }
 
-/// dst[i] = src[i] for i < count, inline: image rows are short (7 to 112 floats), no libc call per row.
-@inline(__always)
-func copyFloats(from src: UnsafePointer<Float>, to dst: UnsafeMutablePointer<Float>, count: Int) {
-    var i = 0
-    while i + 16 <= count {
-        (dst + i).store((src + i).vector(SIMD16<Float>.self))
-        i += 16
-    }
-    while i < count {
-        dst[i] = src[i]
-        i += 1
-    }
-}
-
 /// acc += a * b lane-wise: one FMA instruction where the target has it (release builds), multiply and add otherwise
 /// (without an FMA target `addProduct` becomes a libm call per lane).
 @inline(__always)
