@@ -7,8 +7,8 @@ let fast: [SwiftSetting] = [.unsafeFlags(["-Ounchecked", "-wmo", "-target-cpu", 
                             .define("OSPREY_FMA", .when(configuration: .release))]
 
 let package = Package(
+    // Linux only (Glibc, /proc, Debian's C libraries): SwiftPM has no way to say so, so no Apple platform is declared.
     name: "Osprey",
-    platforms: [.macOS(.v14)],
     products: [
         .executable(name: "osprey", targets: ["osprey"]),
     ],
@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "HTTP", dependencies: ["CLibUV", "CHTTPParser"]),
         .target(name: "Serving", dependencies: ["Engine", "Imaging"]),
         .target(name: "API", dependencies: ["HTTP", "Serving"]),
-        .executableTarget(name: "osprey", dependencies: ["API"]),
+        .executableTarget(name: "osprey", dependencies: ["API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),
 
         .testTarget(name: "TensorTests", dependencies: ["Tensor"]),
         .testTarget(name: "ONNXTests", dependencies: ["ONNX"]),
