@@ -24,6 +24,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
       --read-timeout DURATION  time for a started request to arrive completely, else 408 (default 30s)
       --shutdown-timeout DURATION
                                on SIGTERM/SIGINT, time in-flight requests get to finish (default 30s)
+      --drain-delay DURATION   on SIGTERM/SIGINT, report not ready but keep accepting for this long before
+                               closing the listener, so load balancers stop sending first (default 0)
       --threads N              compute threads for the engine, OpenBLAS included (default: all cores)
       --admin-token TOKEN      require 'Authorization: Bearer TOKEN' on /v2/repository/* (default: loopback clients only)
       --poll-interval DURATION watch the repository for added and removed versions (default: off)
@@ -61,7 +63,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
         logger.info("model repository loaded", [("path", repository), ("ready", String(registry.isReady))])
         await registry.run()
     }
-    return try serve(server: server, readiness: readiness, shutdownTimeout: options.shutdownTimeout, logger: logger)
+    return try serve(server: server, readiness: readiness, drainDelay: options.drainDelay, shutdownTimeout: options.shutdownTimeout,
+                     logger: logger)
 }
 
 /// Serving's log lines through the server's logger.
@@ -81,12 +84,13 @@ struct ServeOptions {
     var configuration = HTTPServerConfiguration()
     var modelRepository = "models"
     var shutdownTimeout = 30.0
+    var drainDelay = 0.0
     var service = ServiceOptions()
     var computeThreads = ProcessInfo.processInfo.activeProcessorCount
     var pollInterval: Double?
 
     static let valueFlags: Set<String> = ["host", "port", "model-repository", "io-threads", "max-header-bytes", "max-body-bytes",
-                                          "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "log-format", "log-level",
+                                          "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "drain-delay", "log-format", "log-level",
                                           "threads", "admin-token", "poll-interval", "max-image-pixels"]
 
     init(_ args: ArraySlice<String>) throws {
@@ -105,6 +109,7 @@ struct ServeOptions {
         configuration.idleTimeout = try arguments.seconds("idle-timeout", default: configuration.idleTimeout)
         configuration.readTimeout = try arguments.seconds("read-timeout", default: configuration.readTimeout)
         shutdownTimeout = try arguments.seconds("shutdown-timeout", default: shutdownTimeout)
+        drainDelay = try arguments.seconds("drain-delay", default: drainDelay)
         let cores = ProcessInfo.processInfo.activeProcessorCount
         computeThreads = min(try arguments.int("threads", default: cores, minimum: 1), cores)
         service.adminToken = arguments.string("admin-token").flatMap { $0.isEmpty ? nil : $0 }
