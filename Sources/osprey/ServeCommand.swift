@@ -30,6 +30,10 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
       --admin-token TOKEN      require 'Authorization: Bearer TOKEN' on /v2/repository/* (default: loopback clients only)
       --poll-interval DURATION watch the repository for added and removed versions (default: off)
       --max-image-pixels N     largest image accepted by classify, checked before decoding (default 50000000)
+      --max-image-bytes SIZE   largest decoded image (width x height x channels x bytes per sample), checked
+                               from the header before decoding, else 413 (default 256MiB)
+      --max-bytes-elements N   BYTES elements one infer request may hold, else 413 (default 65536)
+      --max-decoded-bytes SIZE decoded tensor bytes one infer request may hold, else 413 (default 256MiB)
       --log-format FORMAT      json or logfmt (default logfmt)
       --log-level LEVEL        debug, info, warn, error or off; access lines are info (default info)
       --help                   show this help
@@ -94,7 +98,7 @@ struct ServeOptions {
                                           "threads", "admin-token", "poll-interval", "max-image-pixels"]
 
     init(_ args: ArraySlice<String>) throws {
-        let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags, booleanFlags: [])
+        let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags.union(ServeOptions.requestLimitFlags), booleanFlags: [])
         guard arguments.positionals.isEmpty else {
             throw UsageError(description: "unexpected argument '\(arguments.positionals[0])'")
         }
@@ -118,6 +122,7 @@ struct ServeOptions {
             pollInterval = seconds > 0 ? seconds : nil
         }
         service.maxImagePixels = try arguments.int("max-image-pixels", default: service.maxImagePixels, minimum: 1)
+        try parseRequestLimits(arguments)
         if let text = arguments.string("log-format") {
             guard let format = LogFormat(rawValue: text.lowercased()) else {
                 throw UsageError(description: "--log-format expects json or logfmt, got '\(text)'")
