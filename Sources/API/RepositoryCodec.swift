@@ -59,13 +59,23 @@ public enum RepositoryCodec {
         return Array(text.utf8)
     }
 
-    /// `[{"name","version","state","reason"}]`.
+    /// The upload's `replace` query parameter: absent or `false` keeps an existing version (409), `true` replaces it.
+    public static func decodeReplaceParameter(_ value: String?) throws -> Bool {
+        switch value?.lowercased() {
+        case nil, "false", "0": return false
+        case "true", "1", "": return true
+        case let other?: throw APIError.badRequest("query parameter 'replace' must be true or false, got '\(other.prefix(20))'")
+        }
+    }
+
+    /// `[{"name","version","state","reason","memory_bytes"}]`.
     public static func encodeIndex(_ entries: [ModelIndexEntry]) -> HTTPResponse {
         .json(.array(entries.map { e in
             var o: JSONObject = ["name": .string(e.name)]
             if let v = e.version { o["version"] = .string(String(v)) }
             o["state"] = .string(e.state.rawValue)
             if let r = e.reason { o["reason"] = .string(r) }
+            if let m = e.memoryBytes { o["memory_bytes"] = .integer(Int64(m)) }
             return .object(o)
         }))
     }

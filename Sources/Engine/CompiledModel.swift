@@ -25,6 +25,8 @@ public final class CompiledModel: Sendable {
     private let undeclaredTypes: Set<String>
     /// Declared input shapes; absent when the model leaves the rank unknown.
     private let declaredShapes: [String: [DeclaredDimension]]
+    /// Bytes of the constants the plan keeps plus those its kernels consumed (packed), counted at their source size.
+    public let retainedConstantBytes: Int
 
     /// Compiles `model`; `baseDirectory` is where external tensor data would be resolved (the decoder already inlined it).
     public convenience init(model: consuming ONNX.Model, baseDirectory: String? = nil) throws {
@@ -79,6 +81,7 @@ public final class CompiledModel: Sendable {
         var steps: [ExecutionStep] = []
         var usedConstants: [Int: Tensor] = [:]
         var producers: [Int: Int] = [:]
+        var consumedBytes = 0
         for planned in optimizer.nodes {
             let node = planned.node
             var known: [Int: Tensor] = [:]
@@ -87,6 +90,7 @@ public final class CompiledModel: Sendable {
             }
             let ctx = OpContext(node: node, opset: opset, constants: known, activation: planned.activation)
             let prepared = try operatorFactory(for: node)!(ctx)
+            consumedBytes += prepared.consumedInputs.reduce(0) { $0 + (known[$1]?.byteCount ?? 0) }
             ctx.releaseConstants()
             var inputIDs: [Int] = []
             for (i, name) in node.inputs.enumerated() {
@@ -159,6 +163,7 @@ public final class CompiledModel: Sendable {
                                  inputSlots: inputs.map { ($0.name, inputSlots[$0.name]!) }, producers: producers,
                                  outputSlots: outputSpecs.map { outputSlots[$0.name]! })
         self.plan = plan
+        retainedConstantBytes = consumedBytes + distinctStorageBytes(usedConstants.values)
         self.inputSlots = inputSlots
         self.outputSlots = outputSlots
         outputs = OutputProbe.complete(outputSpecs, declared: graph.outputs, inputs: inputs, plan: plan, slots: outputSpecs.map { outputSlots[$0.name]! })
@@ -179,6 +184,16 @@ public final class CompiledModel: Sendable {
             throw EngineError(.invalidModel, "cannot load '\(path)': \(error)")
         }
         try self.init(model: consume model, baseDirectory: (path as NSString).deletingLastPathComponent)
+    }
+
+    deinit { Engine.releaseUnusedMemory(afterReleasing: retainedConstantBytes) }
+
+    /// Runs the model once and returns the most bytes its non-constant values (inputs, intermediates, outputs) held at once.
+    public func measurePeakActivationBytes(_ feeds: [String: Tensor]) throws -> Int {
+        try validate(feeds)
+        var peak = 0
+        _ = try plan.execute(feeds: feeds, wanted: outputs.map { outputSlots[$0.name]! }, peakBytes: &peak)
+        return peak
     }
 
     /// Runs the model and returns every output.

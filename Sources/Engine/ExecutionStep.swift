@@ -89,7 +89,9 @@ struct ExecutionPlan: Sendable {
     }
 
     /// Runs the steps that `wanted` needs on validated `feeds`, returning those slots' values in order.
-    func execute(feeds: [String: Tensor], wanted: [Int], timings: UnsafeMutablePointer<[Double]>? = nil) throws -> [Tensor] {
+    /// With `peakBytes`, also records the most bytes of distinct non-constant storage alive after any step.
+    func execute(feeds: [String: Tensor], wanted: [Int], timings: UnsafeMutablePointer<[Double]>? = nil,
+                 peakBytes: UnsafeMutablePointer<Int>? = nil) throws -> [Tensor] {
         let needed = neededSteps(for: wanted)
         var values = [Tensor?](repeating: nil, count: slotCount)
         for (id, tensor) in constantSlots { values[id] = tensor }
@@ -118,6 +120,7 @@ struct ExecutionPlan: Sendable {
                 values[id] = results[k]
                 if step.shapeDerived && cached == nil { fresh[id] = results[k] }
             }
+            if let peakBytes { peakBytes.pointee = max(peakBytes.pointee, liveBytes(values)) }
             for id in step.releases { values[id] = nil }
         }
         if cached == nil && !fresh.isEmpty { shapeCache.store(fresh, for: signature) }
@@ -126,6 +129,28 @@ struct ExecutionPlan: Sendable {
             return t
         }
     }
+}
+
+extension ExecutionPlan {
+    /// Bytes of the distinct storage behind the non-constant values in `values` (views of one buffer count once).
+    func liveBytes(_ values: [Tensor?]) -> Int {
+        let constants = Set(constantSlots.map(\.0))
+        return distinctStorageBytes(values.indices.lazy.filter { !constants.contains($0) }.compactMap { values[$0] })
+    }
+}
+
+/// Bytes of the distinct storage buffers behind `tensors` (string tensors count their element bytes).
+func distinctStorageBytes<S: Sequence>(_ tensors: S) -> Int where S.Element == Tensor {
+    var seen = Set<ObjectIdentifier>()
+    var total = 0
+    for tensor in tensors {
+        if tensor.dtype == .string {
+            total += tensor.strings.reduce(0) { $0 + $1.count }
+        } else if seen.insert(ObjectIdentifier(tensor.storage)).inserted {
+            total += tensor.storage.byteCount
+        }
+    }
+    return total
 }
 
 /// Fills output dtypes and shapes the model does not declare by running the plan on zero inputs (batch 1 and 2).

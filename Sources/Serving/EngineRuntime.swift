@@ -5,6 +5,12 @@ import Tensor
 extension CompiledModel: ModelRuntime {
     /// The model file's `metadata_props`.
     public var metadata: [(key: String, value: String)] { info.metadataProps }
+
+    /// Initializers kept by the plan plus the constants its kernels packed.
+    public var constantBytes: Int { retainedConstantBytes }
+
+    /// The engine's own measurement of one run.
+    public func peakActivationBytes(_ feeds: [String: Tensor]) throws -> Int { try measurePeakActivationBytes(feeds) }
 }
 
 /// Loads `path` with the ONNX engine (decode, compile, pre-pack); the registry calls it on its loader thread.

@@ -18,15 +18,18 @@ public struct ModelIndexEntry: Sendable, Equatable {
     public var version: Int?
     /// Current state.
     public var state: ModelState
-    /// Why the version is not READY (nil when ready or loading).
+    /// Why the version is not READY (nil when loading, and when ready unless its file left the repository).
     public var reason: String?
+    /// Bytes the loaded version holds (weights, packed constants, activations at the maximum batch); nil when not loaded.
+    public var memoryBytes: Int?
 
     /// An index row.
-    public init(name: String, version: Int?, state: ModelState, reason: String?) {
+    public init(name: String, version: Int?, state: ModelState, reason: String?, memoryBytes: Int? = nil) {
         self.name = name
         self.version = version
         self.state = state
         self.reason = reason
+        self.memoryBytes = memoryBytes
     }
 }
 
@@ -38,11 +41,22 @@ public struct RegistryOptions: Sendable {
     public var pollInterval: Duration?
     /// Run each new version once on zero inputs before marking it READY.
     public var warmUp: Bool
+    /// Models that must have a READY version for the server to be ready; nil: every model whose directory held a
+    /// version when the repository was first loaded.
+    public var requiredModels: [String]?
+    /// Most bytes all loaded versions may hold together (`ServedVersion.memoryBytes`); nil: no limit.
+    public var maxModelMemory: Int?
+    /// At the first load, staging entries and interrupted-write temp files older than this many seconds are removed.
+    public var staleUploadAge: Double
 
-    /// Options with one compute slot, no polling and warm-up on.
-    public init(computeSlots: Int = 1, pollInterval: Duration? = nil, warmUp: Bool = true) {
+    /// Options with one compute slot, no polling, warm-up on, no memory limit, stale uploads removed after an hour.
+    public init(computeSlots: Int = 1, pollInterval: Duration? = nil, warmUp: Bool = true, requiredModels: [String]? = nil,
+                maxModelMemory: Int? = nil, staleUploadAge: Double = 3600) {
         self.computeSlots = computeSlots
         self.pollInterval = pollInterval
         self.warmUp = warmUp
+        self.requiredModels = requiredModels
+        self.maxModelMemory = maxModelMemory
+        self.staleUploadAge = staleUploadAge
     }
 }

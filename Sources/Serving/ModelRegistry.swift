@@ -1,3 +1,4 @@
+import Foundation
 import Engine
 import Tensor
 
@@ -19,6 +20,8 @@ public actor ModelRegistry {
         var failure: String?
         var failedAttempt: (FileFingerprint, ModelConfig, [String])?
         var note: String?
+        /// The version's file left the repository while it served: it keeps serving until another version is READY.
+        var removedFromDisk = false
 
         var state: ModelState {
             if served != nil { return .ready }
@@ -29,7 +32,8 @@ public actor ModelRegistry {
 
         var reason: String? {
             switch state {
-            case .ready, .loading: return nil
+            case .ready: return removedFromDisk ? "removed from the repository; serves until another version is ready" : nil
+            case .loading: return nil
             case .failed: return failure
             case .unavailable: return note ?? "not loaded"
             }
@@ -66,6 +70,11 @@ public actor ModelRegistry {
     private var lockWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     private var publishedVersions: [String: Set<Int>] = [:]
     private nonisolated let routes = Locked<[String: Route]>([:])
+    /// Models readiness waits for; nil until the first `loadAll` has scanned the repository.
+    private nonisolated let required = Locked<Set<String>?>(nil)
+    private var scannedOnce = false
+    /// Bytes set aside for loads in progress, so two loads cannot both fit the memory budget in the same room.
+    private var reservedMemoryBytes = 0
 
     /// A registry over `repositoryPath`; call `loadAll()` to load the models, `run()` to poll for changes.
     public init(repositoryPath: String, loader: @escaping ModelLoader, options: RegistryOptions = RegistryOptions(),
@@ -78,6 +87,9 @@ public actor ModelRegistry {
         self.logger = logger
         gate = ComputeGate(slots: options.computeSlots)
     }
+
+    /// True for names a model directory may have: 1-64 characters of `[A-Za-z0-9_.-]`, not `.` or `..`.
+    public nonisolated static func isValidModelName(_ name: String) -> Bool { ModelRepository.isValidModelName(name) }
 
     // MARK: - Lookups (no await)
 
@@ -117,9 +129,21 @@ public actor ModelRegistry {
     /// Names of the models in the repository.
     public nonisolated var modelNames: [String] { routes.withLock { $0.keys.sorted() } }
 
-    /// True when every model in the repository (except ones explicitly unloaded) has a READY version; an empty repository is ready.
+    /// True when every required model (except ones explicitly unloaded) has a READY version.
+    ///
+    /// Required means `options.requiredModels` when given, else every model whose directory held a version when
+    /// `loadAll` first scanned the repository; models added later never make the server not ready by failing.
     public nonisolated var isReady: Bool {
-        routes.withLock { $0.values.allSatisfy { $0.unloaded || $0.defaultVersion != nil } }
+        let names = required.withLock { $0 } ?? []
+        return routes.withLock { table in names.allSatisfy { table[$0].map { $0.unloaded || $0.defaultVersion != nil } ?? false } }
+    }
+
+    /// The models readiness waits for, sorted (empty before the first `loadAll`).
+    public nonisolated var requiredModels: [String] { (required.withLock { $0 } ?? []).sorted() }
+
+    /// Bytes all loaded versions hold together (`ServedVersion.memoryBytes`), the figure `maxModelMemory` bounds.
+    public nonisolated var loadedMemoryBytes: Int {
+        routes.withLock { $0.values.reduce(0) { $0 + $1.versions.values.reduce(0) { $0 + ($1.served?.memoryBytes ?? 0) } } }
     }
 
     /// Triton-style statistics of the READY versions of `model` (only `version` when given).
@@ -135,8 +159,22 @@ public actor ModelRegistry {
     // MARK: - Lifecycle
 
     /// Scans the repository and loads every model per its version policy (retrying earlier failures); failures are logged, not thrown.
+    ///
+    /// The first call also removes what interrupted uploads left (older than `options.staleUploadAge`) and fixes the
+    /// set of required models.
     public func loadAll() async {
+        guard !scannedOnce else { return await synchronize(retryFailures: true) }
+        scannedOnce = true
+        let repository = self.repository
+        let age = options.staleUploadAge
+        let removed = (try? await worker.run { repository.removeStaleUploads(olderThan: age) }) ?? []
+        for path in removed { logger(.info, "removed '\(path)' left by an interrupted upload") }
         await synchronize(retryFailures: true)
+        let names = Set(options.requiredModels ?? models.filter { !$0.value.versions.isEmpty }.map(\.key))
+        for name in names.sorted() where models[name] == nil {
+            logger(.warning, "required model '\(name)' is not in the repository: the server stays not ready until it is loaded")
+        }
+        required.withLock { $0 = names }
     }
 
     /// One polling pass: picks up added, removed or replaced models, versions, configs and labels.
@@ -168,9 +206,12 @@ public actor ModelRegistry {
             logger(.info, "model '\(model)': config.json replaced by a load request")
         }
         models[model]?.unloaded = false
-        let failures = try await reconcile(model, retryFailures: true)
-        guard models[model] != nil else { throw ServingError.modelNotFound(model: model) }
+        let failures = try await reconcile(model, retryFailures: true, keepServingWhenGone: true)
+        guard let record = models[model] else { throw ServingError.modelNotFound(model: model) }
         if let first = failures.keys.max(), let error = failures[first] { throw error }
+        if !record.versions.values.contains(where: { !$0.removedFromDisk }) {
+            throw ServingError.noVersionOnDisk(model: model, serving: routes.withLock { $0[model]?.defaultVersion?.version })
+        }
     }
 
     /// Unloads every version of `model`; requests already admitted finish, then the versions are freed. Polling leaves it unloaded.
@@ -190,11 +231,14 @@ public actor ModelRegistry {
         for model in models.keys { try? unload(model: model) }
     }
 
-    /// Stores `bytes` as `model`/`version`/model.onnx (atomically; verified against `sha256` hex when given) and loads it.
+    /// Uploads `bytes` as `model`/`version` in one transaction: staged under `.staging/`, compiled and warmed up there,
+    /// and only then renamed into place and published (per the version policy).
     ///
-    /// The version then serves per the version policy; if it fails to load, the previously served version keeps
-    /// serving and this throws `.loadFailed`. Throws `.invalidName`, `.digestMismatch`, `.io` before touching the disk.
-    public func putVersion(model: String, version: Int, bytes: [UInt8], sha256: String? = nil) async throws {
+    /// A version already on disk is refused (`.versionExists`) unless `replace`, which keeps the old file serving until
+    /// the new one is READY. What fails to load is removed and never reaches the repository; the served versions keep
+    /// serving and this throws `.loadFailed` or `.memoryBudgetExceeded`. Throws `.invalidName`, `.digestMismatch`,
+    /// `.invalidConfig` before writing, and `.repositoryReadOnly`, `.insufficientStorage`, `.io` when writing fails.
+    public func putVersion(model: String, version: Int, bytes: [UInt8], sha256: String? = nil, replace: Bool = false) async throws {
         try ModelRepository.checkModelName(model)
         guard version > 0 else { throw ServingError.invalidName("invalid version \(version): expected a positive integer") }
         if let expected = sha256.map({ $0.lowercased().trimmingPrefix("sha256:") }) {
@@ -204,10 +248,40 @@ public actor ModelRegistry {
         await lock(model)
         defer { unlock(model) }
         let repository = self.repository
-        try await worker.run { try repository.writeVersion(model: model, version: version, bytes: bytes) }
-        logger(.info, "stored model '\(model)' version \(version) (\(bytes.count) bytes)")
-        models[model]?.unloaded = false
-        let failures = try await reconcile(model, retryFailures: true)
+        // The version loads with the model's current config and labels; a broken config.json refuses the upload first.
+        let scan = try await worker.run { try repository.scan(model: model) }
+        let config = try scan?.configBytes.map { try ModelConfig(json: $0) } ?? ModelConfig()
+        let labels = scan?.labels ?? []
+        let exists = scan?.versions[version] != nil
+        if exists && !replace { throw ServingError.versionExists(model: model, version: version) }
+        let staged = try await worker.run { try repository.stage(model: model, version: version, bytes: bytes) }
+        let outcome = await loadVersion(model: model, version: version, path: staged.modelFile, config: config, labels: labels, reusing: nil)
+        let served: ServedVersion
+        switch outcome {
+        case .failure(let error):
+            _ = try? await worker.run { repository.discard(staged) }
+            logger(.error, "upload of model '\(model)' version \(version) refused, nothing stored: \(error)")
+            throw error
+        case .success(let loaded):
+            served = loaded
+        }
+        do {
+            try await worker.run { try repository.install(staged, replacing: exists) }
+        } catch {
+            _ = try? await worker.run { repository.discard(staged) }
+            throw error
+        }
+        let fingerprint = try? await worker.run { try repository.scan(model: model)?.versions[version] }
+        logger(.info, "stored model '\(model)' version \(version) (\(bytes.count) bytes)" + (exists ? ", replacing the previous file" : ""))
+        var record = models[model] ?? ModelRecord()
+        record.unloaded = false
+        record.config = config
+        record.labels = labels
+        record.versions[version] = VersionSlot(served: served, fingerprint: fingerprint)
+        models[model] = record
+        publish(model)
+        // The policy decides what serves now (the upload is not reloaded: its fingerprint, config and labels match).
+        let failures = try await reconcile(model, retryFailures: false)
         if let error = failures[version] { throw error }
     }
 
@@ -277,10 +351,19 @@ public actor ModelRegistry {
     }
 
     /// Brings `model` in line with the disk and its policy; returns the load failures by version. Caller holds the model lock.
-    private func reconcile(_ model: String, retryFailures: Bool) async throws -> [Int: ServingError] {
+    ///
+    /// A READY version whose file left the repository keeps serving until another version is READY; with
+    /// `keepServingWhenGone` (explicit loads) that holds even when the whole model directory is gone.
+    private func reconcile(_ model: String, retryFailures: Bool, keepServingWhenGone: Bool = false) async throws -> [Int: ServingError] {
         let repository = self.repository
         guard let scan = try await worker.run({ try repository.scan(model: model) }) else {
-            forget(model)
+            if keepServingWhenGone, var record = models[model], record.versions.values.contains(where: { $0.served != nil }) {
+                markRemoved(&record, model, onDisk: [:])
+                models[model] = record
+                publish(model)
+            } else {
+                forget(model)
+            }
             return [:]
         }
         var record = models[model] ?? ModelRecord()
@@ -295,17 +378,14 @@ public actor ModelRegistry {
             for version in scan.versions.keys where record.versions[version]?.served == nil {
                 record.versions[version] = VersionSlot(failure: reason)
             }
-            for version in record.versions.keys where scan.versions[version] == nil { record.versions[version] = nil }
+            markRemoved(&record, model, onDisk: scan.versions)
             models[model] = record
             publish(model)
             throw error
         }
         record.config = config
         record.labels = scan.labels
-        for version in record.versions.keys where scan.versions[version] == nil {
-            if record.versions[version]?.served != nil { logger(.info, "model '\(model)' version \(version) removed from the repository") }
-            record.versions[version] = nil
-        }
+        markRemoved(&record, model, onDisk: scan.versions)
         for version in scan.versions.keys where record.versions[version] == nil {
             record.versions[version] = VersionSlot()
         }
@@ -386,6 +466,25 @@ public actor ModelRegistry {
         return failures
     }
 
+    /// Forgets versions no longer on disk, except READY ones: those are marked removed and keep serving until
+    /// `retire` finds another version READY (so deleting the serving version's directory never opens a gap).
+    private func markRemoved(_ record: inout ModelRecord, _ model: String, onDisk: [Int: FileFingerprint]) {
+        for version in record.versions.keys {
+            guard onDisk[version] == nil else {
+                record.versions[version]!.removedFromDisk = false
+                continue
+            }
+            guard record.versions[version]!.served != nil else {
+                record.versions[version] = nil
+                continue
+            }
+            if !record.versions[version]!.removedFromDisk {
+                logger(.warning, "model '\(model)' version \(version) was removed from the repository; it serves until another version is ready")
+            }
+            record.versions[version]!.removedFromDisk = true
+        }
+    }
+
     /// Unloads versions outside `desired`, except the one serving when no desired version is READY (a failed new version never disturbs the old).
     private func retire(_ model: String, desired: Set<Int>) {
         guard var record = models[model], !record.unloaded else { return }
@@ -393,6 +492,11 @@ public actor ModelRegistry {
         let fallback = desiredReady ? nil : record.versions.filter { $0.value.served != nil }.keys.max()
         for version in record.versions.keys.sorted() where !desired.contains(version) && version != fallback {
             guard let slot = record.versions[version], slot.loadingToken == nil else { continue }
+            if slot.removedFromDisk {
+                logger(.info, "model '\(model)' version \(version) (removed from the repository) is unloaded: another version is ready")
+                record.versions[version] = nil
+                continue
+            }
             // A failed version keeps its reason in the index rather than reading "not selected".
             if slot.served == nil && slot.failure != nil { continue }
             if slot.served != nil { logger(.info, "unloading model '\(model)' version \(version) (not selected by the version policy)") }
@@ -405,22 +509,39 @@ public actor ModelRegistry {
         publish(model)
     }
 
-    /// Reads, loads and warms up one version on the loader thread.
-    private func loadVersion(model: String, version: Int, config: ModelConfig, labels: [String],
+    /// Reads, loads and warms up one version on the loader thread (from `path`, else its place in the repository),
+    /// measuring its memory; refused before and after compiling when it would not fit `options.maxModelMemory`.
+    private func loadVersion(model: String, version: Int, path: String? = nil, config: ModelConfig, labels: [String],
                              reusing previous: ServedVersion?) async -> Result<ServedVersion, ServingError> {
         if let previous {
             do {
                 return .success(try ServedVersion(name: model, version: version, config: config, labels: labels, runtime: previous.runtime,
-                                                  gate: gate, metrics: metrics, loadSeconds: previous.loadSeconds))
+                                                  gate: gate, metrics: metrics, loadSeconds: previous.loadSeconds,
+                                                  memoryBytes: previous.memoryBytes))
             } catch {
                 return .failure(.loadFailed(model: model, version: version, reason: "config does not fit the model: \(Self.describe(error))"))
             }
         }
-        let path = repository.modelFile(model, version: version)
+        let path = path ?? repository.modelFile(model, version: version)
+        let budget = options.maxModelMemory
+        var reservation = 0
+        if let budget {
+            // The file's size is a floor for the weights: refuse before compiling what cannot fit.
+            var info = stat()
+            let fileBytes = stat(path, &info) == 0 ? Int(info.st_size) : 0
+            let loaded = loadedBytesInRegistry() + reservedMemoryBytes
+            if loaded + fileBytes > budget {
+                return .failure(.memoryBudgetExceeded(model: model, version: version, needed: fileBytes, loaded: loaded, budget: budget))
+            }
+            reservation = fileBytes
+            reservedMemoryBytes += reservation
+        }
+        defer { reservedMemoryBytes -= reservation }
         let loader = self.loader
         let gate = self.gate
         let metrics = self.metrics
         let warmUp = options.warmUp
+        let result: Result<ServedVersion, ServingError>
         do {
             let served = try await worker.run { () throws -> ServedVersion in
                 let started = monotonicNanos()
@@ -430,37 +551,65 @@ public actor ModelRegistry {
                 } catch {
                     throw ServingError.loadFailed(model: model, version: version, reason: Self.describe(error))
                 }
+                var activationBytes = 0
                 if warmUp {
-                    let feeds = Self.warmUpFeeds(runtime.inputs)
-                    gate.acquire()
-                    defer { gate.release() }
-                    do {
-                        _ = try runtime.run(feeds)
-                    } catch {
-                        throw ServingError.loadFailed(model: model, version: version, reason: "warm-up run failed: \(Self.describe(error))")
-                    }
+                    activationBytes = try Self.warmUp(runtime, model: model, version: version,
+                                                      rows: ServedVersion.executionRows(config: config, runtime: runtime), gate: gate)
                 }
                 let seconds = Double(monotonicNanos() - started) / 1e9
                 do {
                     return try ServedVersion(name: model, version: version, config: config, labels: labels, runtime: runtime,
-                                             gate: gate, metrics: metrics, loadSeconds: seconds)
+                                             gate: gate, metrics: metrics, loadSeconds: seconds,
+                                             memoryBytes: runtime.constantBytes + activationBytes)
                 } catch {
                     throw ServingError.loadFailed(model: model, version: version, reason: "config does not fit the model: \(Self.describe(error))")
                 }
             }
-            return .success(served)
+            result = .success(served)
         } catch let error as ServingError {
-            return .failure(error)
+            result = .failure(error)
         } catch {
-            return .failure(.loadFailed(model: model, version: version, reason: Self.describe(error)))
+            result = .failure(.loadFailed(model: model, version: version, reason: Self.describe(error)))
+        }
+        if let budget, case .success(let served) = result {
+            let loaded = loadedBytesInRegistry() + reservedMemoryBytes - reservation
+            if loaded + served.memoryBytes > budget {
+                return .failure(.memoryBudgetExceeded(model: model, version: version, needed: served.memoryBytes, loaded: loaded, budget: budget))
+            }
+        }
+        // Clients see paths relative to the repository, never where it lives on the server.
+        if case .failure(.loadFailed(let model, let version, let reason)) = result {
+            let relative = reason.replacingOccurrences(of: repositoryPath + "/", with: "").replacingOccurrences(of: repositoryPath, with: ".")
+            return .failure(.loadFailed(model: model, version: version, reason: relative))
+        }
+        return result
+    }
+
+    /// Runs `runtime` once on zeros at batch 1 (and, when executions may hold more rows, once at batch 2) and returns
+    /// its activation bytes at `rows` rows, extrapolated linearly from the two measurements.
+    private static func warmUp(_ runtime: any ModelRuntime, model: String, version: Int, rows: Int, gate: ComputeGate) throws -> Int {
+        gate.acquire()
+        defer { gate.release() }
+        do {
+            let one = try runtime.peakActivationBytes(warmUpFeeds(runtime.inputs))
+            guard rows > 1 else { return one }
+            let two = try runtime.peakActivationBytes(warmUpFeeds(runtime.inputs, batchRows: 2))
+            return one + (rows - 1) * max(0, two - one)
+        } catch {
+            throw ServingError.loadFailed(model: model, version: version, reason: "warm-up run failed: \(describe(error))")
         }
     }
 
-    /// Zero tensors of each input's declared shape, dynamic dimensions set to 1.
-    static func warmUpFeeds(_ inputs: [TensorSpec]) -> [String: Tensor] {
+    /// Bytes held by every loaded version in the registry.
+    private func loadedBytesInRegistry() -> Int {
+        models.values.reduce(0) { $0 + $1.versions.values.reduce(0) { $0 + ($1.served?.memoryBytes ?? 0) } }
+    }
+
+    /// Zero tensors of each input's declared shape, dynamic dimensions set to 1 (a dynamic batch dimension to `batchRows`).
+    static func warmUpFeeds(_ inputs: [TensorSpec], batchRows: Int = 1) -> [String: Tensor] {
         var feeds: [String: Tensor] = [:]
         for spec in inputs {
-            let shape = spec.shape.map { $0.value ?? 1 }
+            let shape = spec.shape.enumerated().map { axis, dimension in dimension.value ?? (axis == 0 ? batchRows : 1) }
             if spec.dtype == .string {
                 feeds[spec.name] = Tensor(shape: shape, strings: Array(repeating: [], count: Tensor.elementCount(shape)))
             } else {
@@ -493,7 +642,8 @@ public actor ModelRegistry {
         for version in record.versions.keys.sorted() {
             let slot = record.versions[version]!
             versions[version] = (slot.state, slot.reason, slot.served)
-            entries.append(ModelIndexEntry(name: model, version: version, state: slot.state, reason: slot.reason))
+            entries.append(ModelIndexEntry(name: model, version: version, state: slot.state, reason: slot.reason,
+                                           memoryBytes: slot.served?.memoryBytes))
         }
         var defaultVersion: ServedVersion?
         if let pinned = record.pinned, let served = record.versions[pinned]?.served {

@@ -62,7 +62,7 @@ struct ModelRepository: Sendable {
         do {
             entries = try FileManager.default.contentsOfDirectory(atPath: root)
         } catch {
-            throw ServingError.io("cannot read model repository '\(root)': \(error.localizedDescription)")
+            throw ServingError.io("cannot read the model repository: \(error.localizedDescription)")
         }
         var valid: [String] = []
         var invalid: [String] = []
@@ -95,12 +95,6 @@ struct ModelRepository: Sendable {
         return scan
     }
 
-    /// Writes `bytes` as the model file of `version` atomically: a temp file in the same directory, flushed, then renamed.
-    func writeVersion(model: String, version: Int, bytes: [UInt8]) throws {
-        try writeAtomically(directory: modelDirectory(model) + "/" + String(version), name: Self.modelFileName, bytes: bytes,
-                            what: "model file for '\(model)' version \(version)")
-    }
-
     /// Replaces `<model>/config.json` atomically (temp file, fsync, rename).
     func writeConfig(model: String, bytes: [UInt8]) throws {
         try writeAtomically(directory: modelDirectory(model), name: "config.json", bytes: bytes, what: "config.json of '\(model)'")
@@ -108,14 +102,22 @@ struct ModelRepository: Sendable {
 
     /// Writes `bytes` to `directory/name` so readers see the old file or the whole new one, never a partial write.
     private func writeAtomically(directory: String, name: String, bytes: [UInt8], what: String) throws {
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw ServingError.io("cannot create '\(directory)': \(error.localizedDescription)")
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+            throw Self.fileError(errno, "create the directory for the \(what)")
         }
         let temporary = directory + "/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o644)
-        guard fd >= 0 else { throw ServingError.io("cannot create '\(temporary)': errno \(errno)") }
+        try Self.writeFile(temporary, bytes: bytes, what: what)
+        if rename(temporary, directory + "/" + name) != 0 {
+            let failure = errno
+            unlink(temporary)
+            throw Self.fileError(failure, "store the \(what)")
+        }
+    }
+
+    /// Creates `path` (which must not exist) holding `bytes`, flushed to disk; on failure nothing is left behind.
+    static func writeFile(_ path: String, bytes: [UInt8], what: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw fileError(errno, "create the \(what)") }
         var written = 0
         var failure: Int32 = 0
         bytes.withUnsafeBytes { buffer in
@@ -130,11 +132,23 @@ struct ModelRepository: Sendable {
             }
         }
         if failure == 0 && fsync(fd) != 0 { failure = errno }
-        close(fd)
-        if failure == 0 && rename(temporary, directory + "/" + name) != 0 { failure = errno }
+        if close(fd) != 0 && failure == 0 { failure = errno }
         if failure != 0 {
-            unlink(temporary)
-            throw ServingError.io("cannot write \(what): errno \(failure)")
+            unlink(path)
+            throw fileError(failure, "write the \(what) (\(bytes.count) bytes)")
+        }
+    }
+
+    /// The typed error for a failed file operation; messages name the file by its role, never by its absolute path.
+    static func fileError(_ code: Int32, _ action: String) -> ServingError {
+        let reason = String(cString: strerror(code))
+        switch code {
+        case EROFS, EACCES, EPERM:
+            return .repositoryReadOnly("the model repository is not writable (\(reason)): cannot \(action); serving continues unchanged")
+        case ENOSPC, EDQUOT:
+            return .insufficientStorage("no space left in the model repository (\(reason)): cannot \(action); nothing was stored")
+        default:
+            return .io("cannot \(action): \(reason)")
         }
     }
 

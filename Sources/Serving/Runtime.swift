@@ -11,11 +11,22 @@ public protocol ModelRuntime: Sendable {
     func run(_ feeds: [String: Tensor]) throws -> [String: Tensor]
     /// Key-value metadata stored in the model file (ONNX `metadata_props`), in file order.
     var metadata: [(key: String, value: String)] { get }
+    /// Bytes the runtime keeps for as long as it is loaded: weights and packed constants.
+    var constantBytes: Int { get }
+    /// Runs the model once on `feeds` and returns the most bytes its values (inputs, intermediates, outputs) held at once.
+    func peakActivationBytes(_ feeds: [String: Tensor]) throws -> Int
 }
 
 extension ModelRuntime {
     /// No metadata unless the runtime has some.
     public var metadata: [(key: String, value: String)] { [] }
+    /// Unknown (0) unless the runtime can tell.
+    public var constantBytes: Int { 0 }
+    /// Runs the model; 0 unless the runtime can measure its activations.
+    public func peakActivationBytes(_ feeds: [String: Tensor]) throws -> Int {
+        _ = try run(feeds)
+        return 0
+    }
 }
 
 /// Builds a runtime from a model file path; blocking, called only on the registry's loader thread.

@@ -24,6 +24,8 @@ public final class ServedVersion: Sendable {
     public let batchingEnabled: Bool
     /// Seconds the load and warm-up took.
     public let loadSeconds: Double
+    /// Bytes the version holds while loaded: weights and packed constants plus its activations at `maxBatchSize` rows.
+    public let memoryBytes: Int
 
     private let batchDimensionIsDynamic: Bool
     private let defaultTimeoutNanos: UInt64?
@@ -34,12 +36,13 @@ public final class ServedVersion: Sendable {
 
     /// Wraps a loaded runtime; throws `ServingError.invalidConfig` when the config contradicts the model.
     init(name: String, version: Int, config: ModelConfig, labels: [String], runtime: any ModelRuntime, gate: ComputeGate,
-         metrics: Metrics?, loadSeconds: Double) throws {
+         metrics: Metrics?, loadSeconds: Double, memoryBytes: Int = 0) throws {
         self.name = name
         self.version = version
         self.config = config
         self.labels = labels.isEmpty ? metadataLabels(runtime.metadata) : labels
         self.loadSeconds = loadSeconds
+        self.memoryBytes = memoryBytes
         self.runtime = runtime
         inputs = runtime.inputs
         outputs = runtime.outputs
@@ -72,6 +75,17 @@ public final class ServedVersion: Sendable {
 
     deinit {
         batcher.close()
+    }
+
+    /// The rows one execution of `runtime` may hold under `config`: `max_batch_size` when every input and output leads
+    /// with a dynamic batch dimension, else 1 (what warm-up and memory accounting must plan for).
+    static func executionRows(config: ModelConfig, runtime: any ModelRuntime) -> Int {
+        func hasDynamicBatch(_ spec: TensorSpec) -> Bool {
+            if case .symbolic = spec.shape.first { return true }
+            return false
+        }
+        let dynamic = !runtime.inputs.isEmpty && runtime.inputs.allSatisfy(hasDynamicBatch) && runtime.outputs.allSatisfy(hasDynamicBatch)
+        return dynamic ? max(1, config.effectiveMaxBatchSize(batchDimensionIsDynamic: true)) : 1
     }
 
     /// Runs one request through the batcher and returns the requested outputs (all when `outputs` is nil).

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Everything Serving can refuse or fail with; no HTTP status here (the API layer maps each case).
 public enum ServingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No model of that name in the repository.
@@ -26,6 +28,16 @@ public enum ServingError: Error, Sendable, Equatable, CustomStringConvertible {
     case shuttingDown(model: String, version: Int)
     /// A repository file could not be read or written.
     case io(String)
+    /// An upload names a version that is already on disk and did not ask to replace it.
+    case versionExists(model: String, version: Int)
+    /// The repository cannot be written (read-only mount, permissions); serving is unaffected.
+    case repositoryReadOnly(String)
+    /// The repository's file system is full (or over quota); nothing was stored.
+    case insufficientStorage(String)
+    /// Loading the version would take the loaded versions past `--max-model-memory`; nothing changed.
+    case memoryBudgetExceeded(model: String, version: Int, needed: Int, loaded: Int, budget: Int)
+    /// A load found no version of the model on disk; what serves keeps serving.
+    case noVersionOnDisk(model: String, serving: Int?)
 
     /// A human-readable message naming what was wrong.
     public var description: String {
@@ -47,6 +59,22 @@ public enum ServingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .executionFailed(let model, let version, let reason): return "model '\(model)' version \(version) failed: \(reason)"
         case .shuttingDown(let model, let version): return "model '\(model)' version \(version) is shutting down"
         case .io(let message): return message
+        case .versionExists(let model, let version):
+            return "model '\(model)' version \(version) already exists; PUT with ?replace=true to replace it (the current file is kept until the new one is READY)"
+        case .repositoryReadOnly(let message): return message
+        case .insufficientStorage(let message): return message
+        case .memoryBudgetExceeded(let model, let version, let needed, let loaded, let budget):
+            return "model '\(model)' version \(version) needs \(formatBytes(needed)); loaded versions hold \(formatBytes(loaded)) of the "
+                + "\(formatBytes(budget)) --max-model-memory budget, so the load was refused and the served versions keep serving"
+        case .noVersionOnDisk(let model, let serving):
+            return "model '\(model)' has no version on disk (expected \(model)/<version>/\(ModelRepository.modelFileName))"
+                + (serving.map { "; version \($0) keeps serving from memory" } ?? "")
         }
     }
+}
+
+/// `52428800 bytes (50.0 MiB)`: exact for logs and tests, readable for people.
+func formatBytes(_ bytes: Int) -> String {
+    let mib = Double(bytes) / 1_048_576
+    return "\(bytes) bytes (\(String(format: "%.1f", mib)) MiB)"
 }

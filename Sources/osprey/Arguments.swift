@@ -70,10 +70,10 @@ struct Arguments {
         return number
     }
 
-    /// A duration flag in seconds (`30`, `1.5`, `250ms`, `2s`, `1m`).
+    /// A duration flag in seconds (`30`, `1.5`, `250ms`, `2s`, `1m`, `1h`).
     func seconds(_ name: String, default value: Double) throws -> Double {
         guard let text = string(name) else { return value }
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
             if let number = Double(text.dropLast(suffix.count)), number >= 0 { return number * scale }
         }

@@ -34,11 +34,18 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
                                from the header before decoding, else 413 (default 256MiB)
       --max-bytes-elements N   BYTES elements one infer request may hold, else 413 (default 65536)
       --max-decoded-bytes SIZE decoded tensor bytes one infer request may hold, else 413 (default 256MiB)
+      --require-models A,B     models that must have a READY version for /v2/health/ready (default: every model
+                               whose directory holds a version at start)
+      --max-model-memory SIZE  bytes all loaded versions may hold together (weights, packed constants, activations
+                               at the max batch size); loads past it are refused (default: no limit)
+      --stale-upload-age DURATION
+                               at start, remove staging entries and temp files of interrupted uploads older than
+                               this (default 1h)
       --log-format FORMAT      json or logfmt (default logfmt)
       --log-level LEVEL        debug, info, warn, error or off; access lines are info (default info)
       --help                   show this help
 
-    Sizes accept 65536, 64KiB, 16MiB; durations accept 30, 250ms, 2s, 1m.
+    Sizes accept 65536, 64KiB, 16MiB; durations accept 30, 250ms, 2s, 1m, 1h.
     """) { args in
     let options = try ServeOptions(args)
     let logger = options.configuration.logger
@@ -50,7 +57,9 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     EngineThreads.configure(threads: options.computeThreads)
     let metrics = Metrics()
     let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader,
-                                 options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) }),
+                                 options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) },
+                                                          requiredModels: options.requiredModels, maxModelMemory: options.maxModelMemory,
+                                                          staleUploadAge: options.staleUploadAge),
                                  metrics: metrics, logger: servingLogger(logger))
     // Not ready until the repository has been scanned: before that the empty routing table looks "all loaded".
     let readiness = ReadinessFlag(ready: false)
@@ -92,10 +101,14 @@ struct ServeOptions {
     var service = ServiceOptions()
     var computeThreads = ProcessInfo.processInfo.activeProcessorCount
     var pollInterval: Double?
+    var requiredModels: [String]?
+    var maxModelMemory: Int?
+    var staleUploadAge = 3600.0
 
     static let valueFlags: Set<String> = ["host", "port", "model-repository", "io-threads", "max-header-bytes", "max-body-bytes",
                                           "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "drain-delay", "log-format", "log-level",
-                                          "threads", "admin-token", "poll-interval", "max-image-pixels"]
+                                          "threads", "admin-token", "poll-interval", "max-image-pixels",
+                                          "require-models", "max-model-memory", "stale-upload-age"]
 
     init(_ args: ArraySlice<String>) throws {
         let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags.union(ServeOptions.requestLimitFlags), booleanFlags: [])
@@ -123,6 +136,19 @@ struct ServeOptions {
         }
         service.maxImagePixels = try arguments.int("max-image-pixels", default: service.maxImagePixels, minimum: 1)
         try parseRequestLimits(arguments)
+        if let text = arguments.string("require-models") {
+            let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            for name in names where !ModelRegistry.isValidModelName(name) {
+                throw UsageError(description: "--require-models: '\(name)' is not a valid model name")
+            }
+            requiredModels = names
+        }
+        if arguments.string("max-model-memory") != nil {
+            let bytes = try arguments.bytes("max-model-memory", default: 0)
+            guard bytes > 0 else { throw UsageError(description: "--max-model-memory expects a positive size like 2GiB") }
+            maxModelMemory = bytes
+        }
+        staleUploadAge = try arguments.seconds("stale-upload-age", default: staleUploadAge)
         if let text = arguments.string("log-format") {
             guard let format = LogFormat(rawValue: text.lowercased()) else {
                 throw UsageError(description: "--log-format expects json or logfmt, got '\(text)'")

@@ -38,7 +38,7 @@ final class RegistryTests: XCTestCase {
         XCTAssertTrue(registry.isReady)
         XCTAssertEqual(registry.index(), [
             ModelIndexEntry(name: "m", version: 1, state: .unavailable, reason: "not selected by the version policy"),
-            ModelIndexEntry(name: "m", version: 2, state: .ready, reason: nil),
+            ModelIndexEntry(name: "m", version: 2, state: .ready, reason: nil, memoryBytes: 0),
         ])
         let served = try registry.resolve(model: "m")
         XCTAssertEqual(served.version, 2)
@@ -127,11 +127,10 @@ final class RegistryTests: XCTestCase {
         XCTAssertTrue(registry.isReady)
         let scale = try await scaleOf(registry, "m")
         XCTAssertEqual(scale, 1, "version 1 keeps serving")
-        let entry = try XCTUnwrap(registry.index().first { $0.version == 2 })
-        XCTAssertEqual(entry.state, .failed)
-        XCTAssertTrue(entry.reason?.contains("not a model file") == true, "\(entry)")
+        XCTAssertNil(registry.index().first { $0.version == 2 }, "a refused upload never reaches the repository")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: repo.path + "/m/2"))
         XCTAssertEqual(registry.index().first { $0.version == 1 }?.state, .ready)
-        XCTAssertTrue(logs.messages(atLeast: .error).contains { $0.contains("version 2 failed to load") && $0.contains("still serving version 1") },
+        XCTAssertTrue(logs.messages(atLeast: .error).contains { $0.contains("version 2 failed to load") && $0.contains("nothing stored") },
                       "\(logs.messages(atLeast: .error))")
 
         // A warm-up failure also keeps version 1.
@@ -327,7 +326,7 @@ final class RegistryTests: XCTestCase {
         XCTAssertTrue(registry.isReady)
 
         // Replacing the file of the served version reloads it in place.
-        try await registry.putVersion(model: "new", version: 1, bytes: Array("scale=8".utf8))
+        try await registry.putVersion(model: "new", version: 1, bytes: Array("scale=8".utf8), replace: true)
         let replaced = try await scaleOf(registry, "new")
         XCTAssertEqual(replaced, 8)
     }

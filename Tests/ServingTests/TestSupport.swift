@@ -11,6 +11,10 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
     let scale: Float
     let sleepMilliseconds: Int
     let failRuns: Bool
+    /// Reported weights (the `bytes=` field).
+    let constantBytes: Int
+    /// Reported activation bytes per batch row (the `act=` field).
+    let activationBytesPerRow: Int
     /// Rows of each execution, in order (the warm-up included).
     let batches = Locked<[Int]>([])
     /// First value of every executed row.
@@ -18,8 +22,11 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
     /// Signalled when a run starts.
     let started = DispatchSemaphore(value: 0)
 
-    init(scale: Float, sleepMilliseconds: Int = 0, fixedBatch: Bool = false, failRuns: Bool = false) {
+    init(scale: Float, sleepMilliseconds: Int = 0, fixedBatch: Bool = false, failRuns: Bool = false, constantBytes: Int = 0,
+         activationBytesPerRow: Int = 0) {
         self.scale = scale
+        self.constantBytes = constantBytes
+        self.activationBytesPerRow = activationBytesPerRow
         self.sleepMilliseconds = sleepMilliseconds
         self.failRuns = failRuns
         let spec = TensorSpec(name: "x", dtype: .float32, shape: fixedBatch ? [.fixed(1), .fixed(4)] : [.symbolic("N"), .fixed(4)])
@@ -38,6 +45,11 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
         if sleepMilliseconds > 0 { usleep(UInt32(sleepMilliseconds * 1000)) }
         if failRuns { throw FakeError.runFailed }
         return ["y": Tensor(shape: x.shape, scalars: values.map { $0 * scale })]
+    }
+
+    func peakActivationBytes(_ feeds: [String: Tensor]) throws -> Int {
+        _ = try run(feeds)
+        return activationBytesPerRow * feeds["x"]!.shape[0]
     }
 }
 
@@ -61,7 +73,7 @@ final class LoadedRuntimes: @unchecked Sendable {
     }
 }
 
-/// A loader reading fake "model files": `scale=2 sleep=0 fixed=0 fail=0`, or anything else to fail.
+/// A loader reading fake "model files": `scale=2 sleep=0 fixed=0 fail=0 bytes=0 act=0`, or anything else to fail.
 func fakeLoader(_ registry: LoadedRuntimes = LoadedRuntimes()) -> ModelLoader {
     return { path in
         guard let data = FileManager.default.contents(atPath: path) else { throw FakeError.corrupt("unreadable \(path)") }
@@ -75,7 +87,8 @@ func fakeLoader(_ registry: LoadedRuntimes = LoadedRuntimes()) -> ModelLoader {
         guard let scale = fields["scale"].flatMap(Float.init) else { throw FakeError.corrupt("no scale") }
         if let loadSleep = fields["loadsleep"].flatMap(UInt32.init) { usleep(loadSleep * 1000) }
         let runtime = ScaleRuntime(scale: scale, sleepMilliseconds: Int(fields["sleep"] ?? "0") ?? 0,
-                                   fixedBatch: fields["fixed"] == "1", failRuns: fields["fail"] == "1")
+                                   fixedBatch: fields["fixed"] == "1", failRuns: fields["fail"] == "1",
+                                   constantBytes: Int(fields["bytes"] ?? "0") ?? 0, activationBytesPerRow: Int(fields["act"] ?? "0") ?? 0)
         registry.add(path, runtime)
         return runtime
     }

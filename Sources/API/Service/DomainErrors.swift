@@ -2,7 +2,9 @@ import HTTP
 import Imaging
 import Serving
 
-/// Serving's refusals as HTTP: unknown names 404, bad tensors 400, overload 503 with Retry-After, queue timeout 504.
+/// Serving's refusals as HTTP: unknown names 404, bad tensors 400, overload 503 with Retry-After, queue timeout 504;
+/// repository writes: an existing version or no version on disk 409, a read-only repository 403, no space or no
+/// memory budget left 507.
 extension ServingError: HTTPErrorConvertible {
     /// Status for each case.
     public var httpStatus: Int {
@@ -11,6 +13,9 @@ extension ServingError: HTTPErrorConvertible {
         case .invalidInput, .invalidConfig, .loadFailed, .digestMismatch, .invalidName: return 400
         case .notReady, .queueFull, .shuttingDown: return 503
         case .timeout: return 504
+        case .versionExists, .noVersionOnDisk: return 409
+        case .repositoryReadOnly: return 403
+        case .insufficientStorage, .memoryBudgetExceeded: return 507
         case .executionFailed, .io: return 500
         }
     }

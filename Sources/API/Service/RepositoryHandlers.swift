@@ -26,11 +26,13 @@ extension ServiceContext {
         return HTTPResponse(status: 200)
     }
 
-    /// `PUT /v2/repository/models/{model}/versions/{version}`: verify `Digest`, store the ONNX body atomically and load it.
+    /// `PUT /v2/repository/models/{model}/versions/{version}[?replace=true]`: verify `Digest`, then stage, compile and
+    /// warm up the ONNX body before renaming it into place; an existing version answers 409 unless `replace=true`.
     func uploadVersion(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         try authorizeAdmin(request)
         let model = p.model ?? ""
         guard let version = p.version else { throw APIError.badRequest("version: expected a positive integer") }
+        let replace = try RepositoryCodec.decodeReplaceParameter(request.queryItems.last { $0.name == "replace" }?.value)
         guard !request.body.isEmpty else { throw APIError.badRequest("empty body: expected the ONNX model bytes") }
         let expected = try request.headers["Digest"].map { DigestHeader.hex(try DigestHeader.expectedSHA256($0)) }
         // Hash once, on a worker thread (models run to hundreds of MB): it is both checked and reported.
@@ -39,7 +41,7 @@ extension ServiceContext {
         if let expected, expected != actual {
             throw ServingError.digestMismatch(expected: expected, got: actual)
         }
-        try await registry.putVersion(model: model, version: version, bytes: request.body)
+        try await registry.putVersion(model: model, version: version, bytes: request.body, replace: replace)
         return .json(.object(["name": .string(model), "version": .string(String(version)), "sha256": .string(actual)]), status: 201)
     }
 

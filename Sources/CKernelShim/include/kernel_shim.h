@@ -6,4 +6,12 @@ static inline void osprey_prefetch(const void *address) {
     __builtin_prefetch(address, 0, 3);
 }
 
+/// Returns the allocator's free heap pages to the system (glibc's malloc_trim); 0 where there is none.
+#ifdef __GLIBC__
+#include <malloc.h>
+static inline int osprey_release_free_heap(void) { return malloc_trim(0); }
+#else
+static inline int osprey_release_free_heap(void) { return 0; }
+#endif
+
 #endif
