@@ -5,7 +5,7 @@ TEST_PACKAGES := libonnx-testdata prometheus
 SWIFT ?= swift
 ARGS ?=
 
-.PHONY: run test build deps test-deps clean
+.PHONY: run test build deps test-deps clean test-container
 
 ## Install missing Debian packages (idempotent, silent when all are present).
 deps:
@@ -24,6 +24,11 @@ test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	.ci/interop
+	.ci/deploy-check
+
+## The runtime image built from Debian packages and run under podman (skipped, with the reason, where containers cannot run).
+test-container: deps
+	.ci/container-check
 
 clean:
 	rm -rf .build

@@ -34,6 +34,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
                                from the header before decoding, else 413 (default 256MiB)
       --max-bytes-elements N   BYTES elements one infer request may hold, else 413 (default 65536)
       --max-decoded-bytes SIZE decoded tensor bytes one infer request may hold, else 413 (default 256MiB)
+      --model-name NAME        single-model layout (KServe's /mnt/models): the repository folder itself is model NAME,
+                               its model.onnx (or only .onnx file) version 1, with config.json and labels.txt beside it
       --require-models A,B     models that must have a READY version for /v2/health/ready (default: every model
                                whose directory holds a version at start)
       --max-model-memory SIZE  bytes all loaded versions may hold together (weights, packed constants, activations
@@ -59,7 +61,7 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader,
                                  options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) },
                                                           requiredModels: options.requiredModels, maxModelMemory: options.maxModelMemory,
-                                                          staleUploadAge: options.staleUploadAge),
+                                                          staleUploadAge: options.staleUploadAge, singleModel: options.singleModel),
                                  metrics: metrics, logger: servingLogger(logger))
     // Not ready until the repository has been scanned: before that the empty routing table looks "all loaded".
     let readiness = ReadinessFlag(ready: false)
@@ -102,13 +104,14 @@ struct ServeOptions {
     var computeThreads = ProcessInfo.processInfo.activeProcessorCount
     var pollInterval: Double?
     var requiredModels: [String]?
+    var singleModel: String?
     var maxModelMemory: Int?
     var staleUploadAge = 3600.0
 
     static let valueFlags: Set<String> = ["host", "port", "model-repository", "io-threads", "max-header-bytes", "max-body-bytes",
                                           "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "drain-delay", "log-format", "log-level",
                                           "threads", "admin-token", "poll-interval", "max-image-pixels",
-                                          "require-models", "max-model-memory", "stale-upload-age"]
+                                          "require-models", "max-model-memory", "stale-upload-age", "model-name"]
 
     init(_ args: ArraySlice<String>) throws {
         let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags.union(ServeOptions.requestLimitFlags), booleanFlags: [])
@@ -136,6 +139,12 @@ struct ServeOptions {
         }
         service.maxImagePixels = try arguments.int("max-image-pixels", default: service.maxImagePixels, minimum: 1)
         try parseRequestLimits(arguments)
+        if let name = arguments.string("model-name") {
+            guard ModelRegistry.isValidModelName(name) else {
+                throw UsageError(description: "--model-name: '\(name)' is not a valid model name (1-64 characters of [A-Za-z0-9_.-])")
+            }
+            singleModel = name
+        }
         if let text = arguments.string("require-models") {
             let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             for name in names where !ModelRegistry.isValidModelName(name) {

@@ -5,6 +5,7 @@ and the drain delay (a rolling update loses no request). Run by `.ci/deploy-chec
 
 usage: lifecycle_test.py OSPREY_BINARY MODELS_DIR
 """
+import http.client
 import os
 import shutil
 import signal
@@ -87,6 +88,51 @@ def drain_delay_loses_nothing(binary, repository):
     expect(elapsed >= delay, f"the listener closed after {elapsed:.2f}s, before the {delay}s drain delay")
 
 
+def single_model_layout(binary, models):
+    """KServe's /mnt/models: the folder holds model.onnx (any name if it is the only .onnx), config.json, labels.txt."""
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(os.path.join(models, "digits", "1", "model.onnx"), os.path.join(folder, "classifier.onnx"))
+        for name in ("config.json", "labels.txt"):
+            shutil.copy(os.path.join(models, "digits", name), folder)
+        server = Server(binary, folder, "--model-name", "mnist", "--require-models", "mnist")
+        try:
+            picture = open(os.path.join(models, "digits", "examples", "digit_0.png"), "rb").read()
+            status, _, body = server.request("POST", "/v2/models/mnist/classify", picture, {"Content-Type": "image/png"})
+            expect(status == 200 and b'"model_version":"1"' in body and b'"label":"0"' in body,
+                   f"classify on the single-model layout: expected version 1 label 0, got {status} {body[:200]}")
+            status, _, body = server.request("PUT", "/v2/repository/models/mnist/versions/2", picture)
+            expect(status == 403 and b"--model-name" in body, f"upload into the single-model layout: expected 403, got {status} {body[:200]}")
+            expect(sorted(os.listdir(folder)) == ["classifier.onnx", "config.json", "labels.txt"],
+                   f"the folder must be left as it was: {sorted(os.listdir(folder))}")
+        finally:
+            server.stop()
+
+
+def required_model_missing(binary, repository):
+    """--require-models naming a model that is not there: live, never ready (a pod must not go Ready serving nothing)."""
+    with tempfile.TemporaryDirectory() as empty:
+        proc = subprocess.Popen([binary, "serve", "--port", "0", "--model-repository", empty, "--require-models", "digits"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            marker, port = "listening on http://127.0.0.1:", None
+            for line in proc.stdout:
+                if marker in line:
+                    port = int(line.split(marker, 1)[1].split('"')[0].split()[0])
+                    break
+            expect(port is not None, "server did not log its port")
+            time.sleep(0.5)
+            statuses = []
+            for path in ("/v2/health/live", "/v2/health/ready"):
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                connection.request("GET", path)
+                statuses.append(connection.getresponse().status)
+                connection.close()
+            expect(statuses == [200, 503], f"empty repository requiring digits: expected live 200, ready 503; got {statuses}")
+        finally:
+            proc.kill()
+            proc.wait()
+
+
 def main():
     binary, models = sys.argv[1], sys.argv[2]
     suite = Suite()
@@ -95,6 +141,8 @@ def main():
         shutil.copytree(models, repository)
         suite.run("osprey probe: exit 0 on 200, 1 otherwise (HEALTHCHECK)", probe_exit_codes, binary, repository)
         suite.run("drain delay: not ready at once, still serving, then a clean exit", drain_delay_loses_nothing, binary, repository)
+        suite.run("--model-name: KServe's single-model folder served as version 1, uploads refused", single_model_layout, binary, models)
+        suite.run("--require-models: an empty repository is live but not ready", required_model_missing, binary, repository)
     print(f"lifecycle: {suite.passed} passed, {suite.failed} failed")
     return 1 if suite.failed else 0
 
