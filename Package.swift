@@ -19,8 +19,9 @@ let package = Package(
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
-        // Compiler builtins Swift cannot reach (cache prefetch), as static inline C.
-        .target(name: "CKernelShim"),
+        // Compiler builtins Swift cannot reach (cache prefetch) as static inline C, and the integer GEMM whose
+        // vpmaddwd has no Swift SIMD spelling (target attributes pick AVX2 at run time).
+        .target(name: "CKernelShim", cSettings: [.unsafeFlags(["-O3"], .when(configuration: .release))]),
 
         .target(name: "Tensor", swiftSettings: fast),
         .target(name: "ONNX", dependencies: ["Tensor"], swiftSettings: fast),
