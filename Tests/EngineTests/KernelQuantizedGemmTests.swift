@@ -1,5 +1,6 @@
 import Testing
 import CKernelShim
+import Foundation
 @testable import Engine
 
 /// The integer GEMM against its plain twin: exact int32 results for u8 and s8 operands, scalar and per-row/per-column
@@ -53,7 +54,7 @@ import CKernelShim
     }
 
     @Test func takesTheVectorPathWhereTheCPUHasAVX2() throws {
-        let flags = (try? readWholeFile("/proc/cpuinfo")).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let flags = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
         let avx2 = flags.split(separator: "\n").first { $0.hasPrefix("flags") }?.split(separator: " ").contains("avx2") ?? false
         #expect(osprey_qgemm_uses_avx2() == (avx2 ? 1 : 0))
     }
