@@ -5,7 +5,7 @@ TEST_PACKAGES := libonnx-testdata prometheus
 SWIFT ?= swift
 ARGS ?=
 
-.PHONY: run test build deps test-deps clean
+.PHONY: run test test-deep build deps test-deps clean
 
 ## Install missing Debian packages (idempotent, silent when all are present).
 deps:
@@ -24,6 +24,11 @@ test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	.ci/interop
+	.ci/robustness
+
+## Long checks, not part of `make test`: schemathesis against openapi.yaml, the fuzzers, swift test under ASan and TSan.
+test-deep: test-deps
+	.ci/test-deep
 
 clean:
 	rm -rf .build

@@ -151,6 +151,8 @@ public struct Router: Sendable {
         guard let handler = chosen.entry.handler else {
             return .jsonError(501, "\(chosen.entry.operation?.rawValue ?? chosen.entry.pattern) is not implemented")
         }
+        // A request whose client already left (its task was cancelled while queued) is not worth starting.
+        if Task.isCancelled { return .jsonError(499, "request cancelled: the client closed the connection") }
         do {
             return try await handler(request, PathParameters(captures))
         } catch let error as HTTPErrorConvertible {

@@ -20,6 +20,8 @@ final class Connection: ParserEventSink {
         var response: HTTPResponse?
         /// The responder's task, cancelled when the client goes away first.
         var task: Task<Void, Never>? = nil
+        /// A parsed request waiting for the connection's dispatch window (nil once dispatched or answered).
+        var waiting: HTTPRequest? = nil
     }
 
     /// Id unique within the loop; responses are addressed by it.
@@ -56,12 +58,14 @@ final class Connection: ParserEventSink {
     @exclusivity(unchecked) private var resuming = false
     /// Accepted over the connection budget: answers one request, health probes only, then closes.
     let overflow: Bool
+    /// Responder tasks running for this connection (at most `maxConcurrentRequestsPerConnection`).
+    @exclusivity(unchecked) private var running = 0
 
     /// Bodies above this size are written from their own array instead of being copied behind the headers.
     private static let detachThreshold = 64 * 1024
     /// Unsent output (with a write waiting on a full socket) above which no more requests are read or parsed:
     /// a client that does not read its answers stops getting new ones computed.
-    static let maxUnsentOutputBytes = 256 * 1024
+    static let maxUnsentOutputBytes = 128 * 1024
 
     init(id: UInt64, loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>, remote: String, overflow: Bool = false) {
         self.id = id
@@ -202,12 +206,27 @@ final class Connection: ParserEventSink {
                 status: 503, message: "too many open connections (limit \(context.configuration.maxConnections)); only health probes are answered")
             return
         }
+        slots[slots.count - 1].waiting = request
+        dispatchWaiting()
+    }
+
+    /// Hands waiting requests to the responder, oldest first, while fewer than the window run: one connection's
+    /// pipelined burst cannot fill the task pool ahead of every other client.
+    private func dispatchWaiting() {
+        let window = max(1, loop.context.configuration.maxConcurrentRequestsPerConnection)
+        guard running < window else { return }
         let mailbox = loop.mailbox
-        let responder = context.responder
+        let responder = loop.context.responder
         let connection = id
-        slots[slots.count - 1].task = Task {
-            let response = await responder(request)
-            mailbox.post(Mailbox.Completion(connection: connection, sequence: sequence, response: response))
+        for index in slots.indices where running < window {
+            guard let request = slots[index].waiting else { continue }
+            slots[index].waiting = nil
+            running += 1
+            let sequence = headSequence + UInt64(index)
+            slots[index].task = Task {
+                let response = await responder(request)
+                mailbox.post(Mailbox.Completion(connection: connection, sequence: sequence, response: response))
+            }
         }
     }
 
@@ -227,6 +246,8 @@ final class Connection: ParserEventSink {
         let index = Int(sequence - headSequence)
         guard index < slots.count else { return }
         slots[index].response = response
+        running -= 1
+        dispatchWaiting()
         if index == 0 { writeReady() }
     }
 

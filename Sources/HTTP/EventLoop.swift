@@ -144,6 +144,10 @@ final class EventLoop {
             overflow = true
         }
         uv_tcp_nodelay(handle, 1)
+        if context.configuration.socketSendBufferBytes > 0 {
+            var size = Int32(clamping: context.configuration.socketSendBufferBytes)
+            _ = uv_send_buffer_size(handleOf(handle), &size)
+        }
         nextConnectionID += 1
         let connection = Connection(id: nextConnectionID, loop: self, handle: handle, remote: peerAddress(handle), overflow: overflow)
         connections[connection.id] = connection

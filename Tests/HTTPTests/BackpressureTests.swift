@@ -81,13 +81,17 @@ final class BackpressureTests: XCTestCase {
         defer { server.shutdown(gracePeriod: 1) }
         do {
             let client = try TestClient(port: port)
-            client.send((0..<5).map { "GET /slow/\($0) HTTP/1.1\r\n\r\n" }.joined())
-            XCTAssertTrue(eventually { gauge.snapshot.calls == 5 })
+            // Six pipelined requests: the connection's window runs four, the other two wait their turn.
+            client.send((0..<6).map { "GET /slow/\($0) HTTP/1.1\r\n\r\n" }.joined())
+            let window = server.configuration.maxConcurrentRequestsPerConnection
+            XCTAssertTrue(eventually { gauge.snapshot.calls == window })
             var linger = linger(l_onoff: 1, l_linger: 0)
             setsockopt(client.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
         }
-        XCTAssertTrue(eventually { gauge.snapshot.cancelled == 5 }, "cancelled: \(gauge.snapshot)")
+        XCTAssertTrue(eventually { gauge.snapshot.cancelled == server.configuration.maxConcurrentRequestsPerConnection }, "cancelled: \(gauge.snapshot)")
         XCTAssertTrue(eventually { server.openConnections == 0 })
+        usleep(100_000)
+        XCTAssertEqual(gauge.snapshot.calls, server.configuration.maxConcurrentRequestsPerConnection, "waiting requests of a gone client started")
     }
 
     func testAFloodOfUnreadPipelinedRequestsStaysBounded() throws {
