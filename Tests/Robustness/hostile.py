@@ -97,28 +97,39 @@ def reset(s):
         pass
 
 
+class ResponseReader:
+    """Reads successive responses from one socket, keeping bytes that arrived past the current one."""
+
+    def __init__(self, s):
+        self.s, self.buffer = s, b""
+
+    def read(self):
+        """(status, headers, body) of the next response, or (None, {}, b"") on EOF/timeout/reset."""
+        try:
+            while b"\r\n\r\n" not in self.buffer:
+                chunk = self.s.recv(65536)
+                if not chunk:
+                    return None, {}, b""
+                self.buffer += chunk
+            head, _, rest = self.buffer.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            status = int(lines[0].split()[1])
+            headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+            length = int(headers.get("content-length", "0"))
+            while len(rest) < length:
+                chunk = self.s.recv(65536)
+                if not chunk:
+                    break
+                rest += chunk
+            self.buffer = rest[length:]
+            return status, headers, rest[:length]
+        except (OSError, ValueError, IndexError):
+            return None, {}, b""
+
+
 def read_response(s):
-    """(status, headers, body) of one response on `s`, or (None, {}, b"") on EOF/timeout/reset."""
-    data = b""
-    try:
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(65536)
-            if not chunk:
-                return None, {}, b""
-            data += chunk
-        head, _, rest = data.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-        length = int(headers.get("content-length", "0"))
-        while len(rest) < length:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            rest += chunk
-        return status, headers, rest[:length]
-    except (OSError, ValueError, IndexError):
-        return None, {}, b""
+    """(status, headers, body) of one response on `s` (bytes after it are dropped)."""
+    return ResponseReader(s).read()
 
 
 def request(port, method, path, body=b"", headers=None, timeout=10):
