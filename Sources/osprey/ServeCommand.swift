@@ -68,7 +68,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     let service = OspreyService(registry: registry, metrics: metrics, workers: WorkerPool(threads: options.computeThreads),
                                 options: options.service, readiness: readiness,
                                 log: { line in logger.error(line) })
-    let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder)
+    let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder,
+                            admission: service.admission)
     service.setConnectionCounter { server.openConnections }
     // Models load in the background: the server answers (not ready) at once, so probes and clients see progress.
     Task {

@@ -232,7 +232,10 @@ import Glibc
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                // Read in place up to the NUL: the record can be shorter than the 256-byte field (ASan caught the copy).
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()
