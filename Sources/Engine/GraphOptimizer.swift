@@ -169,6 +169,15 @@ struct GraphOptimizer {
         }
     }
 
+    /// The activation a planned node computes: a fused activation chain's, or an activation operator's.
+    private func fusableActivation(_ planned: PlannedNode) -> Activation? {
+        if planned.node.domain == fusedDomain && planned.node.opType == fusedActivationOp,
+           case .int(let rank)? = planned.node.attributes["minimum_rank"], rank <= 1 {
+            return planned.activation
+        }
+        return fusableActivation(planned.node)
+    }
+
     /// Fuses `Add(Conv(x), skip)` (and a single-consumer activation after it) into the Conv's epilogue, which adds
     /// the skip before the activation. Only packed 1-D/2-D Convs with constant weights qualify, whose output feeds
     /// nothing but that Add. The fused node sits where the Add was, so the skip is always computed before it.
@@ -194,7 +203,7 @@ struct GraphOptimizer {
             fused.residual = true
             let out = add.outputs[0]
             let users = consumers(of: out)
-            if !graphOutputs.contains(out), users.count == 1, let act = fusableActivation(nodes[users[0]].node),
+            if !graphOutputs.contains(out), users.count == 1, let act = fusableActivation(nodes[users[0]]),
                nodes[users[0]].node.inputs.first == out {
                 fused.activation = act
                 fused.node.outputs = [nodes[users[0]].node.outputs[0]]
@@ -225,7 +234,7 @@ struct GraphOptimizer {
             guard node.opType == "Conv" || node.opType == "Gemm", node.domain.isEmpty, case .none = nodes[index].activation,
                   let out = node.outputs.first, !graphOutputs.contains(out) else { continue }
             let users = consumers(of: out)
-            guard users.count == 1, let act = fusableActivation(nodes[users[0]].node), nodes[users[0]].node.inputs.first == out else { continue }
+            guard users.count == 1, let act = fusableActivation(nodes[users[0]]), nodes[users[0]].node.inputs.first == out else { continue }
             nodes[index].activation = act
             nodes[index].node.outputs = [nodes[users[0]].node.outputs[0]]
             nodes.remove(at: users[0])
