@@ -32,7 +32,7 @@ public final class CompiledModel: Sendable {
     }
 
     /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps, `fuseChains: false` keeps
-    /// decomposed activation chains as their nodes (tests compare both).
+    /// decomposed activation chains and constant scale-and-shift after convs as their nodes (tests compare both).
     init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool, fuseChains: Bool = true) throws {
         // The optimizer's constant table becomes the only owner of the initializers (when the caller gives the model
         // up), so weights that BatchNormalization folding or packing replace are freed as compilation goes instead
@@ -65,7 +65,10 @@ public final class CompiledModel: Sendable {
         constants = [:]
         try optimizer.foldConstants()
         optimizer.foldBatchNormalization()
-        if fuseChains { optimizer.fuseActivationChains() }
+        if fuseChains {
+            optimizer.fuseActivationChains()
+            optimizer.foldConstantAffineIntoConvs()
+        }
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }
 

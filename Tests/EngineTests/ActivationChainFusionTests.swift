@@ -8,12 +8,13 @@ private typealias T = TestSupport
 /// Decomposed activations as exporters write them, compiled with and without chain fusion.
 @Suite struct ActivationChainFusionTests {
     /// A graph `x -> [Conv ->] chain -> y` over NCHW input; `chain(input)` returns its nodes and output name.
-    private static func model(conv: Bool, extraOutputs: [String] = [], scalars: [String: Float],
+    private static func model(conv: Bool, extraOutputs: [String] = [], scalars: [String: Float], tensors: [String: Tensor] = [:],
                               _ chain: (String) -> ([Node], String)) -> Model {
         let c = 4
         var rng = SeededGenerator(seed: 5)
         var nodes: [Node] = []
         var inits: [(name: String, tensor: Tensor)] = scalars.map { (name: $0.key, tensor: Tensor(shape: [], scalars: [$0.value])) }
+        inits += tensors.map { (name: $0.key, tensor: $0.value) }
         var x = "x"
         if conv {
             inits.append((name: "w", tensor: Tensor(shape: [c, c, 3, 3], scalars: rng.floats(c * c * 9).map { $0 * 0.6 })))
@@ -135,5 +136,24 @@ private typealias T = TestSupport
               Node(opType: "Mul", inputs: [x, "c"], outputs: ["m"]), Node(opType: "Div", inputs: ["m", "five"], outputs: ["h"])], "h")
         })
         #expect(kinds.contains("Div") && kinds.contains("Clip"), "\(kinds)")
+    }
+
+    @Test func constantScaleAndShiftAfterConvFoldsIntoIt() throws {
+        let tensors = ["scale": Tensor(shape: [1, 4, 1, 1], scalars: [0.5, -2, 3, 1.5] as [Float]),
+                       "shift": Tensor(shape: [4, 1, 1], scalars: [1, 2, -3, 0.25] as [Float])]
+        let kinds = try Self.check(Self.model(conv: true, scalars: ["six": 6, "one": 1], tensors: tensors) { x in
+            ([Node(opType: "Mul", inputs: [x, "scale"], outputs: ["m"]), Node(opType: "Add", inputs: ["shift", "m"], outputs: ["a"]),
+              Node(opType: "Div", inputs: ["a", "six"], outputs: ["d"]), Node(opType: "Sub", inputs: ["d", "one"], outputs: ["s"]),
+              Node(opType: "Relu", inputs: ["s"], outputs: ["r"])], "r")
+        })
+        #expect(kinds == ["Conv+relu", "Identity"], "\(kinds)")
+    }
+
+    @Test func constantOverSpatialAxesOrDividedByConvIsNotFolded() throws {
+        let tensors = ["rows": Tensor(shape: [7, 1], scalars: (0..<7).map { Float($0) + 1 })]
+        let kinds = try Self.check(Self.model(conv: true, scalars: ["two": 2], tensors: tensors) { x in
+            ([Node(opType: "Mul", inputs: [x, "rows"], outputs: ["m"]), Node(opType: "Div", inputs: ["two", "m"], outputs: ["d"])], "d")
+        })
+        #expect(kinds.contains("Mul") && kinds.contains("Div"), "\(kinds)")
     }
 }
