@@ -102,4 +102,20 @@ import ONNX
             ($0 as? EngineError)?.message.contains("triples") == true
         }
     }
+
+    @Test func sequenceGraphOutputsAreRefusedAndBadPositionsAreErrors() throws {
+        let split = Node(name: "s", opType: "SplitToSequence", inputs: ["x"], outputs: ["seq"])
+        let x = ValueInfo(name: "x", elementType: .float32, shape: [.fixed(3), .fixed(2)])
+        let asOutput = Graph(name: "g", nodes: [split], inputs: [x], outputs: [ValueInfo(name: "seq", kind: .sequence)])
+        #expect { try CompiledModel(model: Model(opsetImports: ["": 18], graph: asOutput)) } throws: {
+            ($0 as? EngineError)?.message.contains("'seq' is a sequence") == true
+        }
+        let at = Node(name: "at", opType: "SequenceAt", inputs: ["seq", "p"], outputs: ["y"])
+        let graph = Graph(name: "g", nodes: [split, at], initializers: [(name: "p", tensor: Tensor(scalar: Int64(5)))], inputs: [x],
+                          outputs: [ValueInfo(name: "y")])
+        let model = try CompiledModel(model: Model(opsetImports: ["": 18], graph: graph))
+        #expect { try model.run(["x": Tensor(shape: [3, 2], scalars: [Float](repeating: 1, count: 6))]) } throws: {
+            ($0 as? EngineError)?.message.contains("position 5 is out of range for a sequence of 3") == true
+        }
+    }
 }
