@@ -113,8 +113,16 @@ let miscOperators: OperatorTable = [
         let attrs = try WindowAttributes(ctx)
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
+        // Constant 2-D weights are widened for the integer GEMM once, here.
+        let widened = ctx.constants[1].flatMap { w in
+            !ctx.hasInput(3) || ctx.constants[3] != nil ? WidenedConvWeights(w, zero: ctx.constants[3], groups: groups) : nil
+        }
         return PreparedKernel { inputs in
-            let (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: inputs.required(0, ctx), xZero: inputs[2],
+            let x = try inputs.required(0, ctx)
+            if let widened, let fast = try fastIntegerConvolution(ctx, attrs, x: x, xZero: inputs[2], weights: widened, bias: nil) {
+                return [fast]
+            }
+            let (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2],
                                                        w: inputs.required(1, ctx), wZero: inputs[3], bias: nil)
             return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
         }
@@ -123,12 +131,20 @@ let miscOperators: OperatorTable = [
         let attrs = try WindowAttributes(ctx)
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
+        let widened = ctx.constants[3].flatMap { w in
+            !ctx.hasInput(5) || ctx.constants[5] != nil ? WidenedConvWeights(w, zero: ctx.constants[5], groups: groups) : nil
+        }
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), w = try inputs.required(3, ctx)
             let xScale = try inputs.required(1, ctx).doubleValue(at: 0), wScale = try inputs.required(4, ctx).doubles
             let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
             guard wScale.count == 1 || wScale.count == w.shape[0] else { throw ctx.error(.executionFailed, "w_scale must be a scalar or per output channel") }
-            let (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
+            let sums: [Int64], shape: [Int]
+            if let widened, let fast = try fastIntegerConvolution(ctx, attrs, x: x, xZero: inputs[2], weights: widened, bias: inputs[8]) {
+                (sums, shape) = (fast.scalars(as: Int32.self).map { Int64($0) }, fast.shape)
+            } else {
+                (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
+            }
             let bounds: (Double, Double) = yZeroT.dtype == .int8 ? (-128, 127) : (0, 255)
             let yZero = yZeroT.doubleValue(at: 0)
             let plane = shape[2...].reduce(1, *), channels = shape[1]

@@ -175,15 +175,28 @@ let samplingOperators: OperatorTable = [
         }
         return [Tensor(shape: x.shape, scalars: q), Tensor(scalar: scale), Tensor(scalar: UInt8(zero))]
     } },
-    "MatMulInteger": { ctx in PreparedKernel { inputs in
-        let (sums, shape) = try integerMatMul(inputs.required(0, ctx), zero: inputs[2], inputs.required(1, ctx), zero: inputs[3], ctx)
-        return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
-    } },
-    "QLinearMatMul": { ctx in PreparedKernel { inputs in
+    "MatMulInteger": { ctx in
+        // Constant weights are packed for the integer GEMM once, here.
+        let packed = packedConstantMatrix(ctx.constants[1], zero: ctx.constants[3], zeroIsConstant: !ctx.hasInput(3) || ctx.constants[3] != nil)
+        return PreparedKernel { inputs in
+            let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
+            if let fast = try fastIntegerMatMul(a, zero: inputs[2], b, zero: inputs[3], packed: packed, ctx) { return [fast] }
+            let (sums, shape) = try integerMatMul(a, zero: inputs[2], b, zero: inputs[3], ctx)
+            return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
+        }
+    },
+    "QLinearMatMul": { ctx in
+        let packed = packedConstantMatrix(ctx.constants[3], zero: ctx.constants[5], zeroIsConstant: !ctx.hasInput(5) || ctx.constants[5] != nil)
+        return PreparedKernel { inputs in
         let a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
         let aScale = try inputs.required(1, ctx).doubles, bScale = try inputs.required(4, ctx).doubles
         let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
-        let (sums, shape) = try integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
+        let sums: [Int64], shape: [Int]
+        if let fast = try fastIntegerMatMul(a, zero: inputs[2], b, zero: inputs[5], packed: packed, ctx) {
+            (sums, shape) = (fast.scalars(as: Int32.self).map { Int64($0) }, fast.shape)
+        } else {
+            (sums, shape) = try integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
+        }
         let n = shape.last ?? 1, m = shape.count >= 2 ? shape[shape.count - 2] : 1
         guard aScale.count == 1 || aScale.count == m, bScale.count == 1 || bScale.count == n else {
             throw ctx.error(.unsupportedAttribute, "scales must be scalars or per-row/per-column vectors")
@@ -196,7 +209,8 @@ let samplingOperators: OperatorTable = [
             return min(max(real.rounded(.toNearestOrEven) + yZero, bounds.0), bounds.1)
         }
         return [try castTensor(Tensor(shape: shape, scalars: values), to: yZeroT.dtype, ctx)]
-    } },
+        }
+    },
 ]
 
 /// `Unique`: distinct elements (or slices along `axis`) with first indices, inverse indices and counts.
