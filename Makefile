@@ -5,7 +5,7 @@ TEST_PACKAGES := libonnx-testdata prometheus
 SWIFT ?= swift
 ARGS ?=
 
-.PHONY: run test build deps test-deps clean
+.PHONY: run test test-deep test-container build deps test-deps clean
 
 ## Install missing Debian packages (idempotent, silent when all are present).
 deps:
@@ -24,6 +24,18 @@ test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	.ci/interop
+	.ci/robustness
+	.ci/deploy-check
+
+## Long checks, not part of `make test`: schemathesis against openapi.yaml, the fuzzers, swift test under ASan and TSan,
+## and the runtime image under podman.
+test-deep: test-deps
+	.ci/test-deep
+	.ci/container-check
+
+## The runtime image built from Debian packages and run under podman (skipped, with the reason, where containers cannot run).
+test-container: deps
+	.ci/container-check
 
 clean:
 	rm -rf .build

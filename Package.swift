@@ -7,8 +7,8 @@ let fast: [SwiftSetting] = [.unsafeFlags(["-Ounchecked", "-wmo", "-target-cpu", 
                             .define("OSPREY_FMA", .when(configuration: .release))]
 
 let package = Package(
+    // Linux only (Glibc, /proc, Debian's C libraries): SwiftPM has no way to say so, so no Apple platform is declared.
     name: "Osprey",
-    platforms: [.macOS(.v14)],
     products: [
         .executable(name: "osprey", targets: ["osprey"]),
     ],
@@ -19,8 +19,9 @@ let package = Package(
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
-        // Compiler builtins Swift cannot reach (cache prefetch), as static inline C.
-        .target(name: "CKernelShim"),
+        // Compiler builtins Swift cannot reach (cache prefetch) as static inline C, and the integer GEMM whose
+        // vpmaddwd has no Swift SIMD spelling (target attributes pick AVX2 at run time).
+        .target(name: "CKernelShim", cSettings: [.unsafeFlags(["-O3"], .when(configuration: .release))]),
 
         .target(name: "Tensor", swiftSettings: fast),
         .target(name: "ONNX", dependencies: ["Tensor"], swiftSettings: fast),
@@ -29,7 +30,7 @@ let package = Package(
         .target(name: "HTTP", dependencies: ["CLibUV", "CHTTPParser"]),
         .target(name: "Serving", dependencies: ["Engine", "Imaging"]),
         .target(name: "API", dependencies: ["HTTP", "Serving"]),
-        .executableTarget(name: "osprey", dependencies: ["API"]),
+        .executableTarget(name: "osprey", dependencies: ["API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),
 
         .testTarget(name: "TensorTests", dependencies: ["Tensor"]),
         .testTarget(name: "ONNXTests", dependencies: ["ONNX"]),

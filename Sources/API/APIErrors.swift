@@ -79,8 +79,8 @@ extension JSONError: HTTPErrorConvertible {
 }
 
 extension V2CodecError: HTTPErrorConvertible {
-    /// Every codec failure is a bad request.
-    public var httpStatus: Int { 400 }
+    /// A request over a per-request limit is too large (413); every other codec failure is a bad request.
+    public var httpStatus: Int { kind == .limitExceeded ? 413 : 400 }
     /// The codec's message.
     public var httpMessage: String { message }
 }

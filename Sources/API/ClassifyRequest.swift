@@ -53,8 +53,8 @@ public enum ClassifyCodec {
                 } else if declared == nil || declared == "application/octet-stream", let sniffed = sniffImageType(part.body) {
                     images.append(ImageUpload(source: label, mediaType: sniffed, bytes: part.body))
                 } else {
-                    // Every part is an image to classify; anything else is a client mistake worth naming.
-                    throw APIError.badRequest("part '\(label)' is \(declared ?? "untyped data"), expected a PNG or JPEG image")
+                    // Every part is an image to classify; anything else is an unsupported media type, as for a raw body.
+                    throw APIError.unsupportedMediaType("part '\(label)' is \(declared ?? "untyped data that is neither PNG nor JPEG"), expected a PNG or JPEG image")
                 }
             }
             guard !images.isEmpty else { throw APIError.badRequest("multipart body has no image part (image/png or image/jpeg)") }

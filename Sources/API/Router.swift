@@ -129,7 +129,8 @@ public struct Router: Sendable {
         guard !best.isEmpty else {
             return .jsonError(404, "no route for \(request.method) \(request.path)")
         }
-        let method = request.method.uppercased()
+        // Methods are case-sensitive tokens (RFC 9110 9.1): `get` is not GET.
+        let method = request.method
         let lookup = method == "HEAD" ? ["HEAD", "GET"] : [method]
         guard let chosen = lookup.lazy.compactMap({ m in best.first { $0.entry.method == m } }).first else {
             var allowed: [String] = []
@@ -150,10 +151,15 @@ public struct Router: Sendable {
         guard let handler = chosen.entry.handler else {
             return .jsonError(501, "\(chosen.entry.operation?.rawValue ?? chosen.entry.pattern) is not implemented")
         }
+        // A request whose client already left (its task was cancelled while queued) is not worth starting.
+        if Task.isCancelled { return .jsonError(499, "request cancelled: the client closed the connection") }
         do {
             return try await handler(request, PathParameters(captures))
         } catch let error as HTTPErrorConvertible {
             return error.response
+        } catch is CancellationError {
+            // The client went away and its work was dropped; nobody reads this answer (499, as nginx logs it).
+            return .jsonError(499, "request cancelled: the client closed the connection")
         } catch {
             let id = request.requestID.isEmpty ? "-" : request.requestID
             log("request \(id): \(request.method) \(request.path) failed with unmapped error: \(String(reflecting: error))")

@@ -64,7 +64,7 @@ public struct V2RequestedOutput: Sendable, Equatable {
     }
 }
 
-/// Why a V2 request or response body was rejected (maps to 400).
+/// Why a V2 request or response body was rejected (maps to 400; a per-request limit to 413).
 public struct V2CodecError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Closed set of failure kinds, for tests and mapping.
     public enum Kind: Equatable, Sendable {
@@ -84,6 +84,8 @@ public struct V2CodecError: Error, Equatable, Sendable, CustomStringConvertible 
         case duplicateName
         /// A recognised feature Osprey does not implement (e.g. shared memory).
         case unsupported
+        /// The request asks for more than a per-request limit allows (maps to 413).
+        case limitExceeded
     }
 
     /// The kind of failure.

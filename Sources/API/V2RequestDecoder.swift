@@ -6,9 +6,10 @@ public enum V2Codec {
     /// Header giving the JSON part's length when binary tensors follow it.
     public static let inferenceHeaderContentLength = "Inference-Header-Content-Length"
 
-    /// Decodes an infer request body, using `Inference-Header-Content-Length` from `headers` when present.
-    public static func decodeInferRequest(body: [UInt8], headers: HTTPHeaders) throws -> V2InferenceRequest {
-        try decodeInferRequest(body: body, jsonLength: try jsonLength(headers: headers, bodyCount: body.count))
+    /// Decodes an infer request body, using `Inference-Header-Content-Length` from `headers` when present;
+    /// `limits` bound the BYTES elements and decoded bytes the request may claim (413 beyond them).
+    public static func decodeInferRequest(body: [UInt8], headers: HTTPHeaders, limits: V2DecodeLimits = V2DecodeLimits()) throws -> V2InferenceRequest {
+        try decodeInferRequest(body: body, jsonLength: try jsonLength(headers: headers, bodyCount: body.count), limits: limits)
     }
 
     /// The JSON length announced by `Inference-Header-Content-Length`, checked against the body size.
@@ -25,8 +26,10 @@ public enum V2Codec {
     }
 
     /// Decodes an infer request whose first `jsonLength` bytes (all when nil) are JSON and the rest binary tensors.
-    public static func decodeInferRequest(body: [UInt8], jsonLength: Int?) throws -> V2InferenceRequest {
+    /// Each input's share of `limits` is claimed from its declared shape before its data is read or allocated.
+    public static func decodeInferRequest(body: [UInt8], jsonLength: Int?, limits: V2DecodeLimits = V2DecodeLimits()) throws -> V2InferenceRequest {
         let jsonEnd = jsonLength ?? body.count
+        var budget = V2DecodeBudget(limits)
         precondition(jsonEnd <= body.count, "JSON length beyond the body")
         return try body.withUnsafeBufferPointer { all in
             var reader = JSONReader(UnsafeBufferPointer(rebasing: all[..<jsonEnd]))
@@ -58,7 +61,7 @@ public enum V2Codec {
                         try reader.beginArray()
                         var list: [V2TensorObject] = []
                         while try reader.nextElement() {
-                            list.append(try reader.readV2TensorObject(role: "input", position: list.count, jsonEnd: jsonEnd))
+                            list.append(try reader.readV2TensorObject(role: "input", position: list.count, jsonEnd: jsonEnd, budget: &budget))
                         }
                         objects = list
                     case "outputs":
@@ -116,11 +119,13 @@ public enum V2Codec {
                     guard jsonLength != nil || size == 0 else {
                         throw V2CodecError(.binaryData, "\(label): has binary_data_size but the request has no \(inferenceHeaderContentLength) header")
                     }
+                    try budget.claim(object.datatype, count: object.count, shape: object.shape, label: label)
                     guard size <= body.count - cursor else {
                         throw V2CodecError(.binaryData, "\(label): binary_data_size \(size) exceeds the \(body.count - cursor) bytes left after the JSON")
                     }
                     tensor = try decodeBinaryTensor(UnsafeBufferPointer(rebasing: all[cursor..<(cursor + size)]),
                                                     datatype: object.datatype, shape: object.shape, count: object.count, label: label)
+                    if tensor.dtype == .string { try budget.claimStrings(tensor, label: label) }
                     cursor += size
                 } else {
                     throw V2CodecError(.missingField, "\(label): has neither 'data' nor binary_data_size")

@@ -169,6 +169,8 @@ extension V2Codec {
             var id: String?
             var parameters = JSONObject()
             var objects: [V2TensorObject] = []
+            // Responses are read by clients of a server they chose: no per-request limits.
+            var budget = V2DecodeBudget(.unlimited)
             do {
                 try reader.beginObject("a response object")
                 while let key = try reader.nextKey() {
@@ -180,7 +182,7 @@ extension V2Codec {
                     case "outputs":
                         try reader.beginArray("an outputs array")
                         while try reader.nextElement() {
-                            objects.append(try reader.readV2TensorObject(role: "output", position: objects.count, jsonEnd: jsonEnd))
+                            objects.append(try reader.readV2TensorObject(role: "output", position: objects.count, jsonEnd: jsonEnd, budget: &budget))
                         }
                     default: try reader.skipValue()
                     }

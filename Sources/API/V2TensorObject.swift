@@ -14,8 +14,9 @@ struct V2TensorObject {
 }
 
 extension JSONReader {
-    /// Reads one tensor object; `role` is `input` or `output` and names it in errors.
-    mutating func readV2TensorObject(role: String, position: Int, jsonEnd: Int) throws -> V2TensorObject {
+    /// Reads one tensor object; `role` is `input` or `output` and names it in errors. JSON `data` claims its share of
+    /// `budget` from the declared shape before anything is read or allocated.
+    mutating func readV2TensorObject(role: String, position: Int, jsonEnd: Int, budget: inout V2DecodeBudget) throws -> V2TensorObject {
         guard try peek() == UInt8(ascii: "{") else {
             throw V2CodecError(.invalidField, "\(role) #\(position): expected an object, got \(describe(bytes[index]))")
         }
@@ -64,11 +65,13 @@ extension JSONReader {
                 if let datatype, let shape {
                     let start = index
                     try checkCount(jsonEnd - start)
+                    try budget.claim(datatype, count: count, shape: shape, label: label)
                     do {
                         tensor = try readTensorData(datatype, shape: shape, count: count)
                     } catch let error as JSONError {
                         throw V2CodecError(error.kind == .typeMismatch ? .shapeMismatch : .invalidJSON, "\(label): data: \(error)")
                     }
+                    if datatype == .bytes, let tensor { try budget.claimStrings(tensor, label: label) }
                 } else {
                     _ = try peek()
                     let start = index
@@ -85,12 +88,14 @@ extension JSONReader {
         if let range = deferredData {
             // `data` came before `shape`/`datatype`: parse the remembered span now that both are known.
             try checkCount(range.count)
+            try budget.claim(datatype, count: count, shape: shape, label: label)
             var sub = JSONReader(UnsafeBufferPointer(rebasing: bytes[..<range.upperBound]), startingAt: range.lowerBound, maxDepth: maxDepth)
             do {
                 tensor = try sub.readTensorData(datatype, shape: shape, count: count)
             } catch let error as JSONError {
                 throw V2CodecError(error.kind == .typeMismatch ? .shapeMismatch : .invalidJSON, "\(label): data: \(error)")
             }
+            if datatype == .bytes, let tensor { try budget.claimStrings(tensor, label: label) }
         }
         var binaryDataSize: Int?
         if let sizeValue = parameters["binary_data_size"] {

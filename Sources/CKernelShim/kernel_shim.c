@@ -1,2 +1,2 @@
-// The shim is header-only (static inline functions Swift inlines); SwiftPM needs one source file per C target.
+// Static inline helpers live in the header (Swift inlines them); quantized_gemm.c holds the compiled kernels.
 #include "kernel_shim.h"

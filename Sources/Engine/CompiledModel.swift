@@ -33,8 +33,10 @@ public final class CompiledModel: Sendable {
         try self.init(model: model, baseDirectory: baseDirectory, fuseResiduals: true)
     }
 
-    /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps (tests compare both).
-    init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool) throws {
+    /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps, `fuseChains: false` keeps
+    /// decomposed activation chains and constant scale-and-shift after convs as their nodes (tests compare both);
+    /// `isSubgraph` marks a control-flow body.
+    init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool, fuseChains: Bool = true, isSubgraph: Bool = false) throws {
         // The optimizer's constant table becomes the only owner of the initializers (when the caller gives the model
         // up), so weights that BatchNormalization folding or packing replace are freed as compilation goes instead
         // of all three copies living until the end (ResNet-18 batch 8: peak RSS 157 -> 140 MiB).
@@ -52,10 +54,17 @@ public final class CompiledModel: Sendable {
         inputs = inputInfos.map { TensorSpec(name: $0.name, dtype: $0.elementType ?? .float32, shape: $0.shape ?? []) }
 
         for node in graph.nodes { try checkSupported(node, opset: opset) }
+        // Served models exchange tensors only; sequences and optionals live inside graphs (and subgraph bodies).
+        if !isSubgraph {
+            for info in inputInfos + graph.outputs where info.kind != .tensor {
+                let role = graph.outputs.contains(where: { $0.name == info.name }) ? "output" : "input"
+                throw EngineError(.unsupportedOperator, "graph \(role) '\(info.name)' is a \(info.kind.rawValue), not a tensor; Osprey serves tensor inputs and outputs only")
+            }
+        }
         let available = Set(inputInfos.map(\.name)).union(constants.keys)
         // Control-flow nodes read outer values inside their subgraphs: list those as extra inputs so ordering and liveness see them.
         let nodes = graph.nodes.map { node -> Node in
-            guard node.opType == "If" || node.opType == "Loop" else { return node }
+            guard node.opType == "If" || node.opType == "Loop" || node.opType == "Scan" else { return node }
             var extended = node
             extended.inputs += Subgraphs.freeVariables(of: node)
             return extended
@@ -66,6 +75,10 @@ public final class CompiledModel: Sendable {
         constants = [:]
         try optimizer.foldConstants()
         optimizer.foldBatchNormalization()
+        if fuseChains {
+            optimizer.fuseActivationChains()
+            optimizer.foldConstantAffineIntoConvs()
+        }
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }
 
@@ -151,7 +164,8 @@ public final class CompiledModel: Sendable {
             }
             let parameters = sizeOps.contains(op) ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
             let needsDerived = shapeParameterOps.contains(op) || sizeOps.contains(op)
-            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression", "Unique", "If", "Loop"]
+            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression", "Unique", "If", "Loop", "Scan",
+                                              "SequenceAt", "SplitToSequence", "ConcatFromSequence"]
             if dataShaped.contains(op) { continue }
             if ins.allSatisfy({ stable.contains($0) }) && (!needsDerived || parameters.allSatisfy({ derived.contains($0) })) {
                 stable.formUnion(outs)

@@ -87,40 +87,56 @@ struct GraphOptimizer {
         nodes.indices.filter { nodes[$0].node.inputs.contains(value) }
     }
 
-    /// Folds an inference BatchNormalization into the Conv before it when the conv output feeds nothing else.
+    /// Folds an inference BatchNormalization into the Conv or ConvTranspose before it when that output feeds nothing else.
     mutating func foldBatchNormalization() {
         var index = 0
         while index < nodes.count {
             defer { index += 1 }
             let conv = nodes[index].node
-            guard conv.opType == "Conv", conv.domain.isEmpty, let out = conv.outputs.first, !graphOutputs.contains(out),
+            let transposed = conv.opType == "ConvTranspose"
+            guard conv.opType == "Conv" || transposed, conv.domain.isEmpty, let out = conv.outputs.first, !graphOutputs.contains(out),
                   conv.inputs.count >= 2, let w = constants[conv.inputs[1]], w.dtype == .float32, w.rank >= 3 else { continue }
+            // Output channels: weights' axis 0 for Conv; groups x axis 1 for ConvTranspose ([C, M / group, k...]).
+            var groups = 1
+            if transposed, case .int(let g)? = conv.attributes["group"] { groups = Int(g) }
+            let outChannels = transposed ? groups * w.shape[1] : w.shape[0]
             let users = consumers(of: out)
             guard users.count == 1 else { continue }
             let bn = nodes[users[0]].node
             guard bn.opType == "BatchNormalization", bn.inputs.first == out, bn.inputs.count >= 5,
                   bn.outputs.dropFirst().allSatisfy({ $0.isEmpty }),
                   case let params = bn.inputs[1...4].compactMap({ constants[$0] }), params.count == 4,
-                  params.allSatisfy({ $0.dtype == .float32 && $0.count == w.shape[0] }) else { continue }
+                  params.allSatisfy({ $0.dtype == .float32 && $0.count == outChannels }) else { continue }
             if case .int(let mode)? = bn.attributes["training_mode"], mode != 0 { continue }
             if case .int(let spatial)? = bn.attributes["spatial"], spatial != 1 { continue }
             var epsilon: Float = 1e-5
             if case .float(let e)? = bn.attributes["epsilon"] { epsilon = e }
             let oldBias: [Float]
             if conv.inputs.count > 2, !conv.inputs[2].isEmpty {
-                guard let b = constants[conv.inputs[2]], b.dtype == .float32, b.count == w.shape[0] else { continue }
+                guard let b = constants[conv.inputs[2]], b.dtype == .float32, b.count == outChannels else { continue }
                 oldBias = b.scalars(as: Float.self)
             } else {
-                oldBias = Array(repeating: 0, count: w.shape[0])
+                oldBias = Array(repeating: 0, count: outChannels)
             }
             let scale = params[0].scalars(as: Float.self), shift = params[1].scalars(as: Float.self)
             let mean = params[2].scalars(as: Float.self), variance = params[3].scalars(as: Float.self)
-            let m = w.shape[0], per = w.count / m
+            let m = outChannels
             var weights = w.scalars(as: Float.self)
             var bias = oldBias
             for c in 0..<m {
                 let s = scale[c] / (variance[c] + epsilon).squareRoot()
-                for i in 0..<per { weights[c * per + i] *= s }
+                if transposed {
+                    // Channel c = g * (M / group) + j scales block j of every input channel of group g.
+                    let perGroup = w.shape[1], taps = w.count / (w.shape[0] * perGroup), inPerGroup = w.shape[0] / groups
+                    let g = c / perGroup, j = c % perGroup
+                    for ic in (g * inPerGroup)..<((g + 1) * inPerGroup) {
+                        let base = (ic * perGroup + j) * taps
+                        for i in 0..<taps { weights[base + i] *= s }
+                    }
+                } else {
+                    let per = w.count / m
+                    for i in 0..<per { weights[c * per + i] *= s }
+                }
                 bias[c] = (oldBias[c] - mean[c]) * s + shift[c]
             }
             let wName = "\(out)::bn_folded_weights", bName = "\(out)::bn_folded_bias"
@@ -169,6 +185,15 @@ struct GraphOptimizer {
         }
     }
 
+    /// The activation a planned node computes: a fused activation chain's, or an activation operator's.
+    private func fusableActivation(_ planned: PlannedNode) -> Activation? {
+        if planned.node.domain == fusedDomain && planned.node.opType == fusedActivationOp,
+           case .int(let rank)? = planned.node.attributes["minimum_rank"], rank <= 1 {
+            return planned.activation
+        }
+        return fusableActivation(planned.node)
+    }
+
     /// Fuses `Add(Conv(x), skip)` (and a single-consumer activation after it) into the Conv's epilogue, which adds
     /// the skip before the activation. Only packed 1-D/2-D Convs with constant weights qualify, whose output feeds
     /// nothing but that Add. The fused node sits where the Add was, so the skip is always computed before it.
@@ -194,7 +219,7 @@ struct GraphOptimizer {
             fused.residual = true
             let out = add.outputs[0]
             let users = consumers(of: out)
-            if !graphOutputs.contains(out), users.count == 1, let act = fusableActivation(nodes[users[0]].node),
+            if !graphOutputs.contains(out), users.count == 1, let act = fusableActivation(nodes[users[0]]),
                nodes[users[0]].node.inputs.first == out {
                 fused.activation = act
                 fused.node.outputs = [nodes[users[0]].node.outputs[0]]
@@ -216,16 +241,16 @@ struct GraphOptimizer {
         return true
     }
 
-    /// Moves a single-consumer activation into the preceding Conv or Gemm epilogue.
+    /// Moves a single-consumer activation into the preceding Conv, Gemm or ConvTranspose epilogue.
     mutating func fuseActivations() {
         var index = 0
         while index < nodes.count {
             defer { index += 1 }
             let node = nodes[index].node
-            guard node.opType == "Conv" || node.opType == "Gemm", node.domain.isEmpty, case .none = nodes[index].activation,
+            guard ["Conv", "Gemm", "ConvTranspose"].contains(node.opType), node.domain.isEmpty, case .none = nodes[index].activation,
                   let out = node.outputs.first, !graphOutputs.contains(out) else { continue }
             let users = consumers(of: out)
-            guard users.count == 1, let act = fusableActivation(nodes[users[0]].node), nodes[users[0]].node.inputs.first == out else { continue }
+            guard users.count == 1, let act = fusableActivation(nodes[users[0]]), nodes[users[0]].node.inputs.first == out else { continue }
             nodes[index].activation = act
             nodes[index].node.outputs = [nodes[users[0]].node.outputs[0]]
             nodes.remove(at: users[0])

@@ -18,6 +18,10 @@ final class Connection: ParserEventSink {
         var http10: Bool
         var keepAlive: Bool
         var response: HTTPResponse?
+        /// The responder's task, cancelled when the client goes away first.
+        var task: Task<Void, Never>? = nil
+        /// A parsed request waiting for the connection's dispatch window (nil once dispatched or answered).
+        var waiting: HTTPRequest? = nil
     }
 
     /// Id unique within the loop; responses are addressed by it.
@@ -47,20 +51,42 @@ final class Connection: ParserEventSink {
     /// Output not yet handed to the socket: `queued` chunks first, then `out`.
     @exclusivity(unchecked) private var queued: [[UInt8]] = []
     @exclusivity(unchecked) private var out = ByteWriter(capacity: 1024)
+    /// Bytes of the uv_write in flight (the socket would not take them at once).
+    @exclusivity(unchecked) private var inFlightBytes = 0
+    /// Bytes read but not parsed yet: parsing stopped at a request boundary (backpressure) and resumes from here.
+    @exclusivity(unchecked) private var pendingInput: [UInt8] = []
+    @exclusivity(unchecked) private var resuming = false
+    /// Accepted over the connection budget: answers one request, health probes only, then closes.
+    let overflow: Bool
+    /// Responder tasks running for this connection (at most `maxConcurrentRequestsPerConnection`).
+    @exclusivity(unchecked) private var running = 0
 
     /// Bodies above this size are written from their own array instead of being copied behind the headers.
     private static let detachThreshold = 64 * 1024
+    /// Unsent output (with a write waiting on a full socket) above which no more requests are read or parsed:
+    /// a client that does not read its answers stops getting new ones computed.
+    static let maxUnsentOutputBytes = 128 * 1024
 
-    init(id: UInt64, loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>, remote: String) {
+    init(id: UInt64, loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>, remote: String, overflow: Bool = false) {
         self.id = id
         self.loop = loop
         self.handle = handle
         self.remote = remote
+        self.overflow = overflow
         let configuration = loop.context.configuration
-        parser = RequestParser(maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
+        parser = RequestParser(maxHeaderBytes: overflow ? min(4096, configuration.maxHeaderBytes) : configuration.maxHeaderBytes,
+                               maxBodyBytes: overflow ? 0 : configuration.maxBodyBytes)
         idleSince = WallClock.monotonicNanoseconds()
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         parser.sink = self
+        parser.shouldSuspend = { [unowned(unsafe) self] in self.inputMustWait }
+        if let admission = loop.context.admission {
+            parser.admit = { [remote] head in
+                var head = head
+                head.remoteAddress = remote
+                return admission(head)
+            }
+        }
     }
 
     deinit { out.free() }
@@ -75,8 +101,33 @@ final class Connection: ParserEventSink {
     func start() { startReading() }
 
     private func startReading() {
-        guard !reading, !closing, !readEOF else { return }
+        guard !reading, !closing, !readEOF, pendingInput.isEmpty, !inputMustWait else { return }
         reading = uv_read_start(stream, Connection.allocCallback, Connection.readCallback) == 0
+    }
+
+    /// True while no further request may be parsed: the pipelining limit is reached, or answers pile up unread.
+    private var inputMustWait: Bool {
+        slots.count >= loop.context.configuration.maxPipelinedRequests || outputBacklogged
+    }
+
+    /// A write waits on a full socket and more than `maxUnsentOutputBytes` are not on it yet.
+    private var outputBacklogged: Bool {
+        writeInFlight && inFlightBytes + out.count + queued.reduce(0, { $0 + $1.count }) > Connection.maxUnsentOutputBytes
+    }
+
+    /// Parses what an earlier suspension left (request by request, as the limits allow), then reads again.
+    private func resumeInput() {
+        guard !closing, !finishing, !resuming else { return }
+        resuming = true
+        defer { resuming = false }
+        while !pendingInput.isEmpty, !inputMustWait, !finishing, !closing {
+            let input = pendingInput
+            pendingInput = []
+            let consumed = input.withUnsafeBytes { parser.feed($0) }
+            if consumed < input.count { pendingInput = Array(input[consumed...]) }
+            processParserEvents()
+        }
+        if !finishing, pendingInput.isEmpty, slots.count < max(1, loop.context.configuration.maxPipelinedRequests / 2) { startReading() }
     }
 
     private func stopReading() {
@@ -99,14 +150,19 @@ final class Connection: ParserEventSink {
             return
         }
         guard nread > 0, !finishing, !closing else { return }
-        parser.feed(UnsafeRawBufferPointer(start: base, count: nread))
+        let consumed = parser.feed(UnsafeRawBufferPointer(start: base, count: nread))
+        if consumed < nread {
+            // Suspended at a request boundary: keep the rest (the read buffer is shared) and read no more for now.
+            pendingInput = Array(UnsafeRawBufferPointer(start: base.map { UnsafeRawPointer($0) + consumed }, count: nread - consumed))
+            stopReading()
+        }
         processParserEvents()
     }
 
     private func processParserEvents() {
         if parser.stopped { finishing = true }
         writeReady()
-        if slots.count >= loop.context.configuration.maxPipelinedRequests { stopReading() }
+        if inputMustWait || !pendingInput.isEmpty { stopReading() }
     }
 
     /// Called by the parser during `feed`, in wire order; nothing after a final request or error is taken.
@@ -121,6 +177,11 @@ final class Connection: ParserEventSink {
         case .error(let error):
             continueOwed = false
             enqueueError(status: error.status, message: error.message)
+        case .refused(let response):
+            continueOwed = false
+            slots.append(Slot(method: "-", path: "-", requestID: RequestID.generate(), startedAt: parser.messageStartedAt,
+                              isHead: false, http10: false, keepAlive: false, response: response))
+            finishing = true
         }
     }
 
@@ -128,7 +189,7 @@ final class Connection: ParserEventSink {
         var request = parsed.request
         if request.requestID.isEmpty { request.requestID = RequestID.generate() }
         request.remoteAddress = remote
-        let keepAlive = parsed.keepAlive && !draining
+        let keepAlive = parsed.keepAlive && !draining && !overflow
         slots.append(Slot(method: request.method, path: request.path, requestID: request.requestID, startedAt: parsed.startedAt,
                           isHead: request.method == "HEAD", http10: request.version.major == 1 && request.version.minor == 0,
                           keepAlive: keepAlive, response: nil))
@@ -139,12 +200,33 @@ final class Connection: ParserEventSink {
             slots[slots.count - 1].response = response
             return
         }
+        if overflow {
+            // Over the connection budget only probes are answered (so liveness does not fail under a flood).
+            slots[slots.count - 1].response = ResponseSerializer.errorResponse(
+                status: 503, message: "too many open connections (limit \(context.configuration.maxConnections)); only health probes are answered")
+            return
+        }
+        slots[slots.count - 1].waiting = request
+        dispatchWaiting()
+    }
+
+    /// Hands waiting requests to the responder, oldest first, while fewer than the window run: one connection's
+    /// pipelined burst cannot fill the task pool ahead of every other client.
+    private func dispatchWaiting() {
+        let window = max(1, loop.context.configuration.maxConcurrentRequestsPerConnection)
+        guard running < window else { return }
         let mailbox = loop.mailbox
-        let responder = context.responder
+        let responder = loop.context.responder
         let connection = id
-        Task {
-            let response = await responder(request)
-            mailbox.post(Mailbox.Completion(connection: connection, sequence: sequence, response: response))
+        for index in slots.indices where running < window {
+            guard let request = slots[index].waiting else { continue }
+            slots[index].waiting = nil
+            running += 1
+            let sequence = headSequence + UInt64(index)
+            slots[index].task = Task {
+                let response = await responder(request)
+                mailbox.post(Mailbox.Completion(connection: connection, sequence: sequence, response: response))
+            }
         }
     }
 
@@ -164,6 +246,8 @@ final class Connection: ParserEventSink {
         let index = Int(sequence - headSequence)
         guard index < slots.count else { return }
         slots[index].response = response
+        running -= 1
+        dispatchWaiting()
         if index == 0 { writeReady() }
     }
 
@@ -189,7 +273,7 @@ final class Connection: ParserEventSink {
             if result.handlerClosed || !first.keepAlive {
                 // Nothing after a closing response is answered.
                 finishing = true
-                for dropped in slots { logAborted(dropped) }
+                for dropped in slots { logAborted(dropped); dropped.task?.cancel() }
                 slots.removeAll()
                 break
             }
@@ -262,17 +346,22 @@ final class Connection: ParserEventSink {
         request.pointee.data = block
         var buf = uv_buf_init(block.assumingMemoryBound(to: CChar.self), UInt32(total))
         writeInFlight = true
+        inFlightBytes = total
         lastWriteProgress = WallClock.monotonicNanoseconds()
         if uv_write(request, stream, &buf, 1, Connection.writeCallback) != 0 {
             block.deallocate()
             request.deallocate()
             writeInFlight = false
+            inFlightBytes = 0
             close()
+            return
         }
+        if outputBacklogged { stopReading() }
     }
 
     fileprivate func onWriteComplete(_ status: Int32) {
         writeInFlight = false
+        inFlightBytes = 0
         guard status >= 0, !closing else { close(); return }
         lastWriteProgress = WallClock.monotonicNanoseconds()
         flush()
@@ -281,16 +370,16 @@ final class Connection: ParserEventSink {
     /// Everything queued is on the socket: go idle, resume reading, or finish the connection.
     private func writesDrained() {
         guard slots.isEmpty else {
-            if !reading, !finishing, slots.count < max(1, loop.context.configuration.maxPipelinedRequests / 2) { startReading() }
+            if !reading, !finishing, slots.count < max(1, loop.context.configuration.maxPipelinedRequests / 2) { resumeInput() }
             return
         }
         if finishing {
             finishConnection()
-        } else if draining && !parser.inMessage {
+        } else if draining && !parser.inMessage && pendingInput.isEmpty {
             close()
         } else {
             idleSince = WallClock.monotonicNanoseconds()
-            startReading()
+            resumeInput()
         }
     }
 
@@ -299,6 +388,7 @@ final class Connection: ParserEventSink {
     private func finishConnection() {
         guard !closing, !lingering else { return }
         if readEOF { close(); return }
+        pendingInput = []
         lingering = true
         lingerStart = WallClock.monotonicNanoseconds()
         let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
@@ -353,8 +443,13 @@ final class Connection: ParserEventSink {
         guard !closing else { return }
         closing = true
         reading = false
-        for slot in slots { logAborted(slot) }
+        // The client is gone: its unanswered requests stop (queued batch rows and worker jobs are dropped, not computed).
+        for slot in slots {
+            logAborted(slot)
+            slot.task?.cancel()
+        }
         slots.removeAll()
+        pendingInput = []
         uv_close(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self), Connection.closeCallback)
     }
 

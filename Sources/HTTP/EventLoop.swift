@@ -9,17 +9,24 @@ final class ServerContext: Sendable {
     let configuration: HTTPServerConfiguration
     let responder: HTTPResponder
     let inlineResponder: HTTPInlineResponder?
+    let admission: HTTPAdmission?
     let logger: Logger
     let policy: TimeoutPolicy
     /// `Server: <name>\r\n`, built once.
     let serverLine: [UInt8]
     /// Open connections across all loops (the `--max-connections` budget and a metric).
     let openConnections = Atomic<Int>(0)
+    /// Connections accepted over the budget to answer health probes (at most `overflowReserve`).
+    let overflowConnections = Atomic<Int>(0)
+    /// How many over-budget connections may be held at once to answer probes; beyond it they get 503 at once.
+    let overflowReserve = 32
 
-    init(configuration: HTTPServerConfiguration, responder: @escaping HTTPResponder, inlineResponder: HTTPInlineResponder?) {
+    init(configuration: HTTPServerConfiguration, responder: @escaping HTTPResponder, inlineResponder: HTTPInlineResponder?,
+         admission: HTTPAdmission? = nil) {
         self.configuration = configuration
         self.responder = responder
         self.inlineResponder = inlineResponder
+        self.admission = admission
         logger = configuration.logger
         policy = TimeoutPolicy(idleSeconds: configuration.idleTimeout, readSeconds: configuration.readTimeout)
         let name = configuration.serverName.utf8.filter { $0 >= 0x20 && $0 < 0x7F }
@@ -124,14 +131,25 @@ final class EventLoop {
             return
         }
         // Claim a place first, so loops racing for the last one cannot both take it.
+        var overflow = false
         if draining || context.openConnections.add(1, ordering: .relaxed).oldValue >= context.configuration.maxConnections {
-            if !draining { context.openConnections.subtract(1, ordering: .relaxed) }
-            rejectOverCapacity(handle)
-            return
+            if draining { rejectOverCapacity(handle); return }
+            context.openConnections.subtract(1, ordering: .relaxed)
+            // Over budget: a small reserve still reads one request so liveness and readiness probes get their answer.
+            guard context.overflowConnections.add(1, ordering: .relaxed).oldValue < context.overflowReserve else {
+                context.overflowConnections.subtract(1, ordering: .relaxed)
+                rejectOverCapacity(handle)
+                return
+            }
+            overflow = true
         }
         uv_tcp_nodelay(handle, 1)
+        if context.configuration.socketSendBufferBytes > 0 {
+            var size = Int32(clamping: context.configuration.socketSendBufferBytes)
+            _ = uv_send_buffer_size(handleOf(handle), &size)
+        }
         nextConnectionID += 1
-        let connection = Connection(id: nextConnectionID, loop: self, handle: handle, remote: peerAddress(handle))
+        let connection = Connection(id: nextConnectionID, loop: self, handle: handle, remote: peerAddress(handle), overflow: overflow)
         connections[connection.id] = connection
         connection.start()
     }
@@ -153,7 +171,11 @@ final class EventLoop {
     /// Called from a connection's close callback.
     func connectionClosed(_ connection: Connection) {
         connections.removeValue(forKey: connection.id)
-        context.openConnections.subtract(1, ordering: .relaxed)
+        if connection.overflow {
+            context.overflowConnections.subtract(1, ordering: .relaxed)
+        } else {
+            context.openConnections.subtract(1, ordering: .relaxed)
+        }
         if draining { stopIfDrained() }
     }
 

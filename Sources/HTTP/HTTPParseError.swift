@@ -14,6 +14,8 @@ public enum HTTPParseError: Error, Equatable, Sendable {
     case unsupportedExpectation(String)
     /// A method the server cannot serve on this connection, like CONNECT (501).
     case unsupportedMethod(String)
+    /// An HTTP major version other than 1 (505).
+    case unsupportedVersion(major: Int, minor: Int)
 
     /// The status code sent for this error.
     public var status: Int {
@@ -23,6 +25,7 @@ public enum HTTPParseError: Error, Equatable, Sendable {
         case .bodyTooLarge: 413
         case .unsupportedTransferEncoding, .unsupportedMethod: 501
         case .unsupportedExpectation: 417
+        case .unsupportedVersion: 505
         }
     }
 
@@ -37,6 +40,7 @@ public enum HTTPParseError: Error, Equatable, Sendable {
         case .unsupportedTransferEncoding(let coding): "unsupported Transfer-Encoding '\(coding)': only chunked is accepted"
         case .unsupportedExpectation(let value): "unsupported Expect '\(value)': only 100-continue is accepted"
         case .unsupportedMethod(let method): "method \(method) is not supported"
+        case .unsupportedVersion(let major, let minor): "HTTP/\(major).\(minor) is not supported: this server speaks HTTP/1.0 and HTTP/1.1"
         }
     }
 }

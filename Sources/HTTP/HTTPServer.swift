@@ -7,6 +7,10 @@ import Synchronization
 /// A synchronous responder for cheap routes, run on the loop thread; nil defers to the async responder.
 public typealias HTTPInlineResponder = @Sendable (HTTPRequest) -> HTTPResponse?
 
+/// Decides from a request's headers (body still unread, `body` empty) whether it may send its body; a response refuses
+/// it (e.g. 401 before a large upload is buffered). Runs on the loop thread for requests that have a body.
+public typealias HTTPAdmission = @Sendable (HTTPRequest) -> HTTPResponse?
+
 /// Why the server could not start.
 public enum HTTPServerError: Error, Equatable, CustomStringConvertible {
     /// `host` is not an IPv4 or IPv6 literal.
@@ -46,11 +50,13 @@ public final class HTTPServer: Sendable {
     private let stoppedLatch = Latch()
     private let runningLoops = Atomic<Int>(0)
 
-    /// A server that will answer with `responder`; `inlineResponder` (if any) is tried first, on the loop thread.
+    /// A server that will answer with `responder`; `inlineResponder` (if any) is tried first, on the loop thread;
+    /// `admission` (if any) may refuse a request with a body from its headers, before the body is read.
     public init(configuration: HTTPServerConfiguration = HTTPServerConfiguration(), responder: @escaping HTTPResponder,
-                inlineResponder: HTTPInlineResponder? = nil) {
+                inlineResponder: HTTPInlineResponder? = nil, admission: HTTPAdmission? = nil) {
         self.configuration = configuration
-        context = ServerContext(configuration: configuration, responder: responder, inlineResponder: inlineResponder)
+        context = ServerContext(configuration: configuration, responder: responder, inlineResponder: inlineResponder,
+                                admission: admission)
     }
 
     /// Binds, starts the loop threads and returns the bound port once listening (useful with port 0).

@@ -28,6 +28,12 @@ public struct HTTPServerConfiguration: Sendable {
     public var serverName: String = "osprey"
     /// Pipelined requests buffered per connection before reading pauses (backpressure).
     public var maxPipelinedRequests: Int = 64
+    /// Requests of one connection handed to the responder at once; later pipelined ones wait their turn, so a
+    /// client's burst cannot queue ahead of every other client (they are answered in order anyway).
+    public var maxConcurrentRequestsPerConnection: Int = 4
+    /// SO_SNDBUF of each connection (0 keeps the kernel's autotuning, which grows to tcp_wmem's maximum, 4 MiB here):
+    /// what a client that never reads can make the server compute and hold is this plus the unsent-output bound.
+    public var socketSendBufferBytes: Int = 256 * 1024
 
     /// The defaults.
     public init() {}

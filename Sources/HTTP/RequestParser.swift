@@ -18,6 +18,8 @@ enum ParserEvent {
     case expectContinue
     /// The stream is unusable from here on; answer with the error and close.
     case error(HTTPParseError)
+    /// The admission check refused a request from its headers (before its body was read); answer this and close.
+    case refused(HTTPResponse)
 }
 
 /// Receives parser events as they happen (the connection), instead of through `events`.
@@ -45,6 +47,25 @@ final class RequestParser {
     @exclusivity(unchecked) private(set) var messageStartedAt: UInt64 = 0
     /// True once the parser hit an error or an upgrade: no more bytes are parsed.
     @exclusivity(unchecked) private(set) var stopped = false
+    /// Asked after each complete request; true makes `feed` return early (backpressure), leaving the rest unconsumed.
+    @exclusivity(unchecked) var shouldSuspend: (() -> Bool)?
+    /// Asked at the end of the headers of a request that has a body; a response refuses it before the body is read.
+    @exclusivity(unchecked) var admit: ((HTTPRequest) -> HTTPResponse?)?
+
+    // Method token scanning: http-parser knows a fixed method list and fails others as malformed; we read the token
+    // ourselves so an unknown but valid method (QUERY) reaches the router and gets 405, not 400.
+    @exclusivity(unchecked) private var atMessageStart = true
+    @exclusivity(unchecked) private var methodToken: [UInt8] = []
+    @exclusivity(unchecked) private var tokenStartedAt: UInt64 = 0
+    /// The method as sent when http-parser was fed a stand-in for it.
+    @exclusivity(unchecked) private var unknownMethod: String?
+    // Chunk framing: http-parser (non-strict build) accepts any two bytes after chunk data; we require CRLF.
+    @exclusivity(unchecked) private var chunked = false
+    @exclusivity(unchecked) private var chunkRemaining: UInt64 = 0
+    /// CRLF bytes after a chunk's data still to be checked (2, 1 or 0), across feeds.
+    @exclusivity(unchecked) private var chunkCRLFPending = 0
+    @exclusivity(unchecked) private var executeEnd: UnsafeRawPointer?
+    @exclusivity(unchecked) private var pendingRefusal: HTTPResponse?
 
     // Per-message accumulation, reused between messages.
     @exclusivity(unchecked) private var url: [UInt8] = []
@@ -74,37 +95,135 @@ final class RequestParser {
 
     deinit { parser.deallocate() }
 
-    /// Parses `bytes`, appending to `events`; after an error or upgrade further bytes are ignored.
-    func feed(_ bytes: UnsafeRawBufferPointer) {
-        guard !stopped, bytes.count > 0 else { return }
-        let consumed = http_parser_execute(parser, RequestParser.settings, bytes.baseAddress!.assumingMemoryBound(to: CChar.self), bytes.count)
+    /// Parses `bytes`, appending to `events` (or telling the sink); after an error or upgrade further bytes are ignored.
+    ///
+    /// Returns how many bytes were consumed: all of them, unless `shouldSuspend` asked to stop after a complete request;
+    /// the caller then feeds the rest again later (they start the next request).
+    @discardableResult
+    func feed(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard !stopped, let base = bytes.baseAddress, bytes.count > 0 else { return bytes.count }
+        var offset = 0
+        let count = bytes.count
+        while offset < count && !stopped {
+            if chunkCRLFPending > 0 {
+                if !checkChunkCRLF(base + offset, available: count - offset) { return count }
+            }
+            if atMessageStart {
+                offset = scanMethod(base, from: offset, count: count)
+                continue
+            }
+            offset += execute(base + offset, count - offset)
+            if stopped { return count }
+            if atMessageStart, let shouldSuspend, shouldSuspend() { return offset }
+        }
+        return count
+    }
+
+    /// One http_parser_execute call; handles pause (a request completed), errors and upgrades. Returns bytes consumed.
+    private func execute(_ start: UnsafeRawPointer, _ length: Int) -> Int {
+        executeEnd = start + length
+        let consumed = http_parser_execute(parser, RequestParser.settings, start.assumingMemoryBound(to: CChar.self), length)
         let errno = http_errno(rawValue: parser.pointee.http_errno)
-        if errno != HPE_OK {
+        if errno == HPE_PAUSED {
+            http_parser_pause(parser, 0)
+        } else if errno != HPE_OK {
             stopped = true
-            emit(.error(pendingError ?? mapLibraryError(errno)))
-        } else if parser.pointee.upgrade == 1 {
+            if let refusal = pendingRefusal {
+                emit(.refused(refusal))
+            } else {
+                emit(.error(pendingError ?? mapLibraryError(errno)))
+            }
+            return length
+        }
+        if parser.pointee.upgrade == 1 {
             // Protocol switches (Upgrade, CONNECT) are not supported: answer what was parsed, then stop reading.
             stopped = true
             if inMessage { emit(.error(.unsupportedMethod("CONNECT"))) }
-        } else if consumed != bytes.count {
-            stopped = true
-            emit(.error(.malformed("parser stopped after \(consumed) of \(bytes.count) bytes")))
+            return length
         }
+        if errno == HPE_OK && consumed != length {
+            stopped = true
+            emit(.error(.malformed("parser stopped after \(consumed) of \(length) bytes")))
+            return length
+        }
+        return consumed
     }
 
+    /// Reads the method token at the start of a request. A token http-parser knows is handed to it as sent; another
+    /// valid token is remembered and replaced by `GET` (framing does not depend on the method), so the router can
+    /// answer 405. Anything that is not a token goes to http-parser, which reports it. Returns the new offset.
+    private func scanMethod(_ base: UnsafeRawPointer, from start: Int, count: Int) -> Int {
+        var i = start
+        let bytes = base.assumingMemoryBound(to: UInt8.self)
+        while i < count {
+            let b = bytes[i]
+            if methodToken.isEmpty && (b == 13 || b == 10) {
+                // Empty lines before a request line are tolerated (RFC 9112 2.2), as http-parser does.
+                i += 1
+                continue
+            }
+            if b == 0x20, !methodToken.isEmpty {
+                atMessageStart = false
+                let length = methodToken.count
+                if RequestParser.knownMethods.contains(methodToken) {
+                    unknownMethod = nil
+                    // The whole token is in this buffer: let http-parser read it from there.
+                    if i - start >= length {
+                        methodToken.removeAll(keepingCapacity: true)
+                        return i - length
+                    }
+                } else {
+                    unknownMethod = String(decoding: methodToken, as: UTF8.self)
+                    methodToken = Array("GET".utf8)
+                }
+                let token = methodToken
+                methodToken.removeAll(keepingCapacity: true)
+                _ = token.withUnsafeBytes { execute($0.baseAddress!, $0.count) }
+                return stopped ? count : i
+            }
+            if isTokenByte(b) && methodToken.count < RequestParser.maxMethodLength {
+                if methodToken.isEmpty { tokenStartedAt = WallClock.monotonicNanoseconds(); inMessage = true }
+                methodToken.append(b)
+                i += 1
+                continue
+            }
+            atMessageStart = false
+            if methodToken.count >= RequestParser.maxMethodLength && isTokenByte(b) {
+                stopped = true
+                emit(.error(.malformed("method token longer than \(RequestParser.maxMethodLength) bytes")))
+                return count
+            }
+            // Not a token: let http-parser see exactly what was sent and report it.
+            let token = methodToken
+            methodToken.removeAll(keepingCapacity: true)
+            unknownMethod = nil
+            if !token.isEmpty {
+                _ = token.withUnsafeBytes { execute($0.baseAddress!, $0.count) }
+                if stopped { return count }
+            }
+            return i
+        }
+        return i
+    }
     @inline(__always)
     private func emit(_ event: ParserEvent) {
         if let sink { sink.parserEmitted(event) } else { events.append(event) }
     }
 
     /// Convenience for tests: feeds an array.
-    func feed(_ bytes: [UInt8]) { bytes.withUnsafeBytes { feed($0) } }
+    @discardableResult
+    func feed(_ bytes: [UInt8]) -> Int { bytes.withUnsafeBytes { feed($0) } }
 
     // MARK: - Callbacks (run inside http_parser_execute)
 
     private func beginMessage() {
         inMessage = true
-        messageStartedAt = WallClock.monotonicNanoseconds()
+        messageStartedAt = tokenStartedAt != 0 ? tokenStartedAt : WallClock.monotonicNanoseconds()
+        tokenStartedAt = 0
+        chunked = false
+        chunkRemaining = 0
+        chunkCRLFPending = 0
+        pendingRefusal = nil
         // Reset only what the previous message touched: each access to a class property has a cost here.
         if !url.isEmpty { url.removeAll(keepingCapacity: true) }
         if !field.isEmpty { field.removeAll(keepingCapacity: true) }
@@ -173,13 +292,28 @@ final class RequestParser {
 
     private func onHeadersComplete() -> Int32 {
         if lastWasValue || !field.isEmpty { commitHeader() }
-        if parser.pointee.method == HTTP_CONNECT.rawValue {
+        if parser.pointee.http_major != 1 {
+            pendingError = .unsupportedVersion(major: Int(parser.pointee.http_major), minor: Int(parser.pointee.http_minor))
+            return -1
+        }
+        if parser.pointee.method == HTTP_CONNECT.rawValue && unknownMethod == nil {
             pendingError = .unsupportedMethod("CONNECT")
             return -1
         }
         guard sawFramingHeaders else { return 0 }
         if let error = framingError() {
             pendingError = error
+            return -1
+        }
+        chunked = !transferEncodings.isEmpty
+        let hasBody = chunked || (!contentLengths.isEmpty && parser.pointee.content_length > 0)
+        // Who may send a body is decided before its size is judged or a byte of it is buffered (401 before 413).
+        if hasBody, let admit, let refusal = admit(head()) {
+            pendingRefusal = refusal
+            return -1
+        }
+        if !contentLengths.isEmpty, parser.pointee.content_length > UInt64(maxBodyBytes) {
+            pendingError = .bodyTooLarge(limit: maxBodyBytes, declared: Int(clamping: parser.pointee.content_length))
             return -1
         }
         if let expectation {
@@ -195,7 +329,18 @@ final class RequestParser {
         return 0
     }
 
-    /// Smuggling and size guards that http-parser either does not make or does not explain.
+    /// The request so far without its body, for the admission check.
+    private func head() -> HTTPRequest {
+        let (path, query) = splitTarget()
+        return HTTPRequest(method: currentMethod, path: path ?? "", query: query,
+                           version: (Int(parser.pointee.http_major), Int(parser.pointee.http_minor)),
+                           headers: HTTPHeaders(fields: headers), body: [], requestID: requestID)
+    }
+
+    /// The method as the client sent it.
+    private var currentMethod: String { unknownMethod ?? RequestParser.methodName(parser.pointee.method) }
+
+    /// Smuggling guards that http-parser either does not make or does not explain.
     private func framingError() -> HTTPParseError? {
         if !transferEncodings.isEmpty && !contentLengths.isEmpty {
             return .conflictingFraming("Content-Length and Transfer-Encoding are both present")
@@ -211,9 +356,6 @@ final class RequestParser {
             if let other = codings.first(where: { $0 != "chunked" }) { return .unsupportedTransferEncoding(other) }
             if codings.count > 1 { return .malformed("chunked applied more than once") }
         }
-        if !contentLengths.isEmpty, parser.pointee.content_length > UInt64(maxBodyBytes) {
-            return .bodyTooLarge(limit: maxBodyBytes, declared: Int(clamping: parser.pointee.content_length))
-        }
         return nil
     }
 
@@ -224,7 +366,28 @@ final class RequestParser {
             pendingError = .bodyTooLarge(limit: maxBodyBytes, declared: nil)
             return 1
         }
+        chunkRemaining = next
         return 0
+    }
+
+    /// Checks the CRLF that must follow a chunk's data, as far as `available` bytes at `at` reach; true on a mismatch.
+    private func chunkCRLFMismatch(_ at: UnsafeRawPointer, available: Int) -> Bool {
+        let bytes = at.assumingMemoryBound(to: UInt8.self)
+        var i = 0
+        while chunkCRLFPending > 0 && i < available {
+            guard bytes[i] == (chunkCRLFPending == 2 ? 13 : 10) else { return true }
+            chunkCRLFPending -= 1
+            i += 1
+        }
+        return false
+    }
+
+    /// The CRLF check continued at the start of a later feed; false (error emitted, parsing stopped) on a mismatch.
+    private func checkChunkCRLF(_ at: UnsafeRawPointer, available: Int) -> Bool {
+        guard chunkCRLFMismatch(at, available: available) else { return true }
+        stopped = true
+        emit(.error(.malformed("chunk data is not followed by CRLF")))
+        return false
     }
 
     private func onBody(_ data: UnsafeRawBufferPointer) -> Int32 {
@@ -237,6 +400,16 @@ final class RequestParser {
             body.reserveCapacity(Int(clamping: parser.pointee.content_length))
         }
         body.append(contentsOf: data)
+        if chunked {
+            chunkRemaining -= UInt64(data.count)
+            if chunkRemaining == 0, let end = data.baseAddress.map({ $0 + data.count }), let executeEnd {
+                chunkCRLFPending = 2
+                if chunkCRLFMismatch(end, available: executeEnd - end) {
+                    pendingError = .malformed("chunk data is not followed by CRLF")
+                    return 1
+                }
+            }
+        }
         return 0
     }
 
@@ -247,13 +420,18 @@ final class RequestParser {
             return 1
         }
         let version = (major: Int(parser.pointee.http_major), minor: Int(parser.pointee.http_minor))
-        let request = HTTPRequest(method: RequestParser.methodName(parser.pointee.method), path: path, query: query,
+        let request = HTTPRequest(method: currentMethod, path: path, query: query,
                                   version: version, headers: HTTPHeaders(fields: headers), body: body, requestID: requestID)
         let keepAlive = http_should_keep_alive(parser) != 0
         emit(.request(ParsedRequest(request: request, keepAlive: keepAlive, startedAt: messageStartedAt)))
         headers = []
         body = []
         inMessage = false
+        unknownMethod = nil
+        // Hand control back at every request boundary: the next method token is ours to read, and the caller may
+        // want to stop here (backpressure).
+        atMessageStart = true
+        http_parser_pause(parser, 1)
         return 0
     }
 
@@ -332,6 +510,12 @@ final class RequestParser {
         return s
     }()
 
+    /// Longest method token accepted (the longest registered method, UPDATEREDIRECTREF, has 17 bytes).
+    static let maxMethodLength = 32
+
+    /// The methods http-parser parses itself, as bytes.
+    private static let knownMethods: Set<[UInt8]> = Set(methodNames.filter { $0 != "<unknown>" }.map { Array($0.utf8) })
+
     /// Method names as Swift strings, built once so requests do not re-decode C strings.
     private static let methodNames: [String] = (0..<64).map { String(cString: http_method_str(http_method(rawValue: UInt32($0)))) }
 
@@ -351,6 +535,18 @@ final class RequestParser {
 
 import Synchronization
 private let libraryLimit = Mutex<UInt32>(80 * 1024)
+
+/// RFC 9110 `tchar`: the bytes a method token may contain.
+@inline(__always)
+func isTokenByte(_ b: UInt8) -> Bool {
+    switch b {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
+    case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "*"),
+         UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"),
+         UInt8(ascii: "~"): return true
+    default: return false
+    }
+}
 
 /// Compares bytes with a lowercase ASCII literal, ignoring the bytes' case.
 func asciiLowercaseEquals(_ bytes: [UInt8], _ lower: StaticString) -> Bool {

@@ -2,6 +2,9 @@
 public struct DecodeOptions: Sendable {
     /// Largest accepted `width * height` as declared by the header (a decompression-bomb guard).
     public var maxPixels: Int
+    /// Largest accepted decoded size in bytes: width x height x channels x bytes per sample as the header declares
+    /// them, or the decoder's output buffer when that is larger (a 16-bit RGBA PNG costs 8 bytes per pixel, not 3).
+    public var maxBytes: Int = DecodeOptions.defaultMaxBytes
     /// RGB colour that transparent pixels are composited onto.
     public var background: (UInt8, UInt8, UInt8)
     /// When set, JPEGs may be decoded at 1/2, 1/4 or 1/8 scale as long as this preprocessing still
@@ -14,6 +17,8 @@ public struct DecodeOptions: Sendable {
 
     /// Default limit: 50 megapixels.
     public static let defaultMaxPixels = 50_000_000
+    /// Default decoded-bytes limit: 256 MiB.
+    public static let defaultMaxBytes = 256 << 20
 
     /// Options with the given limit, background and optional scaling hint.
     public init(maxPixels: Int = DecodeOptions.defaultMaxPixels, background: (UInt8, UInt8, UInt8) = (255, 255, 255),
@@ -29,5 +34,14 @@ public struct DecodeOptions: Sendable {
         let (pixels, overflow) = width.multipliedReportingOverflow(by: height)
         if overflow || pixels > maxPixels { throw ImagingError.tooLarge(pixels: overflow ? Int.max : pixels, limit: maxPixels) }
         if width <= 0 || height <= 0 { throw ImagingError.corrupt("image has zero size (\(width)x\(height))") }
+    }
+
+    /// Throws `.tooManyBytes` when `width x height x bytesPerPixel` exceeds `maxBytes`; called after `checkSize`.
+    func checkBytes(width: Int, height: Int, bytesPerPixel: Int, detail: String) throws {
+        let (pixels, o1) = width.multipliedReportingOverflow(by: height)
+        let (bytes, o2) = pixels.multipliedReportingOverflow(by: bytesPerPixel)
+        if o1 || o2 || bytes > maxBytes {
+            throw ImagingError.tooManyBytes(bytes: o1 || o2 ? Int.max : bytes, limit: maxBytes, detail: "\(width)x\(height), \(detail)")
+        }
     }
 }

@@ -12,6 +12,8 @@ enum JPEGDecoder {
         }
         let width = Int(w), height = Int(h)
         try options.checkSize(width: width, height: height)
+        let components = colorspace == Int32(TJCS_GRAY.rawValue) ? 1 : (colorspace == Int32(TJCS_CMYK.rawValue) || colorspace == Int32(TJCS_YCCK.rawValue) ? 4 : 3)
+        try options.checkBytes(width: width, height: height, bytesPerPixel: max(components, 3), detail: "\(components) channels x 1 byte per sample")
 
         let markers = JPEGMarkers.scan(bytes)
         // libjpeg pads a truncated stream with a fake end marker and only warns: refuse it like Pillow does.

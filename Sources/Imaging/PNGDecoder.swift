@@ -48,6 +48,11 @@ enum PNGDecoder {
         try options.checkSize(width: width, height: height)
 
         let hasAlpha = image.format & UInt32(PNG_FORMAT_FLAG_ALPHA) != 0
+        // Source samples: gray or colour, optional alpha, 8 or 16 bits (PNG_IMAGE_SAMPLE_* macros do not import).
+        let sourceChannels = (image.format & UInt32(PNG_FORMAT_FLAG_COLOR) != 0 ? 3 : 1) + (hasAlpha ? 1 : 0)
+        let sampleBytes = image.format & UInt32(PNG_FORMAT_FLAG_LINEAR) != 0 ? 2 : 1
+        try options.checkBytes(width: width, height: height, bytesPerPixel: max(sourceChannels * sampleBytes, hasAlpha ? 4 : 3),
+                               detail: "\(sourceChannels) channels x \(sampleBytes) bytes per sample")
         if image.format & UInt32(PNG_FORMAT_FLAG_LINEAR) != 0 {
             // 16-bit samples are sRGB-encoded like 8-bit ones; without this flag libpng assumes linear
             // light and gamma-encodes them, which no training pipeline does.

@@ -22,11 +22,12 @@ public func preprocess(_ image: RGBImage, config: PreprocessConfig, into destina
 
 /// Decodes `bytes` (PNG or JPEG) and preprocesses it, letting JPEG decoding scale down in the IDCT first.
 public func decodeAndPreprocess(_ bytes: [UInt8], config: PreprocessConfig,
-                                maxPixels: Int = DecodeOptions.defaultMaxPixels) throws -> Tensor {
+                                maxPixels: Int = DecodeOptions.defaultMaxPixels,
+                                maxBytes: Int = DecodeOptions.defaultMaxBytes) throws -> Tensor {
     try config.validate()
     var tensor = Tensor(uninitialized: config.dtype, shape: config.outputShape)
     try bytes.withUnsafeBytes { source in
-        try tensor.withUnsafeMutableBytes { try decodeAndPreprocess(source, config: config, maxPixels: maxPixels, into: $0) }
+        try tensor.withUnsafeMutableBytes { try decodeAndPreprocess(source, config: config, maxPixels: maxPixels, maxBytes: maxBytes, into: $0) }
     }
     return tensor
 }
@@ -35,10 +36,12 @@ public func decodeAndPreprocess(_ bytes: [UInt8], config: PreprocessConfig,
 /// e.g. one row of a batch tensor).
 public func decodeAndPreprocess(_ bytes: UnsafeRawBufferPointer, config: PreprocessConfig,
                                 maxPixels: Int = DecodeOptions.defaultMaxPixels,
+                                maxBytes: Int = DecodeOptions.defaultMaxBytes,
                                 into destination: UnsafeMutableRawBufferPointer) throws {
     try config.validate()
-    let options = DecodeOptions(maxPixels: maxPixels, background: (config.background[0], config.background[1], config.background[2]),
+    var options = DecodeOptions(maxPixels: maxPixels, background: (config.background[0], config.background[1], config.background[2]),
                                 sizeHint: config)
+    options.maxBytes = maxBytes
     try preprocess(try ImageDecoder.decode(bytes, options: options), config: config, into: destination)
 }
 

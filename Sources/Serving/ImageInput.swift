@@ -45,14 +45,15 @@ extension ServedVersion {
     /// Decodes and preprocesses encoded PNG/JPEG `images` on `workers` into one batch for the image input.
     ///
     /// Each image is written straight into its row of the batch tensor; throws `ImageInputError` naming the image.
-    public func imageBatch(_ images: [[UInt8]], plan: ImageInputPlan, maxPixels: Int, workers: WorkerPool) async throws -> Tensor {
+    public func imageBatch(_ images: [[UInt8]], plan: ImageInputPlan, maxPixels: Int, maxBytes: Int = DecodeOptions.defaultMaxBytes,
+                           workers: WorkerPool) async throws -> Tensor {
         let config = plan.preprocessing
         let rows = try await withThrowingTaskGroup(of: (Int, Tensor).self) { group in
             for (index, bytes) in images.enumerated() {
                 group.addTask {
                     try await workers.run {
                         do {
-                            return (index, try decodeAndPreprocess(bytes, config: config, maxPixels: maxPixels))
+                            return (index, try decodeAndPreprocess(bytes, config: config, maxPixels: maxPixels, maxBytes: maxBytes))
                         } catch let error as ImagingError {
                             throw ImageInputError(index: index, reason: error)
                         }
@@ -70,7 +71,8 @@ extension ServedVersion {
     ///
     /// The scores come from the model's first output; softmax is applied when the config says the model
     /// emits logits, or when it does not say and the rows are not already probability distributions.
-    public func classify(_ images: [[UInt8]], maxPixels: Int, workers: WorkerPool, timeout: Duration? = nil) async throws -> Tensor {
+    public func classify(_ images: [[UInt8]], maxPixels: Int, maxBytes: Int = DecodeOptions.defaultMaxBytes, workers: WorkerPool,
+                         timeout: Duration? = nil) async throws -> Tensor {
         guard let plan = try imageInputPlan() else {
             let shapes = inputs.map { "\($0.name) \($0.dtype)[\($0.shape.map(\.description).joined(separator: ", "))]" }
             throw ServingError.invalidInput("model '\(name)' has no image input: expected one rank-4 input with 1 or 3 channels, got \(shapes.joined(separator: "; "))")
@@ -85,11 +87,11 @@ extension ServedVersion {
             // Unbatched models run one image per execution.
             var rows: [Tensor] = []
             for image in images {
-                rows.append(try await classify([image], maxPixels: maxPixels, workers: workers, timeout: timeout))
+                rows.append(try await classify([image], maxPixels: maxPixels, maxBytes: maxBytes, workers: workers, timeout: timeout))
             }
             return Tensor.concatenatingRows(rows)
         }
-        let batch = try await imageBatch(images, plan: plan, maxPixels: maxPixels, workers: workers)
+        let batch = try await imageBatch(images, plan: plan, maxPixels: maxPixels, maxBytes: maxBytes, workers: workers)
         let result = try await infer([plan.input.name: batch], outputs: [output.name], timeout: timeout)
         guard let scores = result[output.name] else {
             throw ServingError.executionFailed(model: name, version: version, reason: "no output '\(output.name)'")

@@ -48,15 +48,18 @@ public struct RegistryOptions: Sendable {
     public var maxModelMemory: Int?
     /// At the first load, staging entries and interrupted-write temp files older than this many seconds are removed.
     public var staleUploadAge: Double
+    /// Serve the repository folder itself as this one model (KServe's single-model layout); nil: `<model>/` folders.
+    public var singleModel: String?
 
     /// Options with one compute slot, no polling, warm-up on, no memory limit, stale uploads removed after an hour.
     public init(computeSlots: Int = 1, pollInterval: Duration? = nil, warmUp: Bool = true, requiredModels: [String]? = nil,
-                maxModelMemory: Int? = nil, staleUploadAge: Double = 3600) {
+                maxModelMemory: Int? = nil, staleUploadAge: Double = 3600, singleModel: String? = nil) {
         self.computeSlots = computeSlots
         self.pollInterval = pollInterval
         self.warmUp = warmUp
         self.requiredModels = requiredModels
         self.maxModelMemory = maxModelMemory
         self.staleUploadAge = staleUploadAge
+        self.singleModel = singleModel
     }
 }

@@ -80,7 +80,7 @@ public actor ModelRegistry {
     public init(repositoryPath: String, loader: @escaping ModelLoader, options: RegistryOptions = RegistryOptions(),
                 metrics: Metrics? = nil, logger: @escaping ServingLogger = { _, _ in }) {
         self.repositoryPath = repositoryPath
-        repository = ModelRepository(root: repositoryPath)
+        repository = ModelRepository(root: repositoryPath, singleModel: options.singleModel)
         self.loader = loader
         self.options = options
         self.metrics = metrics

@@ -22,11 +22,17 @@ struct ModelScan: Sendable {
 }
 
 /// The on-disk layout `<root>/<model>/{config.json,labels.txt,<version>/model.onnx}`; all calls block (run them on a worker).
+///
+/// In the single-model layout (KServe's `/mnt/models`, `--model-name`) the root itself is the one model's folder:
+/// its `model.onnx` (or its only `.onnx` file) is version 1, beside `config.json` and `labels.txt`; integer
+/// folders under it are further versions, as in a model folder.
 struct ModelRepository: Sendable {
     /// The model file name inside a version directory.
     static let modelFileName = "model.onnx"
 
     let root: String
+    /// The one model served from the root in the single-model layout; nil for a repository of model folders.
+    var singleModel: String? = nil
 
     /// True for names matching `[A-Za-z0-9_.-]{1,64}` other than `.` and `..` (so a name can never leave the repository).
     static func isValidModelName(_ name: String) -> Bool {
@@ -50,14 +56,27 @@ struct ModelRepository: Sendable {
         return value
     }
 
-    func modelDirectory(_ model: String) -> String { root + "/" + model }
+    func modelDirectory(_ model: String) -> String { model == singleModel ? root : root + "/" + model }
 
     func modelFile(_ model: String, version: Int) -> String {
-        modelDirectory(model) + "/" + String(version) + "/" + Self.modelFileName
+        let file = modelDirectory(model) + "/" + String(version) + "/" + Self.modelFileName
+        if model == singleModel, version == 1, fingerprint(file) == nil, let flat = singleModelFile() { return flat }
+        return file
+    }
+
+    /// The single-model layout's version-1 file at the root: `model.onnx`, else the root's only `.onnx` file
+    /// (a storage initializer keeps the name the object had).
+    func singleModelFile() -> String? {
+        let preferred = root + "/" + Self.modelFileName
+        if fingerprint(preferred) != nil { return preferred }
+        let onnx = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
+            .filter { $0.hasSuffix(".onnx") && !$0.hasPrefix(".") && fingerprint(root + "/" + $0) != nil }
+        return onnx.count == 1 ? root + "/" + onnx[0] : nil
     }
 
     /// Directory names under the root, split into valid model names and rejected ones.
     func listModels() throws -> (valid: [String], invalid: [String]) {
+        if let single = singleModel { return ([single], []) }
         let entries: [String]
         do {
             entries = try FileManager.default.contentsOfDirectory(atPath: root)
@@ -91,6 +110,9 @@ struct ModelRepository: Sendable {
             guard let version = Self.version(fromDirectoryName: entry),
                   let fingerprint = fingerprint(modelFile(model, version: version)) else { continue }
             scan.versions[version] = fingerprint
+        }
+        if model == singleModel, scan.versions[1] == nil, let flat = singleModelFile(), let print = fingerprint(flat) {
+            scan.versions[1] = print
         }
         return scan
     }

@@ -33,6 +33,9 @@ extension ModelRepository {
     /// Writes `bytes` as a staged version (flushed to disk); on any failure nothing is left behind.
     func stage(model: String, version: Int, bytes: [UInt8]) throws -> StagedVersion {
         let what = "upload of model '\(model)' version \(version)"
+        guard singleModel == nil else {
+            throw ServingError.repositoryReadOnly("the single-model layout (--model-name) takes no uploads: serve a repository of <model>/<version>/ folders to upload versions; serving continues unchanged")
+        }
         if mkdir(stagingRoot, 0o755) != 0 && errno != EEXIST {
             throw Self.fileError(errno, "create the staging directory for the \(what)")
         }

@@ -12,6 +12,9 @@ public struct Tensor: Sendable {
     public private(set) var byteOffset: Int
     /// Elements of a `.string` tensor (raw bytes each); empty for numeric tensors.
     public private(set) var strings: [[UInt8]]
+    /// Set for the ONNX values that are not tensors (a sequence, an optional without an element); such a value has
+    /// shape [0] and no bytes, so a kernel that wrongly receives one sees an empty tensor.
+    public private(set) var container: TensorContainer? = nil
 
     /// A zero-filled tensor.
     public init(dtype: DType, shape: [Int]) {
@@ -68,6 +71,24 @@ public struct Tensor: Sendable {
         storage = TensorStorage(byteCount: 0)
         byteOffset = 0
         self.strings = strings
+    }
+
+    /// An ONNX sequence of tensors whose elements have type `elementType`.
+    public init(sequence elements: [Tensor], elementType: DType) {
+        self.init(dtype: elementType, shape: [0])
+        container = .sequence(elements)
+    }
+
+    /// An ONNX optional holding no element, of element type `elementType`.
+    public init(emptyOptionalOf elementType: DType) {
+        self.init(dtype: elementType, shape: [0])
+        container = .emptyOptional
+    }
+
+    /// The elements when this value is a sequence, else nil.
+    public var sequenceElements: [Tensor]? {
+        if case .sequence(let elements)? = container { return elements }
+        return nil
     }
 
     /// Number of dimensions.
@@ -182,6 +203,20 @@ public struct Tensor: Sendable {
 }
 
 extension Tensor: CustomStringConvertible {
-    /// `float32[1, 3, 224, 224]`.
-    public var description: String { "\(dtype)\(shape)" }
+    /// `float32[1, 3, 224, 224]` (`sequence<float32>(3)` for a sequence).
+    public var description: String {
+        switch container {
+        case .sequence(let elements)?: return "sequence<\(dtype)>(\(elements.count))"
+        case .emptyOptional?: return "optional<\(dtype)>(empty)"
+        case nil: return "\(dtype)\(shape)"
+        }
+    }
+}
+
+/// What a non-tensor ONNX value holds.
+public enum TensorContainer: Sendable {
+    /// A sequence of tensors (SequenceConstruct, SplitToSequence, ...).
+    case sequence([Tensor])
+    /// An optional without an element (Optional with no input).
+    case emptyOptional
 }

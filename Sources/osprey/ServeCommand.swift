@@ -24,10 +24,18 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
       --read-timeout DURATION  time for a started request to arrive completely, else 408 (default 30s)
       --shutdown-timeout DURATION
                                on SIGTERM/SIGINT, time in-flight requests get to finish (default 30s)
+      --drain-delay DURATION   on SIGTERM/SIGINT, report not ready but keep accepting for this long before
+                               closing the listener, so load balancers stop sending first (default 0)
       --threads N              compute threads for the engine, OpenBLAS included (default: all cores)
       --admin-token TOKEN      require 'Authorization: Bearer TOKEN' on /v2/repository/* (default: loopback clients only)
       --poll-interval DURATION watch the repository for added and removed versions (default: off)
       --max-image-pixels N     largest image accepted by classify, checked before decoding (default 50000000)
+      --max-image-bytes SIZE   largest decoded image (width x height x channels x bytes per sample), checked
+                               from the header before decoding, else 413 (default 256MiB)
+      --max-bytes-elements N   BYTES elements one infer request may hold, else 413 (default 65536)
+      --max-decoded-bytes SIZE decoded tensor bytes one infer request may hold, else 413 (default 256MiB)
+      --model-name NAME        single-model layout (KServe's /mnt/models): the repository folder itself is model NAME,
+                               its model.onnx (or only .onnx file) version 1, with config.json and labels.txt beside it
       --require-models A,B     models that must have a READY version for /v2/health/ready (default: every model
                                whose directory holds a version at start)
       --max-model-memory SIZE  bytes all loaded versions may hold together (weights, packed constants, activations
@@ -55,14 +63,15 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader,
                                  options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) },
                                                           requiredModels: options.requiredModels, maxModelMemory: options.maxModelMemory,
-                                                          staleUploadAge: options.staleUploadAge),
+                                                          staleUploadAge: options.staleUploadAge, singleModel: options.singleModel),
                                  metrics: metrics, logger: servingLogger(logger))
     // Not ready until the repository has been scanned: before that the empty routing table looks "all loaded".
     let readiness = ReadinessFlag(ready: false)
     let service = OspreyService(registry: registry, metrics: metrics, workers: WorkerPool(threads: options.computeThreads),
                                 options: options.service, readiness: readiness,
                                 log: { line in logger.error(line) })
-    let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder)
+    let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder,
+                            admission: service.admission)
     service.setConnectionCounter { server.openConnections }
     // Models load in the background: the server answers (not ready) at once, so probes and clients see progress.
     Task {
@@ -72,7 +81,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
         logger.info("model repository loaded", [("path", repository), ("ready", String(registry.isReady))])
         await registry.run()
     }
-    return try serve(server: server, readiness: readiness, shutdownTimeout: options.shutdownTimeout, logger: logger)
+    return try serve(server: server, readiness: readiness, drainDelay: options.drainDelay, shutdownTimeout: options.shutdownTimeout,
+                     logger: logger)
 }
 
 /// Serving's log lines through the server's logger.
@@ -92,20 +102,22 @@ struct ServeOptions {
     var configuration = HTTPServerConfiguration()
     var modelRepository = "models"
     var shutdownTimeout = 30.0
+    var drainDelay = 0.0
     var service = ServiceOptions()
     var computeThreads = ProcessInfo.processInfo.activeProcessorCount
     var pollInterval: Double?
     var requiredModels: [String]?
+    var singleModel: String?
     var maxModelMemory: Int?
     var staleUploadAge = 3600.0
 
     static let valueFlags: Set<String> = ["host", "port", "model-repository", "io-threads", "max-header-bytes", "max-body-bytes",
-                                          "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "log-format", "log-level",
+                                          "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "drain-delay", "log-format", "log-level",
                                           "threads", "admin-token", "poll-interval", "max-image-pixels",
-                                          "require-models", "max-model-memory", "stale-upload-age"]
+                                          "require-models", "max-model-memory", "stale-upload-age", "model-name"]
 
     init(_ args: ArraySlice<String>) throws {
-        let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags, booleanFlags: [])
+        let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags.union(ServeOptions.requestLimitFlags), booleanFlags: [])
         guard arguments.positionals.isEmpty else {
             throw UsageError(description: "unexpected argument '\(arguments.positionals[0])'")
         }
@@ -120,6 +132,7 @@ struct ServeOptions {
         configuration.idleTimeout = try arguments.seconds("idle-timeout", default: configuration.idleTimeout)
         configuration.readTimeout = try arguments.seconds("read-timeout", default: configuration.readTimeout)
         shutdownTimeout = try arguments.seconds("shutdown-timeout", default: shutdownTimeout)
+        drainDelay = try arguments.seconds("drain-delay", default: drainDelay)
         let cores = ProcessInfo.processInfo.activeProcessorCount
         computeThreads = min(try arguments.int("threads", default: cores, minimum: 1), cores)
         service.adminToken = arguments.string("admin-token").flatMap { $0.isEmpty ? nil : $0 }
@@ -128,6 +141,13 @@ struct ServeOptions {
             pollInterval = seconds > 0 ? seconds : nil
         }
         service.maxImagePixels = try arguments.int("max-image-pixels", default: service.maxImagePixels, minimum: 1)
+        try parseRequestLimits(arguments)
+        if let name = arguments.string("model-name") {
+            guard ModelRegistry.isValidModelName(name) else {
+                throw UsageError(description: "--model-name: '\(name)' is not a valid model name (1-64 characters of [A-Za-z0-9_.-])")
+            }
+            singleModel = name
+        }
         if let text = arguments.string("require-models") {
             let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             for name in names where !ModelRegistry.isValidModelName(name) {

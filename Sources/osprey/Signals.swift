@@ -1,19 +1,26 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import HTTP
 
 /// Runs `server` until SIGTERM or SIGINT, then shuts it down gracefully; returns the exit status.
 ///
-/// The first signal flips `readiness` to not-ready at once, closes the listener and gives in-flight requests
-/// `shutdownTimeout` seconds; a second signal exits immediately.
-func serve(server: HTTPServer, readiness: ReadinessFlag, shutdownTimeout: Double, logger: Logger) throws -> Int32 {
+/// The first signal flips `readiness` to not-ready at once; the listener stays open and serving for `drainDelay`
+/// seconds (so a load balancer or Kubernetes can take the instance out of rotation before connections are refused),
+/// then closes and gives in-flight requests `shutdownTimeout` seconds; a second signal exits immediately.
+func serve(server: HTTPServer, readiness: ReadinessFlag, drainDelay: Double, shutdownTimeout: Double, logger: Logger) throws -> Int32 {
     let waiter = try SignalWaiter(signals: [SIGINT, SIGTERM]) { signal, count in
         let name = signal == SIGTERM ? "SIGTERM" : "SIGINT"
         if count == 1 {
             readiness.set(false)
-            logger.info("shutting down", [("signal", name), ("grace_seconds", String(shutdownTimeout))])
-            server.beginShutdown(gracePeriod: shutdownTimeout)
+            logger.info("shutting down", [("signal", name), ("drain_delay_seconds", String(drainDelay)),
+                                          ("grace_seconds", String(shutdownTimeout))])
+            // Off the signal thread, so a second signal during the delay still exits at once.
+            DispatchQueue.global().asyncAfter(deadline: .now() + drainDelay) {
+                if drainDelay > 0 { logger.info("drain delay over, closing the listener") }
+                server.beginShutdown(gracePeriod: shutdownTimeout)
+            }
         } else {
             logger.warn("second signal, exiting now", [("signal", name)])
             exit(1)

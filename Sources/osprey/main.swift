@@ -10,7 +10,7 @@ struct Command: Sendable {
     let run: @Sendable (ArraySlice<String>) throws -> Int32
 }
 
-let commands: [Command] = [serveCommand, inspectCommand, predictCommand]
+let commands: [Command] = [serveCommand, inspectCommand, predictCommand, probeCommand]
 
 let topHelp = """
     osprey: serve ONNX models over HTTP (KServe V2 / Open Inference Protocol)

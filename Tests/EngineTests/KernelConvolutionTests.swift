@@ -36,6 +36,18 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
 }
 
 @Suite struct KernelConvolutionTests {
+    /// Depthwise with strides (2, 1) and (3, 1), as text recognisers use: the vectorised unit-width-stride row filter.
+    @Test func depthwiseWithUnitWidthStrideMatchesReference() {
+        var rng = SeededGenerator(seed: 77)
+        for (kernel, strideHeight, dilation, width) in [(3, 2, 1, 40), (5, 2, 1, 37), (5, 3, 2, 16), (3, 2, 1, 5), (1, 2, 1, 33)] {
+            let pad = kernel / 2 * dilation
+            let g = ConvGeometry(batch: 2, inChannels: 3, inHeight: 9, inWidth: width, outChannels: 3, kernelHeight: kernel, kernelWidth: kernel,
+                                 strideHeight: strideHeight, strideWidth: 1, dilationHeight: dilation, dilationWidth: dilation,
+                                 padTop: pad, padLeft: pad, padBottom: pad, padRight: pad, groups: 3)
+            checkConvolution(g, activation: .hardSwish, withBias: true, withResidual: kernel == 5, rng: &rng)
+        }
+    }
+
     @Test func randomizedGeometriesMatchReference() {
         var rng = SeededGenerator(seed: 2024)
         var cases = 0

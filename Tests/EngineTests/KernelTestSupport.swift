@@ -38,5 +38,5 @@ func expectClose(_ actual: [Float], _ expected: [Float], _ context: @autoclosure
 /// Every activation, with parameters that exercise both sides of each kink.
 let allActivations: [Activation] = [
     .none, .relu, .leakyRelu(alpha: 0.1), .clip(min: 0, max: 6), .clip(min: -0.5, max: 0.25), .sigmoid,
-    .hardSigmoid(alpha: 0.2, beta: 0.5), .hardSwish, .tanh,
+    .hardSigmoid(alpha: 0.2, beta: 0.5), .hardSwish, .tanh, .silu, .gelu, .geluTanh, .mish,
 ]

@@ -2,13 +2,14 @@ import XCTest
 @testable import HTTP
 
 /// A comparable summary of parser output, so whole, byte-by-byte and split feeds can be compared.
-private enum Seen: Equatable {
+enum Seen: Equatable {
     case request(method: String, path: String, query: String, version: String, headers: [String], body: [UInt8], keepAlive: Bool, id: String)
     case expectContinue
     case error(HTTPParseError)
+    case refused(status: Int)
 }
 
-private func summarize(_ events: [ParserEvent]) -> [Seen] {
+func summarize(_ events: [ParserEvent]) -> [Seen] {
     events.map { event in
         switch event {
         case .request(let p):
@@ -17,31 +18,45 @@ private func summarize(_ events: [ParserEvent]) -> [Seen] {
                             headers: r.headers.map { "\($0.name): \($0.value)" }, body: r.body, keepAlive: p.keepAlive, id: r.requestID)
         case .expectContinue: return .expectContinue
         case .error(let e): return .error(e)
+        case .refused(let response): return .refused(status: response.status)
         }
     }
 }
 
 /// Parses `text` whole, byte by byte, and split in two at every offset; asserts all agree and returns the result.
-private func parseEverySplit(_ text: String, maxHeader: Int = 16 * 1024, maxBody: Int = 1 << 20,
+func parseEverySplit(_ text: String, maxHeader: Int = 16 * 1024, maxBody: Int = 1 << 20,
+                             admit: ((HTTPRequest) -> HTTPResponse?)? = nil,
                              file: StaticString = #filePath, line: UInt = #line) -> [Seen] {
     let bytes = Array(text.utf8)
-    func run(_ pieces: [ArraySlice<UInt8>]) -> [Seen] {
+    /// Feeds the pieces in order; with `suspending`, the parser stops after every request and the rest is fed again.
+    func run(_ pieces: [ArraySlice<UInt8>], suspending: Bool = false) -> [Seen] {
         let parser = RequestParser(maxHeaderBytes: maxHeader, maxBodyBytes: maxBody)
+        admit.map { gate in parser.admit = gate }
+        if suspending { parser.shouldSuspend = { true } }
         var all: [ParserEvent] = []
         for piece in pieces {
-            parser.feed(Array(piece))
-            all.append(contentsOf: parser.events)
-            parser.events.removeAll()
+            var rest = Array(piece)
+            while true {
+                let consumed = parser.feed(rest)
+                all.append(contentsOf: parser.events)
+                parser.events.removeAll()
+                if consumed >= rest.count { break }
+                rest = Array(rest[consumed...])
+            }
         }
         return summarize(all)
     }
     let whole = run([bytes[...]])
     let byByte = run(bytes.indices.map { bytes[$0...$0] })
     XCTAssertEqual(byByte, whole, "byte-by-byte differs", file: file, line: line)
+    XCTAssertEqual(run([bytes[...]], suspending: true), whole, "suspending after each request differs", file: file, line: line)
     for split in 0...bytes.count {
         let parts = run([bytes[..<split], bytes[split...]])
         XCTAssertEqual(parts, whole, "split at \(split) differs", file: file, line: line)
         if parts != whole { break }
+        let suspended = run([bytes[..<split], bytes[split...]], suspending: true)
+        XCTAssertEqual(suspended, whole, "split at \(split) with suspension differs", file: file, line: line)
+        if suspended != whole { break }
     }
     return whole
 }

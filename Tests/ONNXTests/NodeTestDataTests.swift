@@ -13,18 +13,19 @@ import Tensor
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                // Read in place up to the NUL: the record can be shorter than the 256-byte field (ASan caught the copy).
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
             if name.hasPrefix("test_") { names.append(name) }
         }
         return names.sorted()
     }
 
-    @Test func everyNodeTestDecodes() throws {
+    /// Missing test data is a skipped test, not a pass (`make test` installs libonnx-testdata).
+    @Test(.enabled(if: !cases().isEmpty, "\(root) not found (install Debian package libonnx-testdata; `make test` does)"))
+    func everyNodeTestDecodes() throws {
         let cases = ([Self.root] + Self.extraRoots).flatMap { root in Self.cases(in: root).map { root + "/" + $0 } }
-        guard !cases.isEmpty else {
-            print("NodeTestDataTests: \(Self.root) not found (install libonnx-testdata); skipped")
-            return
-        }
         var failures: [String] = []
         var tensorsDecoded = 0
         for dir in cases {

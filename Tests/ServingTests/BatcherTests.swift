@@ -348,3 +348,31 @@ final class BatcherTests: XCTestCase {
         }
     }
 }
+
+extension BatcherTests {
+    /// Issue 11, defect 5: rows of requests cancelled while queued are dropped, never computed, and the others still batch.
+    func testCancelledRowsOfABatchAreDroppedNotComputed() async throws {
+        let runtime = ScaleRuntime(scale: 2, sleepMilliseconds: 300)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 1000}}"#)
+        let busy = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
+        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        var tasks: [Task<[String: Tensor], Error>] = []
+        for i in 0..<6 {
+            tasks.append(Task { try await version.infer(["x": rowsTensor(rows: 1, marker: Float(100 + i))]) })
+        }
+        let queued = await eventually { version.queueDepth == 6 }
+        XCTAssertTrue(queued)
+        for i in stride(from: 0, to: 6, by: 2) { tasks[i].cancel() }
+        for (i, task) in tasks.enumerated() {
+            let result = await task.result
+            if i % 2 == 0 {
+                XCTAssertThrowsError(try result.get()) { XCTAssertTrue($0 is CancellationError, "\($0)") }
+            } else {
+                XCTAssertEqual(try result.get()["y"]?.scalars(as: Float.self).first, Float(100 + i) * 2)
+            }
+        }
+        _ = try await busy.value
+        let executed = runtime.executedRowMarkers.withLock { $0 }
+        XCTAssertEqual(executed.filter { $0 >= 100 }.sorted(), [101, 103, 105], "cancelled rows were computed: \(executed)")
+    }
+}

@@ -10,7 +10,7 @@ extension ServiceContext {
         let probabilities: Tensor
         do {
             probabilities = try await served.classify(decoded.images.map { Array($0.bytes) }, maxPixels: options.maxImagePixels,
-                                                      workers: workers)
+                                                      maxBytes: options.maxImageBytes, workers: workers)
         } catch let error as ImageInputError {
             // Name the multipart field (or "body") rather than a bare index.
             throw APIError(status: error.httpStatus, "image '\(decoded.images[error.index].source)': \(error.reason)")

@@ -38,7 +38,7 @@ extension ImagingError: HTTPErrorConvertible {
     public var httpStatus: Int {
         switch self {
         case .unsupportedFormat: return 415
-        case .tooLarge: return 413
+        case .tooLarge, .tooManyBytes: return 413
         case .corrupt: return 400
         case .invalidConfig: return 500
         }

@@ -7,7 +7,10 @@ extension ServiceContext {
     func infer(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         let served = try registry.resolve(model: p.model ?? "", version: p.version)
         try rejectContentEncoding(request)
-        let decoded = try await offloaded(request.body.count) { try V2Codec.decodeInferRequest(body: request.body, headers: request.headers) }
+        let limits = options.decodeLimits
+        let decoded = try await offloaded(request.body.count) {
+            try V2Codec.decodeInferRequest(body: request.body, headers: request.headers, limits: limits)
+        }
         let feeds = try await modelFeeds(decoded, for: served)
         let requested = decoded.requestedOutputs.map(\.name)
         let results = try await served.infer(feeds, outputs: requested.isEmpty ? nil : requested, timeout: try requestTimeout(decoded))
@@ -34,7 +37,7 @@ extension ServiceContext {
         for (index, input) in decoded.inputs.enumerated() where input.tensor.dtype == .string {
             guard let plan = try served.imageInputPlan(), plan.input.name == input.name else { continue }
             let batch = try await served.imageBatch(input.tensor.strings, plan: plan, maxPixels: options.maxImagePixels,
-                                                    workers: workers)
+                                                    maxBytes: options.maxImageBytes, workers: workers)
             request.inputs[index] = V2Input(name: input.name, datatype: V2Datatype(batch.dtype), tensor: batch, parameters: input.parameters)
         }
         let tensors = try V2Codec.bindInputs(request, to: served.inputs)

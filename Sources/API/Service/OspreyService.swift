@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import Imaging
 import Serving
 
 /// Settings of the HTTP-facing service that are not the HTTP server's own.
@@ -14,6 +15,10 @@ public struct ServiceOptions: Sendable {
     public var maxImagePixels: Int
     /// `top_k` when a classify request gives none.
     public var defaultTopK: Int
+    /// Largest decoded image accepted, in bytes (width x height x channels x bytes per sample, from the header).
+    public var maxImageBytes = DecodeOptions.defaultMaxBytes
+    /// BYTES elements and decoded tensor bytes one infer request may claim (413 beyond them).
+    public var decodeLimits = V2DecodeLimits()
 
     /// Options with Osprey's defaults.
     public init(serverName: String = "osprey", serverVersion: String = ospreyVersion, adminToken: String? = nil,

@@ -19,4 +19,7 @@ static inline int osprey_release_free_heap(void) { return 0; }
 static inline int osprey_fix_mmap_threshold(int bytes) { (void)bytes; return 0; }
 #endif
 
+/// The integer GEMM behind the quantized operators (a compiled C kernel, quantized_gemm.c).
+#include "quantized_gemm.h"
+
 #endif

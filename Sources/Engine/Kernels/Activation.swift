@@ -18,6 +18,14 @@ public enum Activation: Sendable, Hashable {
     case hardSwish
     /// tanh(x).
     case tanh
+    /// x * sigmoid(x) (SiLU, Swish).
+    case silu
+    /// 0.5 * x * (1 + erf(x / sqrt 2)) (exact GELU).
+    case gelu
+    /// 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) (GELU's tanh form).
+    case geluTanh
+    /// x * tanh(softplus(x)).
+    case mish
 
     /// The function on one value (the reference every vectorised epilogue is tested against).
     @inline(__always)
@@ -31,6 +39,10 @@ public enum Activation: Sendable, Hashable {
         case .hardSigmoid(let alpha, let beta): return Swift.max(0, Swift.min(1, alpha * x + beta))
         case .hardSwish: return x * Swift.max(0, Swift.min(1, x / 6 + 0.5))
         case .tanh: return Foundation.tanh(x)
+        case .silu: return x / (1 + Foundation.exp(-x))
+        case .gelu: return 0.5 * x * (1 + Foundation.erf(x * 0.707_106_781_186_547_5))
+        case .geluTanh: return 0.5 * x * (1 + Foundation.tanh(0.797_884_560_802_865_4 * (x + 0.044715 * x * x * x)))
+        case .mish: return x * Foundation.tanh(x > 20 ? x : Foundation.log1p(Foundation.exp(x)))
         }
     }
 
@@ -49,6 +61,12 @@ public enum Activation: Sendable, Hashable {
             return v * clamp(v * FloatVector(repeating: 1 / 6 as Float) + FloatVector(repeating: 0.5), FloatVector(repeating: 0),
                              FloatVector(repeating: 1))
         case .tanh: return vectorTanh(v)
+        case .silu: return v * vectorSigmoid(v)
+        case .gelu: return FloatVector(repeating: 0.5) * v * (FloatVector(repeating: 1) + vectorErf(v * FloatVector(repeating: 0.707_106_781_186_547_5)))
+        case .geluTanh:
+            let inner = FloatVector(repeating: 0.797_884_560_802_865_4) * (v + FloatVector(repeating: 0.044715) * v * v * v)
+            return FloatVector(repeating: 0.5) * v * (FloatVector(repeating: 1) + vectorTanh(inner))
+        case .mish: return vectorMish(v)
         }
     }
 

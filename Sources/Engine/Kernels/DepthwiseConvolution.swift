@@ -37,7 +37,9 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
             }
             let filter = weights + m * taps
             let b = bias?[m] ?? 0
-            if flatLayout == nil {
+            if flatLayout == nil && g.strideWidth == 1 {
+                rowFilterUnitWidthStride(g, UnsafePointer(scratch), paddedWidth: layout.paddedWidth, filter: filter, bias: b, output: flat)
+            } else if flatLayout == nil {
                 rowFilter(g, UnsafePointer(scratch), paddedWidth: layout.paddedWidth, filter: filter, bias: b, output: flat)
             } else if taps == 9 {
                 flatFilter3x3(bases, filter: filter, bias: b, count: flatCount, output: flat)
@@ -116,6 +118,29 @@ private func flatFilter3x3(_ bases: [UnsafePointer<Float>], filter: UnsafePointe
         multiplyAdd(&a, (p8 + j).vector(SIMD16<Float>.self), w8)
         (output + j).store(a + b)
         j += 16
+    }
+}
+
+/// `rowFilter` for a horizontal stride of 1 (PP-OCR recognisers' (2, 1) strides): 16 outputs of a row at a time.
+/// Lanes past the row's end compute garbage into the row's padding (and up to 15 floats past the last row, inside the
+/// caller's read slack), which `emitRows` never reads; their reads stay inside the scratch that follows the plane.
+private func rowFilterUnitWidthStride(_ g: ConvGeometry, _ padded: UnsafePointer<Float>, paddedWidth: Int, filter: UnsafePointer<Float>,
+                                      bias: Float, output: UnsafeMutablePointer<Float>) {
+    let kh = g.kernelHeight, kw = g.kernelWidth
+    for y in 0..<g.outHeight {
+        let rowBase = padded + y * g.strideHeight * paddedWidth
+        var x = 0
+        while x < g.outWidth {
+            var acc = SIMD16<Float>(repeating: bias)
+            for ky in 0..<kh {
+                let row = rowBase + ky * g.dilationHeight * paddedWidth + x
+                for kx in 0..<kw {
+                    multiplyAdd(&acc, (row + kx * g.dilationWidth).vector(SIMD16<Float>.self), SIMD16(repeating: filter[ky * kw + kx]))
+                }
+            }
+            (output + y * paddedWidth + x).store(acc)
+            x += 16
+        }
     }
 }
 

@@ -35,6 +35,38 @@ func vectorTanh(_ x: FloatVector) -> FloatVector {
     FloatVector(repeating: 1) - FloatVector(repeating: 2) / (vectorExp(x + x) + FloatVector(repeating: 1))
 }
 
+/// erf(x) lane-wise: a rational approximation odd in x on [-4, 4] (erf is +-1 to float precision beyond), absolute
+/// error about 4e-7.
+@inline(__always)
+func vectorErf(_ x: FloatVector) -> FloatVector {
+    let v = clamp(x, FloatVector(repeating: -4), FloatVector(repeating: 4))
+    let x2 = v * v
+    var p = FloatVector(repeating: -2.726_142_258_013_06e-10)
+    p = p * x2 + FloatVector(repeating: 2.770_681_424_959_02e-08)
+    p = p * x2 + FloatVector(repeating: -2.101_024_020_825_08e-06)
+    p = p * x2 + FloatVector(repeating: -5.692_506_394_623_46e-05)
+    p = p * x2 + FloatVector(repeating: -7.349_906_303_268_55e-04)
+    p = p * x2 + FloatVector(repeating: -2.954_599_808_540_25e-03)
+    p = p * x2 + FloatVector(repeating: -1.609_603_332_624_15e-02)
+    var q = FloatVector(repeating: -1.456_607_184_649_96e-05)
+    q = q * x2 + FloatVector(repeating: -2.133_740_552_789_05e-04)
+    q = q * x2 + FloatVector(repeating: -1.682_826_974_382_03e-03)
+    q = q * x2 + FloatVector(repeating: -7.373_329_167_204_68e-03)
+    q = q * x2 + FloatVector(repeating: -1.426_473_905_141_89e-02)
+    return p * v / q
+}
+
+/// x * tanh(softplus(x)) lane-wise, as x * n(n + 2) / (n(n + 2) + 2) with n = e^x (e^x capped at e^20, past which
+/// the ratio is 1 in float).
+@inline(__always)
+func vectorMish(_ x: FloatVector) -> FloatVector {
+    var capped = x
+    capped.replace(with: FloatVector(repeating: 20), where: capped .> FloatVector(repeating: 20))
+    let n = vectorExp(capped)
+    let m = n * (n + FloatVector(repeating: 2))
+    return x * m / (m + FloatVector(repeating: 2))
+}
+
 /// Softmax over each row of a rows x columns row-major matrix, in place: e^(x - max) / sum, vectorised.
 public func softmaxRows(_ data: UnsafeMutablePointer<Float>, rows: Int, columns: Int) {
     guard columns > 0 else { return }

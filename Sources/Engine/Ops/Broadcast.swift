@@ -21,25 +21,6 @@ func broadcastStrides(_ shape: [Int], to target: [Int]) -> [Int] {
     }
 }
 
-/// Merges adjacent axes that every operand walks contiguously (or all skip), so inner loops run long.
-func coalesce(shape: [Int], strides: [[Int]]) -> (shape: [Int], strides: [[Int]]) {
-    var outShape: [Int] = []
-    var outStrides: [[Int]] = Array(repeating: [], count: strides.count)
-    for axis in 0..<shape.count where shape[axis] != 1 {
-        if let last = outShape.last,
-           strides.indices.allSatisfy({ strides[$0][axis] * shape[axis] == outStrides[$0].last! }) {
-            _ = last
-            outShape[outShape.count - 1] *= shape[axis]
-            for k in strides.indices { outStrides[k][outStrides[k].count - 1] = strides[k][axis] }
-        } else {
-            outShape.append(shape[axis])
-            for k in strides.indices { outStrides[k].append(strides[k][axis]) }
-        }
-    }
-    if outShape.isEmpty { return ([1], strides.map { _ in [0] }) }
-    return (outShape, outStrides)
-}
-
 /// Calls `body(offsets, innerCount, innerStrides)` for each innermost run of an N-D walk over `shape`,
 /// where `offsets[k]` is operand k's element offset at the run start.
 @inline(__always)

@@ -38,9 +38,12 @@ enum Subgraphs {
     static func compile(_ graph: Graph, outer: [String], _ ctx: OpContext) throws -> CompiledModel {
         var g = graph
         let own = Set(g.inputs.map(\.name))
+        // Exporters declare one-element body inputs as [1] where the spec says scalar, or the reverse (paddle2onnx's
+        // Loop iteration count and condition); onnxruntime runs them, so such declarations are not enforced.
+        for i in g.inputs.indices where g.inputs[i].shape.map({ $0.allSatisfy { $0.value == 1 } }) ?? false { g.inputs[i].shape = nil }
         g.inputs += outer.filter { !own.contains($0) }.map { ValueInfo(name: $0) }
         do {
-            return try CompiledModel(model: Model(opsetImports: ["": Int64(ctx.opset)], graph: g))
+            return try CompiledModel(model: Model(opsetImports: ["": Int64(ctx.opset)], graph: g), baseDirectory: nil, fuseResiduals: true, isSubgraph: true)
         } catch let error as EngineError {
             throw ctx.error(error.code, "subgraph '\(graph.name)': \(error.message)")
         }
@@ -53,7 +56,79 @@ enum Subgraphs {
     }
 }
 
+/// `x` without position `index` of `axis` (one Scan iteration's slice).
+private func sliceRemovingAxis(_ x: Tensor, axis: Int, index: Int) -> Tensor {
+    var shape = x.shape
+    shape[axis] = 1
+    let piece = stridedCopy(x, shape: shape, strides: x.strides, offset: index * x.strides[axis])
+    shape.remove(at: axis)
+    return piece.reshaped(shape)
+}
+
+/// Per-iteration values stacked along a new `axis` (reversed first when `reverse`).
+private func stack(_ parts: [Tensor], axis: Int, reverse: Bool, _ ctx: OpContext) throws -> Tensor {
+    let ordered = reverse ? parts.reversed() : parts
+    guard let first = ordered.first else { throw ctx.error(.executionFailed, "nothing to stack") }
+    let a = try ctx.axis(axis, rank: first.rank + 1)
+    return try concatenateElements(ordered.map { p in var shape = p.shape; shape.insert(1, at: a); return p.reshaped(shape) }, axis: a, ctx)
+}
+
 let controlFlowOperators: OperatorTable = [
+    // Opset 9+ Scan: N state variables carried through the body, M scan inputs sliced along their axes, K scan
+    // outputs stacked along theirs.
+    "Scan": { ctx in
+        guard ctx.opset >= 9 else { throw ctx.error(.unsupportedOperator, "Scan before opset 9 (batched, with sequence_lens) is not supported") }
+        let body = try Subgraphs.graph(ctx, "body")
+        let scanInputs = try ctx.int("num_scan_inputs", 0)
+        let stateCount = body.inputs.count - scanInputs
+        guard scanInputs >= 1, stateCount >= 0, body.outputs.count >= stateCount else {
+            throw ctx.error(.invalidModel, "Scan body with \(body.inputs.count) inputs and \(body.outputs.count) outputs does not fit num_scan_inputs \(scanInputs)")
+        }
+        let scanOutputs = body.outputs.count - stateCount
+        let inputAxes = try ctx.ints("scan_input_axes") ?? Array(repeating: 0, count: scanInputs)
+        let inputDirections = try ctx.ints("scan_input_directions") ?? Array(repeating: 0, count: scanInputs)
+        let outputAxes = try ctx.ints("scan_output_axes") ?? Array(repeating: 0, count: scanOutputs)
+        let outputDirections = try ctx.ints("scan_output_directions") ?? Array(repeating: 0, count: scanOutputs)
+        guard inputAxes.count == scanInputs, inputDirections.count == scanInputs, outputAxes.count == scanOutputs, outputDirections.count == scanOutputs else {
+            throw ctx.error(.invalidModel, "scan axes/directions attributes do not match \(scanInputs) scan inputs and \(scanOutputs) scan outputs")
+        }
+        let own = stateCount + scanInputs
+        let outer = Array(ctx.node.inputs.dropFirst(min(own, ctx.node.inputs.count)))
+        let compiled = try Subgraphs.compile(body, outer: outer, ctx)
+        let bodyInputs = body.inputs.map(\.name), bodyOutputs = body.outputs.map(\.name)
+        return PreparedKernel { inputs in
+            var states = try (0..<stateCount).map { try inputs.required($0, ctx) }
+            let sequences = try (0..<scanInputs).map { try inputs.required(stateCount + $0, ctx) }
+            let axes = try zip(sequences, inputAxes).map { try ctx.axis($0.1, rank: $0.0.rank) }
+            let lengths = zip(sequences, axes).map { $0.0.shape[$0.1] }
+            guard let steps = lengths.first, lengths.allSatisfy({ $0 == steps }) else {
+                throw ctx.error(.executionFailed, "scan inputs disagree on the number of iterations: \(lengths)")
+            }
+            var outerFeeds: [String: Tensor] = [:]
+            for (k, name) in outer.enumerated() { if let t = inputs[own + k] { outerFeeds[name] = t } }
+            var collected: [[Tensor]] = Array(repeating: [], count: scanOutputs)
+            for t in 0..<steps {
+                var feeds = outerFeeds
+                for k in 0..<stateCount { feeds[bodyInputs[k]] = states[k] }
+                for j in 0..<scanInputs {
+                    feeds[bodyInputs[stateCount + j]] = sliceRemovingAxis(sequences[j], axis: axes[j], index: inputDirections[j] == 1 ? steps - 1 - t : t)
+                }
+                let results = try compiled.run(feeds)
+                for k in 0..<stateCount { states[k] = results[bodyOutputs[k]]! }
+                for k in 0..<scanOutputs { collected[k].append(results[bodyOutputs[stateCount + k]]!) }
+            }
+            var outputs = states
+            for k in 0..<scanOutputs {
+                if collected[k].isEmpty {
+                    let spec = compiled.outputs[stateCount + k]
+                    outputs.append(Tensor(dtype: spec.dtype, shape: [0] + spec.shape.map { $0.value ?? 0 }))
+                    continue
+                }
+                outputs.append(try stack(collected[k], axis: outputAxes[k], reverse: outputDirections[k] == 1, ctx))
+            }
+            return outputs
+        }
+    },
     "If": { ctx in
         let outer = Array(ctx.node.inputs.dropFirst())
         let thenBranch = try Subgraphs.compile(Subgraphs.graph(ctx, "then_branch"), outer: outer, ctx)

@@ -219,7 +219,11 @@ let convOperators: OperatorTable = [
                 guard outSp[i] > 0 else { throw ctx.error(.executionFailed, "output size \(outSp[i]) on axis \(i) is not positive") }
             }
             if spatial == 3 {
-                return [transposedConvolutionND(x, w, inputs[2], strides: strides, dilations: dil, padBegin: Array(pads[..<3]), outSpatial: outSp, groups: groups)]
+                var out = transposedConvolutionND(x, w, inputs[2], strides: strides, dilations: dil, padBegin: Array(pads[..<3]), outSpatial: outSp, groups: groups)
+                if ctx.activation != .none {
+                    out.withUnsafeMutableBufferPointer(of: Float.self) { p in applyActivationParallel(ctx.activation, p.baseAddress!, count: p.count) }
+                }
+                return [out]
             }
             let n = x.shape[0], c = x.shape[1], mg = w.shape[1], m = mg * groups, cg = c / groups
             let ih = spatial == 2 ? inSp[0] : 1, iw = inSp.last!
@@ -260,10 +264,14 @@ let convOperators: OperatorTable = [
                 } }
                 if let bias {
                     let bv = bias.scalars(as: Float.self)
-                    for b in 0..<n { for mm in 0..<m {
-                        let plane = o + (b * m + mm) * oh * ow
-                        for i in 0..<(oh * ow) { plane[i] += bv[mm] }
-                    } }
+                    for b in 0..<n {
+                        bv.withUnsafeBufferPointer { bp in
+                            applyChannelEpilogue(o + b * m * oh * ow, channels: m, planeSize: oh * ow, bias: bp.baseAddress, residual: nil,
+                                                 activation: ctx.activation)
+                        }
+                    }
+                } else if ctx.activation != .none {
+                    applyActivationParallel(ctx.activation, o, count: n * m * oh * ow)
                 }
             }
             return [out]

@@ -28,42 +28,6 @@ func arithmetic(_ ctx: OpContext, _ a: Tensor, _ b: Tensor,
     }
 }
 
-/// float32 `op(a, b)` written into whichever operand already has the output shape (in place when the executor
-/// handed over its last reference); nil when neither operand qualifies or the dtypes are not float32.
-func floatBinaryInPlace(_ inputs: inout KernelInputs, _ ctx: OpContext, _ op: (Float, Float) -> Float) throws -> Tensor? {
-    // Only shapes are read before the take: holding the tensors would keep extra references and force a copy.
-    guard inputs[0]?.dtype == .float32, inputs[1]?.dtype == .float32, let aShape = inputs[0]?.shape, let bShape = inputs[1]?.shape else { return nil }
-    guard let shape = broadcastShape(aShape, bShape) else {
-        throw ctx.error(.executionFailed, "cannot broadcast shapes \(aShape) and \(bShape)")
-    }
-    let intoFirst = aShape == shape
-    guard intoFirst || bShape == shape else { return nil }
-    var target = inputs.take(intoFirst ? 0 : 1)!
-    let other = inputs[intoFirst ? 1 : 0]!
-    let strides = broadcastStrides(other.shape, to: shape)
-    target.withUnsafeMutableBufferPointer(of: Float.self) { t in
-        other.withUnsafeBufferPointer(of: Float.self) { o in
-            guard let tp = t.baseAddress, let op0 = o.baseAddress else { return }
-            if other.count == t.count {
-                if intoFirst { for i in 0..<t.count { tp[i] = op(tp[i], op0[i]) } } else { for i in 0..<t.count { tp[i] = op(op0[i], tp[i]) } }
-                return
-            }
-            forEachRun(shape: shape, strides: [Tensor.contiguousStrides(shape), strides]) { off, n, inner in
-                let tt = tp + off[0], oo = op0 + off[1], step = inner[1]
-                if step == 0 {
-                    let v = oo[0]
-                    if intoFirst { for i in 0..<n { tt[i] = op(tt[i], v) } } else { for i in 0..<n { tt[i] = op(v, tt[i]) } }
-                } else if intoFirst {
-                    for i in 0..<n { tt[i] = op(tt[i], oo[i * step]) }
-                } else {
-                    for i in 0..<n { tt[i] = op(oo[i * step], tt[i]) }
-                }
-            }
-        }
-    }
-    return target
-}
-
 /// Comparison producing bool.
 func comparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: @escaping (Double, Double) -> Bool) throws -> Tensor {
     guard a.dtype == b.dtype else { throw ctx.error(.executionFailed, "operand dtypes differ: \(a.dtype) and \(b.dtype)") }
@@ -107,22 +71,19 @@ func unaryFloat(_ name: String, int intOp: (@Sendable (Int64) -> Int64)? = nil,
 let elementwiseOperators: OperatorTable = {
     var table: OperatorTable = [:]
     let unaries: [(String, @Sendable (OpContext) throws -> PreparedKernel)] = [
-        unaryFloat("Sqrt") { _ in { Foundation.sqrt($0) } },
-        unaryFloat("Exp") { _ in { Foundation.exp($0) } },
+        vectorUnary("Sqrt", vector: { $0.squareRoot() }, scalar: { Foundation.sqrt($0) }),
+        vectorUnary("Exp", vector: { vectorExp($0) }, scalar: { Foundation.exp($0) }),
         unaryFloat("Log") { _ in { Foundation.log($0) } },
         unaryFloat("Neg", int: { 0 &- $0 }) { _ in { -$0 } },
         unaryFloat("Abs", int: { $0 < 0 ? 0 &- $0 : $0 }) { _ in { Swift.abs($0) } },
         unaryFloat("Reciprocal") { _ in { 1 / $0 } },
-        unaryFloat("Erf") { _ in { Foundation.erf($0) } },
-        unaryFloat("Relu", int: { max($0, 0) }) { _ in { $0 > 0 ? $0 : 0 } },
-        unaryFloat("LeakyRelu") { ctx in let a = try ctx.float("alpha", 0.01); return { $0 >= 0 ? $0 : a * $0 } },
-        unaryFloat("Sigmoid") { _ in { 1 / (1 + Foundation.exp(-$0)) } },
-        unaryFloat("HardSigmoid") { ctx in
-            let a = try ctx.float("alpha", 0.2), b = try ctx.float("beta", 0.5)
-            return { Swift.max(0, Swift.min(1, a * $0 + b)) }
-        },
-        unaryFloat("HardSwish") { _ in { $0 * Swift.max(0, Swift.min(1, $0 / 6 + 0.5)) } },
-        unaryFloat("Tanh") { _ in { Foundation.tanh($0) } },
+        vectorUnary("Erf", vector: { vectorErf($0) }, scalar: { Foundation.erf($0) }),
+        activationUnary("Relu", { _ in .relu }, int: { max($0, 0) }),
+        activationUnary("LeakyRelu") { ctx in .leakyRelu(alpha: try ctx.float("alpha", 0.01)) },
+        activationUnary("Sigmoid") { _ in .sigmoid },
+        activationUnary("HardSigmoid") { ctx in .hardSigmoid(alpha: try ctx.float("alpha", 0.2), beta: try ctx.float("beta", 0.5)) },
+        activationUnary("HardSwish") { _ in .hardSwish },
+        activationUnary("Tanh") { _ in .tanh },
         unaryFloat("Floor") { _ in { Foundation.floor($0) } },
         unaryFloat("Ceil") { _ in { Foundation.ceil($0) } },
         unaryFloat("Round") { _ in { roundHalfEven($0) } },
@@ -139,14 +100,14 @@ let elementwiseOperators: OperatorTable = {
             return { $0 > 0 ? g * $0 : g * (a * Foundation.exp($0) - a) }
         },
         unaryFloat("ThresholdedRelu") { ctx in let a = try ctx.float("alpha", 1); return { $0 > a ? $0 : 0 } },
-        unaryFloat("Gelu") { ctx in
+        activationUnary("Gelu") { ctx in
             switch try ctx.string("approximate", "none") {
-            case "none": return { geluExact($0) }
-            case "tanh": return { 0.5 * $0 * (1 + Foundation.tanh(0.7978845608028654 * ($0 + 0.044715 * $0 * $0 * $0))) }
+            case "none": return .gelu
+            case "tanh": return .geluTanh
             case let other: throw ctx.unsupported("approximate", "'\(other)'")
             }
         },
-        unaryFloat("Mish") { _ in { $0 * Foundation.tanh($0 > 20 ? $0 : Foundation.log1p(Foundation.exp($0))) } },
+        activationUnary("Mish") { _ in .mish },
         unaryFloat("Sin") { _ in { Foundation.sin($0) } },
         unaryFloat("Cos") { _ in { Foundation.cos($0) } },
         unaryFloat("Tan") { _ in { Foundation.tan($0) } },
@@ -162,19 +123,19 @@ let elementwiseOperators: OperatorTable = {
     for (name, factory) in unaries { table[name] = factory }
 
     table["Add"] = { ctx in PreparedKernel { inputs in
-        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 + $1 }) { return [result] }
+        if let result = try floatArithmetic(.add, &inputs, ctx) { return [result] }
         return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 + $1 }, { $0 + $1 }, { $0 &+ $1 }, { $0 &+ $1 })]
     } }
     table["Sub"] = { ctx in PreparedKernel { inputs in
-        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 - $1 }) { return [result] }
+        if let result = try floatArithmetic(.subtract, &inputs, ctx) { return [result] }
         return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 - $1 }, { $0 - $1 }, { $0 &- $1 }, { $0 &- $1 })]
     } }
     table["Mul"] = { ctx in PreparedKernel { inputs in
-        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 * $1 }) { return [result] }
+        if let result = try floatArithmetic(.multiply, &inputs, ctx) { return [result] }
         return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 * $1 }, { $0 * $1 }, { $0 &* $1 }, { $0 &* $1 })]
     } }
     table["Div"] = { ctx in PreparedKernel { inputs in
-        if let result = try floatBinaryInPlace(&inputs, ctx, { $0 / $1 }) { return [result] }
+        if let result = try floatArithmetic(.divide, &inputs, ctx) { return [result] }
         return [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx), { $0 / $1 }, { $0 / $1 },
                         { $1 == 0 ? 0 : $0 / $1 }, { $1 == 0 ? 0 : $0 / $1 })]
     } }
@@ -192,6 +153,11 @@ let elementwiseOperators: OperatorTable = {
         let x = try inputs.required(0, ctx), y = try inputs.required(1, ctx)
         switch x.dtype {
         case .float32:
+            // x^2 (decomposed LayerNorm and variance) is x * x on the fast path.
+            if y.count == 1, y.doubleValue(at: 0) == 2, y.rank <= x.rank {
+                var pair = KernelInputs(values: [x, x])
+                if let square = try floatArithmetic(.multiply, &pair, ctx) { return [square] }
+            }
             let yf = y.dtype == .float32 ? y : try castTensor(y, to: .float32, ctx)
             return [try broadcastBinary(x, yf, ctx) { (a: Float, b: Float) -> Float in
                 b == 2 ? a * a : (b == 0.5 ? Foundation.sqrt(a) : Foundation.pow(a, b)) }]
@@ -276,7 +242,7 @@ let elementwiseOperators: OperatorTable = {
             let lo = inputs[1].map { $0.doubleValue(at: 0) }, hi = inputs[2].map { $0.doubleValue(at: 0) }
             if dtype == .float32 {
                 let l = lo.map { Float($0) } ?? -.infinity, h = hi.map { Float($0) } ?? .infinity
-                return [mapFloats(taking: 0, from: &inputs) { Swift.min(Swift.max($0, l), h) }]
+                return [applyActivation(.clip(min: l, max: h), taking: 0, from: &inputs)]
             }
             let x = inputs[0]!
             switch x.dtype {

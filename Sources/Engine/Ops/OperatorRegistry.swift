@@ -3,11 +3,12 @@ import ONNX
 /// Every operator the engine implements in the default domain (`ai.onnx`), by op type.
 let operatorTable: OperatorTable = {
     var table: OperatorTable = [:]
-    for part in [elementwiseOperators, castOperators, shapeOperators, reduceOperators, convOperators, denseOperators, resizeOperators, indexingOperators, einsumOperators, quantizationOperators, detectionOperators, recurrentOperators, samplingOperators, uniqueOperators, lossOperators, controlFlowOperators, miscOperators] {
+    for part in [elementwiseOperators, castOperators, shapeOperators, reduceOperators, convOperators, denseOperators, resizeOperators, indexingOperators, einsumOperators, quantizationOperators, detectionOperators, recurrentOperators, samplingOperators, uniqueOperators, lossOperators, controlFlowOperators, miscOperators, sequenceOperators] {
         table.merge(part) { first, _ in first }
     }
     // Scatter (opset 9-10) is ScatterElements without reductions.
     table["Scatter"] = table["ScatterElements"]
+    table.merge(defaultDomainContribOperators) { first, _ in first }
     return table
 }()
 
@@ -24,6 +25,8 @@ func isDefaultDomain(_ domain: String) -> Bool { domain.isEmpty || domain == "ai
 func operatorFactory(for node: Node) -> (@Sendable (OpContext) throws -> PreparedKernel)? {
     if isDefaultDomain(node.domain) { return operatorTable[node.opType] }
     if node.domain == mlDomain { return mlOperatorTable[node.opType] }
+    if node.domain == fusedDomain { return fusedOperatorTable[node.opType] }
+    if node.domain == contribDomain { return contribOperatorTable[node.opType] }
     return nil
 }
 
@@ -33,8 +36,8 @@ func checkSupported(_ node: Node, opset: Int) throws {
     if node.domain == mlDomain, let reason = mlRejectionReason(node.opType) {
         throw EngineError(.unsupportedOperator, "\(label): \(reason)")
     }
-    guard isDefaultDomain(node.domain) || node.domain == mlDomain else {
-        throw EngineError(.unsupportedOperator, "\(label): operator domain '\(node.domain)' is not supported (only ai.onnx and ai.onnx.ml)")
+    guard isDefaultDomain(node.domain) || node.domain == mlDomain || node.domain == contribDomain else {
+        throw EngineError(.unsupportedOperator, "\(label): operator \(node.opType) of domain '\(node.domain)' is not supported (only ai.onnx, ai.onnx.ml and com.microsoft)")
     }
     guard operatorFactory(for: node) != nil else {
         let domain = isDefaultDomain(node.domain) ? "opset \(opset)" : "domain \(node.domain)"
@@ -44,3 +47,4 @@ func checkSupported(_ node: Node, opset: Int) throws {
 
 /// Names listed by `CompiledModel.supportedOperators`: default-domain op types bare, others as `domain:OpType`.
 let supportedOperatorNames: Set<String> = Set(operatorTable.keys).union(mlOperatorTable.keys.map { "\(mlDomain):\($0)" })
+    .union(contribOperatorTable.keys.map { "\(contribDomain):\($0)" })

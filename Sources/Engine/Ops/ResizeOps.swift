@@ -15,7 +15,7 @@ struct ResizeAttributes: Sendable {
 }
 
 /// One interpolation tap: a source index and its weight.
-private struct Tap { var index: Int; var weight: Float }
+struct Tap { var index: Int; var weight: Float }
 
 private func cubicWeights(_ t: Float, _ a: Float) -> [Float] {
     func k(_ x: Float) -> Float {
@@ -28,7 +28,7 @@ private func cubicWeights(_ t: Float, _ a: Float) -> [Float] {
 }
 
 /// Source taps of every output position on one axis, plus which positions extrapolate (tf_crop_and_resize).
-private func axisTaps(input: Int, output: Int, resizedLength: Float, scale: Float, roiStart: Float, roiEnd: Float, _ r: ResizeAttributes) -> ([[Tap]], [Bool]) {
+func axisTaps(input: Int, output: Int, resizedLength: Float, scale: Float, roiStart: Float, roiEnd: Float, _ r: ResizeAttributes) -> ([[Tap]], [Bool]) {
     var taps: [[Tap]] = [], outside: [Bool] = []
     for o in 0..<output {
         let x = Float(o)
@@ -108,8 +108,11 @@ private func axisTaps(input: Int, output: Int, resizedLength: Float, scale: Floa
 
 /// Resizes float32 `x` to `outShape` one axis at a time (separable nearest/linear/cubic).
 /// `scalesGiven` means lengths came from scales: align_corners then divides by the unrounded length, as the ONNX reference does.
-func resize(_ x: Tensor, outShape: [Int], scales: [Float], scalesGiven: Bool = false, roi: [Float]?, _ r: ResizeAttributes, _ ctx: OpContext) throws -> Tensor {
+/// `direct: false` skips the direct spatial kernel (`resizePlanes`), leaving the separable path its tests compare against.
+func resize(_ x: Tensor, outShape: [Int], scales: [Float], scalesGiven: Bool = false, roi: [Float]?, _ r: ResizeAttributes, _ ctx: OpContext,
+            direct: Bool = true) throws -> Tensor {
     guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
+    if direct, let direct = resizePlanes(x, outShape: outShape, scales: scales, scalesGiven: scalesGiven, r) { return direct }
     var current = x
     var outsideMasks: [(Int, [Bool])] = []
     for axis in 0..<x.rank {

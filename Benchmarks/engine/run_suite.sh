@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Engine suite: onnxruntime, OpenVINO (when it is installed) and Osprey on classifier, OCR and detector shaped models.
+#
+#   Benchmarks/engine/run_suite.sh [REPEAT] [ROUNDS] [THREADS...]     (defaults 10 3 "1 2")
+#
+# Models (Benchmarks/out/engine, made on first use): mobilenetv2 and resnet18 (make_models.py, 224x224, batch 1 and
+# 8), ppocr_rec (48x320, batch 1 and 8), db_det and yolov8n (320x320, batch 1) from make_real_models.py, which runs in
+# Benchmarks/out/venv-torch with a CPU torch wheel. OpenVINO runs from Benchmarks/out/venv-ov when that venv exists
+# (python3 -m venv --system-site-packages Benchmarks/out/venv-ov && Benchmarks/out/venv-ov/bin/pip install openvino).
+#
+# Each row alternates the runtimes ROUNDS times and keeps each one's fastest run (wall ms; at one thread also thread
+# CPU ms, which other processes' load does not inflate). Osprey's output is checked against onnxruntime's at the
+# engine tolerance. The last line is the geometric mean of the Osprey/onnxruntime wall ratios.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPEAT=${1:-10}
+ROUNDS=${2:-3}
+shift $(( $# >= 2 ? 2 : $# )) || true
+THREADS=${*:-1 2}
+OUT=Benchmarks/out/engine
+mkdir -p "$OUT"
+OSPREY=${OSPREY:-.build/release/osprey}
+[ -f "$OUT/resnet18.onnx" ] || python3 Benchmarks/engine/make_models.py "$OUT"
+if [ ! -f "$OUT/yolov8n.onnx" ]; then
+    VENV=Benchmarks/out/venv-torch
+    if [ ! -x "$VENV/bin/python" ]; then
+        python3 -m venv --system-site-packages "$VENV"
+        torch=$(python3 -m pip index versions torch 2>/dev/null | tr ', ' '\n\n' | grep -m1 '+cpu$' || true)
+        [ -n "$torch" ] || { echo "no CPU torch wheel available: the default wheel pulls GBs of CUDA libraries" >&2; exit 1; }
+        "$VENV/bin/python" -m pip install -q "torch==$torch"
+    fi
+    "$VENV/bin/python" Benchmarks/engine/make_real_models.py "$OUT" 2>&1 | grep '^wrote'
+fi
+OV=""
+[ -x Benchmarks/out/venv-ov/bin/python ] && Benchmarks/out/venv-ov/bin/python -c "import openvino" 2>/dev/null && OV=Benchmarks/out/venv-ov/bin/python
+
+# model:batches:input shape after the batch dimension
+MODELS="mobilenetv2:1,8:3,224,224 resnet18:1,8:3,224,224 ppocr_rec:1,8:3,48,320 db_det:1:3,320,320 yolov8n:1:3,320,320"
+min() { python3 -c "print(min($1, $2))"; }
+echo "uptime: $(uptime)"
+echo "osprey: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' +changes'); rounds $ROUNDS, repeat $REPEAT"
+echo
+echo "| model | threads | batch | onnxruntime ms | OpenVINO ms | Osprey ms | Osprey/ORT | Osprey/OV | ORT CPU ms | Osprey CPU ms | CPU Osprey/ORT | output vs ORT |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+ratios=()
+for spec in $MODELS; do
+    IFS=: read -r model batches dims <<<"$spec"
+    for batch in ${batches//,/ }; do
+        input="$OUT/${model}_in_b$batch.npy"
+        [ -f "$input" ] || python3 -c "import numpy as np; np.save('$input', np.random.default_rng(0).random(($batch, $dims), dtype=np.float32))"
+        for threads in $THREADS; do
+            ort=1e9; ortcpu=1e9; ov=1e9; osp=1e9; ospcpu=1e9; check=""
+            for round in $(seq "$ROUNDS"); do
+                save=""; [ "$round" = 1 ] && save="$OUT/ref.npy"
+                read -r w c < <(python3 Benchmarks/engine/bench_peer.py ort "$OUT/$model.onnx" "$input" "$threads" "$REPEAT" $save)
+                ort=$(min "$ort" "$w"); ortcpu=$(min "$ortcpu" "$c")
+                if [ -n "$OV" ]; then
+                    read -r w c < <("$OV" Benchmarks/engine/bench_peer.py openvino "$OUT/$model.onnx" "$input" "$threads" "$REPEAT")
+                    ov=$(min "$ov" "$w")
+                fi
+                report=$("$OSPREY" predict "$OUT/$model.onnx" --input "$input" --output "$OUT/out.npy" --repeat "$REPEAT" --threads "$threads")
+                w=$(grep "ms per run over" <<<"$report" | sed -E 's/.*\(min ([0-9.]+) ms.*/\1/')
+                osp=$(min "$osp" "$w")
+                if grep -q "thread CPU min" <<<"$report"; then
+                    c=$(grep "thread CPU min" <<<"$report" | sed -E 's/.*min ([0-9.]+) ms.*/\1/')
+                    ospcpu=$(min "$ospcpu" "$c")
+                fi
+                [ "$round" = 1 ] && check=$(python3 Benchmarks/engine/compare_outputs.py "$OUT/ref.npy" "$OUT/out.npy")
+            done
+            ratio=$(python3 -c "print(f'{$osp / $ort:.2f}')")
+            ratios+=("$ratio")
+            if [ -n "$OV" ]; then ovratio=$(python3 -c "print(f'{$osp / $ov:.2f}')"); else ov="n/a"; ovratio="n/a"; fi
+            if [ "$threads" = 1 ]; then cpuratio=$(python3 -c "print(f'{$ospcpu / $ortcpu:.2f}')"); else ortcpu="n/a"; ospcpu="n/a"; cpuratio="n/a"; fi
+            echo "| $model | $threads | $batch | $ort | $ov | $osp | $ratio | $ovratio | $ortcpu | $ospcpu | $cpuratio | $check |"
+        done
+    done
+done
+echo
+python3 -c "import math, sys; r = [float(x) for x in sys.argv[1:]]; print(f'geometric mean Osprey/onnxruntime over {len(r)} rows: {math.exp(sum(map(math.log, r)) / len(r)):.2f}')" "${ratios[@]}"

@@ -1,0 +1,247 @@
+import Foundation
+import Tensor
+
+/// A per-tensor quantization parameter pair (scale, zero point); the zero point defaults to 0.
+private func scalarParameters(_ scale: Tensor, _ zero: Tensor?, _ what: String, _ ctx: OpContext) throws -> (Double, Double) {
+    guard scale.count == 1, zero.map({ $0.count == 1 }) ?? true else {
+        throw ctx.error(.unsupportedAttribute, "\(what) scale \(scale.shape) and zero point \(zero?.shape ?? []) must be scalars (per-tensor)")
+    }
+    return (scale.doubleValue(at: 0), zero?.doubleValue(at: 0) ?? 0)
+}
+
+/// Per-column parameters of a [K, N] operand: `count == 1` or `N` values, expanded to N.
+private func columnParameters(_ t: Tensor?, columns: Int, fallback: Double, _ what: String, _ ctx: OpContext) throws -> [Double] {
+    guard let t else { return [Double](repeating: fallback, count: columns) }
+    let v = t.doubles
+    if v.count == 1 { return [Double](repeating: v[0], count: columns) }
+    guard v.count == columns else { throw ctx.error(.executionFailed, "\(what) has \(v.count) values; expected 1 or \(columns) (one per column)") }
+    return v
+}
+
+/// B (a 2-D integer matrix) minus its per-column zero points, as doubles for the exact product.
+private func centeredColumns(_ b: Tensor, zero: Tensor?, _ ctx: OpContext) throws -> [Double] {
+    guard b.rank == 2, b.dtype == .uint8 || b.dtype == .int8 else { throw ctx.error(.unsupportedDType, "B must be a 2-D uint8 or int8 matrix, got \(b.dtype) \(b.shape)") }
+    let n = b.shape[1]
+    let zeros = try columnParameters(zero, columns: n, fallback: 0, "B's zero point", ctx)
+    var values = b.doubles
+    for i in 0..<values.count { values[i] -= zeros[i % n] }
+    return values
+}
+
+/// A [..., K] float or integer operand flattened to [rows, K] with the output's leading shape.
+private func rowsOf(_ a: Tensor, k: Int, _ ctx: OpContext) throws -> (rows: Int, leading: [Int]) {
+    guard a.rank >= 1, a.shape[a.rank - 1] == k else { throw ctx.error(.executionFailed, "A \(a.shape) does not match B's \(k) rows") }
+    return (a.count / max(k, 1), Array(a.shape.dropLast()))
+}
+
+/// Adds an optional per-column float bias and returns the [leading..., N] float tensor of `real`.
+private func floatResult(_ real: [Float], leading: [Int], n: Int, bias: Tensor?, _ ctx: OpContext) throws -> Tensor {
+    var values = real
+    if let bias {
+        let b = try floatValues(bias, "bias", ctx)
+        guard b.count == n else { throw ctx.error(.executionFailed, "bias has \(b.count) elements, expected \(n)") }
+        for i in 0..<values.count { values[i] += b[i % n] }
+    }
+    return Tensor(shape: leading + [n], scalars: values)
+}
+
+/// Dequantized values (q - zero) * scale of a per-tensor quantized input.
+private func dequantized(_ q: Tensor, scale: Double, zero: Double) -> [Double] { q.doubles.map { ($0 - zero) * scale } }
+
+/// A quantized tensor of `dtype` from real values: round half to even of real / scale, plus zero, saturated.
+private func quantized(_ real: [Double], shape: [Int], scale: Double, zero: Double, dtype: DType, _ ctx: OpContext) throws -> Tensor {
+    let bounds = try quantizedBounds(dtype, ctx)
+    return try castTensor(Tensor(shape: shape, scalars: real.map { requantize($0 / scale, zero: zero, bounds) }), to: dtype, ctx)
+}
+
+/// QLinearAdd / QLinearMul: (A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point), broadcasting.
+private func qlinearBinary(_ op: @escaping @Sendable (Double, Double) -> Double) -> @Sendable (OpContext) throws -> PreparedKernel {
+    { ctx in PreparedKernel { inputs in
+        let a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
+        let (sa, za) = try scalarParameters(inputs.required(1, ctx), inputs[2], "A", ctx)
+        let (sb, zb) = try scalarParameters(inputs.required(4, ctx), inputs[5], "B", ctx)
+        let (sc, zc) = try scalarParameters(inputs.required(6, ctx), inputs[7], "C", ctx)
+        let ra = Tensor(shape: a.shape, scalars: dequantized(a, scale: sa, zero: za)), rb = Tensor(shape: b.shape, scalars: dequantized(b, scale: sb, zero: zb))
+        let sum = try broadcastBinary(ra, rb, ctx) { (x: Double, y: Double) -> Double in op(x, y) }
+        return [try quantized(sum.scalars(as: Double.self), shape: sum.shape, scale: sc, zero: zc, dtype: a.dtype, ctx)]
+    } }
+}
+
+/// QLinearSigmoid / QLinearLeakyRelu: (X, X_scale, X_zero_point, Y_scale, Y_zero_point) through a 256-entry table of
+/// quantize(f(dequantize(q))), as onnxruntime builds it.
+private func qlinearLookup(_ make: @escaping @Sendable (OpContext) throws -> @Sendable (Double) -> Double) -> @Sendable (OpContext) throws -> PreparedKernel {
+    { ctx in
+        let f = try make(ctx)
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx)
+            guard x.dtype == .uint8 || x.dtype == .int8 else { throw ctx.error(.unsupportedDType, "X is \(x.dtype), expected uint8 or int8") }
+            let (sx, zx) = try scalarParameters(inputs.required(1, ctx), inputs[2], "X", ctx)
+            let (sy, zy) = try scalarParameters(inputs.required(3, ctx), inputs[4], "Y", ctx)
+            let bounds = try quantizedBounds(x.dtype, ctx)
+            let low = Int(bounds.0)
+            // Float arithmetic as onnxruntime's table: dequantize, f, quantize with round half to even.
+            let table = (0..<256).map { i -> Double in
+                let real = Double(Float(Double(low + i) - zx) * Float(sx))
+                return requantize(Double(Float(f(real)) / Float(sy)), zero: zy, bounds)
+            }
+            let out = x.doubles.map { table[Int($0) - low] }
+            return [try castTensor(Tensor(shape: x.shape, scalars: out), to: x.dtype, ctx)]
+        }
+    }
+}
+
+/// Moves the last axis to position 1 (channels-last to channels-first) or back.
+private func movingChannels(_ x: Tensor, toFirst: Bool) -> Tensor {
+    let r = x.rank
+    let perm = toFirst ? [0, r - 1] + Array(1..<(r - 1)) : [0] + Array(2..<r) + [1]
+    return permutedCopy(x, viewShape: x.shape, perm: perm, outShape: perm.map { x.shape[$0] })
+}
+
+let contribQuantizationOperators: OperatorTable = [
+    "QuantizeLinear": quantizationOperators["QuantizeLinear"]!,
+    "DequantizeLinear": quantizationOperators["DequantizeLinear"]!,
+    // Float A quantized on the fly to uint8 (onnxruntime's dynamic range), times quantized B, rescaled, plus bias.
+    "DynamicQuantizeMatMul": { ctx in
+        var packedB: [Double]?
+        var consumed: Set<Int> = []
+        if let b = ctx.constants[1], !ctx.hasInput(3) || ctx.constants[3] != nil {
+            packedB = try centeredColumns(b, zero: ctx.constants[3], ctx)
+            consumed = ctx.hasInput(3) ? [1, 3] : [1]
+        }
+        let bShape = ctx.constants[1]?.shape
+        let prepared = packedB
+        return PreparedKernel(kernel: { inputs in
+            let a = try inputs.required(0, ctx)
+            let shape = try bShape ?? inputs.required(1, ctx).shape
+            guard shape.count == 2 else { throw ctx.error(.executionFailed, "B must be 2-D, got \(shape)") }
+            let (k, n) = (shape[0], shape[1])
+            let bc = try prepared ?? centeredColumns(inputs.required(1, ctx), zero: inputs[3], ctx)
+            let (rows, leading) = try rowsOf(a, k: k, ctx)
+            let values = try floatValues(a, "A", ctx)
+            let (scale, zero) = values.withUnsafeBufferPointer { dynamicQuantizationParameters($0) }
+            let ac = values.withUnsafeBufferPointer { dynamicallyQuantizedCentered($0, scale: scale, zero: zero) }
+            let bScale = try columnParameters(inputs.required(2, ctx), columns: n, fallback: 1, "b_scale", ctx)
+            let sums = exactIntegerProduct(ac, bc, m: rows, k: k, n: n)
+            let multipliers = bScale.map { Float($0) * scale }
+            let real = sums.enumerated().map { Float($0.element) * multipliers[$0.offset % n] }
+            return [try floatResult(real, leading: leading, n: n, bias: inputs[4], ctx)]
+        }, consumedInputs: consumed)
+    },
+    // Integer A times integer B, rescaled by a_scale * b_scale to float, plus bias.
+    "MatMulIntegerToFloat": { ctx in
+        var packedB: [Double]?
+        var consumed: Set<Int> = []
+        if let b = ctx.constants[1], b.rank == 2, !ctx.hasInput(5) || ctx.constants[5] != nil {
+            packedB = try centeredColumns(b, zero: ctx.constants[5], ctx)
+            consumed = ctx.hasInput(5) ? [1, 5] : [1]
+        }
+        let bShape = ctx.constants[1]?.shape
+        let prepared = packedB
+        return PreparedKernel(kernel: { inputs in
+            let a = try inputs.required(0, ctx)
+            let shape = try bShape ?? inputs.required(1, ctx).shape
+            guard shape.count == 2 else { throw ctx.error(.unsupportedAttribute, "B must be 2-D, got \(shape)") }
+            let (k, n) = (shape[0], shape[1])
+            let bc = try prepared ?? centeredColumns(inputs.required(1, ctx), zero: inputs[5], ctx)
+            let (rows, leading) = try rowsOf(a, k: k, ctx)
+            let (aScale, aZero) = try scalarParameters(inputs.required(2, ctx), inputs[4], "A", ctx)
+            let ac = a.doubles.map { $0 - aZero }
+            let bScale = try columnParameters(inputs.required(3, ctx), columns: n, fallback: 1, "b_scale", ctx)
+            let sums = exactIntegerProduct(ac, bc, m: rows, k: k, n: n)
+            let multipliers = bScale.map { Float($0) * Float(aScale) }
+            let real = sums.enumerated().map { Float($0.element) * multipliers[$0.offset % n] }
+            return [try floatResult(real, leading: leading, n: n, bias: inputs[6], ctx)]
+        }, consumedInputs: consumed)
+    },
+    // alpha * a_scale * b_scale * (A'B' + C) as float, or requantized with y_scale / y_zero_point.
+    "QGemm": { ctx in
+        let transA = try ctx.int("transA", 0) != 0, transB = try ctx.int("transB", 0) != 0
+        let alpha = try ctx.float("alpha", 1)
+        return PreparedKernel { inputs in
+            var a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
+            guard a.rank == 2, b.rank == 2 else { throw ctx.error(.executionFailed, "A \(a.shape) and B \(b.shape) must be 2-D") }
+            if transA { a = permutedCopy(a, viewShape: a.shape, perm: [1, 0], outShape: [a.shape[1], a.shape[0]]) }
+            if transB { b = permutedCopy(b, viewShape: b.shape, perm: [1, 0], outShape: [b.shape[1], b.shape[0]]) }
+            let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1])
+            guard b.shape[0] == k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x \(b.shape)") }
+            let (aScale, aZero) = try scalarParameters(inputs.required(1, ctx), inputs[2], "A", ctx)
+            let bScale = try columnParameters(inputs.required(4, ctx), columns: n, fallback: 1, "b_scale", ctx)
+            var sums = exactIntegerProduct(a.doubles.map { $0 - aZero }, try centeredColumns(b, zero: inputs[5], ctx), m: m, k: k, n: n)
+            if let c = inputs[6] {
+                guard let s = broadcastShape(c.shape, [m, n]), s == [m, n] else { throw ctx.error(.executionFailed, "C \(c.shape) does not broadcast to [\(m), \(n)]") }
+                let cv = stridedCopy(c, shape: [m, n], strides: broadcastStrides(c.shape, to: [m, n]), offset: 0).doubles
+                for i in 0..<sums.count { sums[i] += cv[i] }
+            }
+            let real = sums.enumerated().map { Double(alpha) * aScale * bScale[$0.offset % n] * $0.element }
+            guard let yScale = inputs[7] else { return [Tensor(shape: [m, n], scalars: real.map { Float($0) })] }
+            let (sy, zy) = try scalarParameters(yScale, inputs[8], "Y", ctx)
+            return [try quantized(real, shape: [m, n], scale: sy, zero: zy, dtype: inputs[8]?.dtype ?? .uint8, ctx)]
+        }
+    },
+    "QLinearAdd": qlinearBinary { $0 + $1 },
+    "QLinearMul": qlinearBinary { $0 * $1 },
+    "QLinearSigmoid": qlinearLookup { _ in { 1 / (1 + Foundation.exp(-$0)) } },
+    "QLinearLeakyRelu": qlinearLookup { ctx in let alpha = Double(try ctx.float("alpha", 0.01)); return { $0 >= 0 ? $0 : alpha * $0 } },
+    // (Y_scale, Y_zero_point, then X, X_scale, X_zero_point per input): each input requantized to Y's parameters, then concatenated.
+    "QLinearConcat": { ctx in
+        let count = (ctx.node.inputs.count - 2) / 3
+        guard count >= 1, ctx.node.inputs.count == 2 + 3 * count else {
+            throw ctx.error(.invalidModel, "QLinearConcat needs Y_scale, Y_zero_point and (X, scale, zero point) triples, got \(ctx.node.inputs.count) inputs")
+        }
+        let concat = try ctx.delegate("Concat", inputs: (0..<count).map { 2 + 3 * $0 }, attributes: ["axis": .int(Int64(try ctx.int("axis", 0)))])
+        return PreparedKernel { inputs in
+            let (sy, zy) = try scalarParameters(inputs.required(0, ctx), inputs[1], "Y", ctx)
+            let dtype = try inputs.required(1, ctx).dtype
+            for j in 0..<count {
+                let x = try inputs.required(2 + 3 * j, ctx)
+                guard x.dtype == dtype else { throw ctx.error(.unsupportedDType, "input \(j) is \(x.dtype), Y is \(dtype)") }
+                let (sx, zx) = try scalarParameters(inputs.required(3 + 3 * j, ctx), inputs[4 + 3 * j], "input \(j)", ctx)
+                if sx == sy && zx == zy { continue }
+                inputs.values[2 + 3 * j] = try quantized(dequantized(x, scale: sx, zero: zx), shape: x.shape, scale: sy, zero: zy, dtype: dtype, ctx)
+            }
+            return try concat.kernel(&inputs)
+        }
+    },
+    // Mean over the spatial axes computed on integers: round((sum - count * x_zero) * x_scale / (y_scale * count)) + y_zero.
+    "QLinearGlobalAveragePool": { ctx in
+        let channelsLast = try ctx.int("channels_last", 0) != 0
+        return PreparedKernel { inputs in
+            var x = try inputs.required(0, ctx)
+            guard x.rank >= 3 else { throw ctx.error(.executionFailed, "X \(x.shape) must have spatial axes") }
+            if channelsLast { x = movingChannels(x, toFirst: true) }
+            let (sx, zx) = try scalarParameters(inputs.required(1, ctx), inputs[2], "X", ctx)
+            let (sy, zy) = try scalarParameters(inputs.required(3, ctx), inputs[4], "Y", ctx)
+            let bounds = try quantizedBounds(x.dtype, ctx)
+            let planes = x.shape[0] * x.shape[1], size = x.shape[2...].reduce(1, *)
+            let values = x.doubles
+            let multiplier = Float(sx) / (Float(sy) * Float(size))
+            let out = (0..<planes).map { p -> Double in
+                var sum = 0.0
+                for i in 0..<size { sum += values[p * size + i] }
+                return requantize(Double(Float(sum - Double(size) * zx) * multiplier), zero: zy, bounds)
+            }
+            var y = try castTensor(Tensor(shape: Array(x.shape[..<2]) + Array(repeating: 1, count: x.rank - 2), scalars: out), to: x.dtype, ctx)
+            if channelsLast { y = movingChannels(y, toFirst: false) }
+            return [y]
+        }
+    },
+    // Dequantize, AveragePool, quantize (onnxruntime averages in float too).
+    "QLinearAveragePool": { ctx in
+        let channelsLast = try ctx.int("channels_last", 0) != 0
+        let pool = try ctx.delegate("AveragePool", inputs: [0], attributes: ctx.attributes(dropping: ["channels_last"]))
+        return PreparedKernel { inputs in
+            var x = try inputs.required(0, ctx)
+            guard x.rank >= 3 else { throw ctx.error(.executionFailed, "X \(x.shape) must have spatial axes") }
+            if channelsLast { x = movingChannels(x, toFirst: true) }
+            let (sx, zx) = try scalarParameters(inputs.required(1, ctx), inputs[2], "X", ctx)
+            let (sy, zy) = try scalarParameters(inputs.required(3, ctx), inputs[4], "Y", ctx)
+            let dtype = x.dtype
+            let real = Tensor(shape: x.shape, scalars: x.doubles.map { Float(($0 - zx) * sx) })
+            var args = KernelInputs(values: [real])
+            let pooled = try pool.kernel(&args)[0]
+            var y = try quantized(pooled.scalars(as: Float.self).map(Double.init), shape: pooled.shape, scale: sy, zero: zy, dtype: dtype, ctx)
+            if channelsLast { y = movingChannels(y, toFirst: false) }
+            return [y]
+        }
+    },
+]

@@ -1,0 +1,121 @@
+import Foundation
+import Testing
+import Tensor
+import ONNX
+@testable import Engine
+
+/// onnxruntime's com.microsoft operators and the quantized / fused models its own tools write, compared with
+/// onnxruntime's outputs made by `Tests/Fixtures/contrib/make_contrib_fixtures.py`.
+@Suite struct ContribFixtureTests {
+    /// `Tests/Fixtures/contrib`.
+    static let root = String(TestSupport.fixtures.dropLast("engine".count)) + "contrib"
+
+    /// Every case directory.
+    static let cases: [String] = {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        return names.filter { FileManager.default.fileExists(atPath: root + "/" + $0 + "/model.onnx") }.sorted()
+    }()
+
+    @Test func fixturesArePresent() {
+        #expect(Self.cases.count >= 30, "run Tests/Fixtures/contrib/make_contrib_fixtures.py")
+    }
+
+    /// One quantization step per output, from tolerance.json.
+    static func steps(_ dir: String) throws -> [String: Double] {
+        guard let data = FileManager.default.contents(atPath: dir + "/tolerance.json"),
+              let object = try JSONSerialization.jsonObject(with: data) as? [String: [String: Double]] else { return [:] }
+        return object.compactMapValues { $0["step"] }
+    }
+
+    @Test(arguments: cases) func matchesOnnxRuntime(_ name: String) throws {
+        let dir = Self.root + "/" + name
+        let model = try CompiledModel(contentsOf: dir + "/model.onnx")
+        var feeds: [String: Tensor] = [:], expected: [String: Tensor] = [:]
+        for file in try FileManager.default.contentsOfDirectory(atPath: dir) where file.hasSuffix(".npy") {
+            let stem = String(file.dropLast(4))
+            if stem.hasPrefix("input_") { feeds[String(stem.dropFirst(6))] = try TestSupport.npy(dir + "/" + file) }
+            if stem.hasPrefix("output_") { expected[String(stem.dropFirst(7))] = try TestSupport.npy(dir + "/" + file) }
+        }
+        let steps = try Self.steps(dir)
+        #expect(!expected.isEmpty)
+        let results = try model.run(feeds)
+        for (output, reference) in expected {
+            let actual = try #require(results[output], "\(name): output \(output) missing")
+            #expect(actual.shape == reference.shape, "\(name).\(output) shape \(actual.shape) vs \(reference.shape)")
+            #expect(actual.dtype == reference.dtype, "\(name).\(output) dtype \(actual.dtype) vs \(reference.dtype)")
+            guard actual.count == reference.count else { continue }
+            let a = actual.doubles, e = reference.doubles
+            let step = steps[output] ?? 0
+            let worst = zip(a, e).map { abs($0 - $1) }.max() ?? 0
+            if reference.dtype.isFloatingPoint {
+                // Quantized origin: one step of the output's scale on top of the usual float tolerance.
+                let scale = e.reduce(0) { max($0, abs($1)) }
+                #expect(worst <= step + 1e-4 * scale + 1e-5, "\(name).\(output): max diff \(worst) (step \(step), max|ref| \(scale))")
+            } else {
+                #expect(worst <= step, "\(name).\(output): max diff \(worst) quantization steps (allowed \(step))")
+            }
+        }
+    }
+
+    @Test func contribOperatorsAreListedWithTheirDomain() {
+        for op in ["FusedConv", "FusedGemm", "FusedMatMul", "Gelu", "FastGelu", "BiasGelu", "QuickGelu", "BiasAdd", "SkipLayerNormalization",
+                   "SkipSimplifiedLayerNormalization", "EmbedLayerNormalization", "Attention", "MultiHeadAttention", "NhwcConv",
+                   "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearAdd", "QLinearMul",
+                   "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearAveragePool", "DynamicQuantizeLSTM"] {
+            #expect(CompiledModel.supportedOperators.contains("com.microsoft:\(op)"), "\(op)")
+        }
+        // onnxruntime registers SimplifiedLayerNormalization in the default domain.
+        #expect(CompiledModel.supportedOperators.contains("SimplifiedLayerNormalization"))
+    }
+
+    @Test func missingContribOperatorNamesOperatorDomainAndNode() throws {
+        let node = Node(name: "attn_0", opType: "GroupQueryAttention", domain: "com.microsoft", inputs: ["x"], outputs: ["y"])
+        let graph = Graph(name: "g", nodes: [node], inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(1)])], outputs: [ValueInfo(name: "y")])
+        #expect { try CompiledModel(model: Model(opsetImports: ["": 17, "com.microsoft": 1], graph: graph)) } throws: {
+            guard let e = $0 as? EngineError else { return false }
+            return e.code == .unsupportedOperator && e.message.contains("GroupQueryAttention") && e.message.contains("com.microsoft") && e.message.contains("attn_0")
+        }
+    }
+
+    @Test func exactIntegerProductMatchesItsReference() {
+        var generator = SystemRandomNumberGenerator()
+        let (m, k, n) = (7, 300, 9)
+        let a = (0..<(m * k)).map { _ in Double(Int.random(in: -255...255, using: &generator)) }
+        let b = (0..<(k * n)).map { _ in Double(Int.random(in: -255...255, using: &generator)) }
+        #expect(exactIntegerProduct(a, b, m: m, k: k, n: n) == exactIntegerProductReference(a, b, m: m, k: k, n: n))
+    }
+
+    @Test func malformedContribNodesAreRefusedWithClearErrors() throws {
+        // Attention weights that do not split into Q, K and V over the heads.
+        let x = Tensor(shape: [1, 2, 4], scalars: [Float](repeating: 0.5, count: 8))
+        let w = Tensor(shape: [4, 10], scalars: [Float](repeating: 0.1, count: 40))
+        let node = Node(name: "a", opType: "Attention", domain: "com.microsoft", inputs: ["x", "w"], outputs: ["y"], attributes: ["num_heads": .int(2)])
+        let graph = Graph(name: "g", nodes: [node], initializers: [(name: "w", tensor: w)],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(1), .fixed(2), .fixed(4)])], outputs: [ValueInfo(name: "y")])
+        let model = try CompiledModel(model: Model(opsetImports: ["": 17, "com.microsoft": 1], graph: graph))
+        #expect { try model.run(["x": x]) } throws: { ($0 as? EngineError)?.message.contains("do not split") == true }
+        // A QLinearConcat without complete (X, scale, zero point) triples.
+        let bad = Node(name: "c", opType: "QLinearConcat", domain: "com.microsoft", inputs: ["s", "z", "x"], outputs: ["y"])
+        let g2 = Graph(name: "g", nodes: [bad], inputs: ["s", "z", "x"].map { ValueInfo(name: $0, elementType: .float32, shape: [.fixed(1)]) },
+                       outputs: [ValueInfo(name: "y")])
+        #expect { try CompiledModel(model: Model(opsetImports: ["": 17, "com.microsoft": 1], graph: g2)) } throws: {
+            ($0 as? EngineError)?.message.contains("triples") == true
+        }
+    }
+
+    @Test func sequenceGraphOutputsAreRefusedAndBadPositionsAreErrors() throws {
+        let split = Node(name: "s", opType: "SplitToSequence", inputs: ["x"], outputs: ["seq"])
+        let x = ValueInfo(name: "x", elementType: .float32, shape: [.fixed(3), .fixed(2)])
+        let asOutput = Graph(name: "g", nodes: [split], inputs: [x], outputs: [ValueInfo(name: "seq", kind: .sequence)])
+        #expect { try CompiledModel(model: Model(opsetImports: ["": 18], graph: asOutput)) } throws: {
+            ($0 as? EngineError)?.message.contains("'seq' is a sequence") == true
+        }
+        let at = Node(name: "at", opType: "SequenceAt", inputs: ["seq", "p"], outputs: ["y"])
+        let graph = Graph(name: "g", nodes: [split, at], initializers: [(name: "p", tensor: Tensor(scalar: Int64(5)))], inputs: [x],
+                          outputs: [ValueInfo(name: "y")])
+        let model = try CompiledModel(model: Model(opsetImports: ["": 18], graph: graph))
+        #expect { try model.run(["x": Tensor(shape: [3, 2], scalars: [Float](repeating: 1, count: 6))]) } throws: {
+            ($0 as? EngineError)?.message.contains("position 5 is out of range for a sequence of 3") == true
+        }
+    }
+}
