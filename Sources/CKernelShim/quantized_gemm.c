@@ -12,36 +12,29 @@
 // Rows of A per register tile; with 16 columns (two vectors) that is 12 accumulators, as the float kernel uses.
 #define TILE_ROWS 6
 
+// One register tile: `rows` (<= TILE_ROWS) rows of A against a 16-column panel over all k pairs. Always inlined, so
+// the call with the constant TILE_ROWS unrolls into 12 register accumulators.
+__attribute__((target("avx2"), always_inline))
+static inline void tile_body(int rows, int kpairs, const int16_t *a, int lda, const int16_t *panel, __m256i acc[TILE_ROWS][2]) {
+    for (int r = 0; r < TILE_ROWS; r++) { acc[r][0] = _mm256_setzero_si256(); acc[r][1] = _mm256_setzero_si256(); }
+    const int16_t *b = panel;
+    for (int p = 0; p < kpairs; p++, b += 2 * OSPREY_QGEMM_PANEL) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)b);
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
+        for (int r = 0; r < rows; r++) {
+            int32_t pair;
+            memcpy(&pair, a + r * lda + 2 * p, sizeof pair);
+            __m256i x = _mm256_set1_epi32(pair);
+            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, b0));
+            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, b1));
+        }
+    }
+}
+
 __attribute__((target("avx2")))
 static inline void tile_avx2(int rows, int kpairs, const int16_t *a, int lda, const int16_t *panel, int32_t *out, int ldo, int cols) {
     __m256i acc[TILE_ROWS][2];
-    for (int r = 0; r < TILE_ROWS; r++) { acc[r][0] = _mm256_setzero_si256(); acc[r][1] = _mm256_setzero_si256(); }
-    const int16_t *b = panel;
-    if (rows == TILE_ROWS) {
-        for (int p = 0; p < kpairs; p++, b += 2 * OSPREY_QGEMM_PANEL) {
-            __m256i b0 = _mm256_loadu_si256((const __m256i *)b);
-            __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
-            for (int r = 0; r < TILE_ROWS; r++) {
-                int32_t pair;
-                memcpy(&pair, a + r * lda + 2 * p, sizeof pair);
-                __m256i x = _mm256_set1_epi32(pair);
-                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, b0));
-                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, b1));
-            }
-        }
-    } else {
-        for (int p = 0; p < kpairs; p++, b += 2 * OSPREY_QGEMM_PANEL) {
-            __m256i b0 = _mm256_loadu_si256((const __m256i *)b);
-            __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
-            for (int r = 0; r < rows; r++) {
-                int32_t pair;
-                memcpy(&pair, a + r * lda + 2 * p, sizeof pair);
-                __m256i x = _mm256_set1_epi32(pair);
-                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, b0));
-                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, b1));
-            }
-        }
-    }
+    if (rows == TILE_ROWS) tile_body(TILE_ROWS, kpairs, a, lda, panel, acc); else tile_body(rows, kpairs, a, lda, panel, acc);
     for (int r = 0; r < rows; r++) {
         if (cols == OSPREY_QGEMM_PANEL) {
             _mm256_storeu_si256((__m256i *)(out + r * ldo), acc[r][0]);
