@@ -25,6 +25,7 @@ test: test-deps
 	$(SWIFT) test --skip-build
 	.ci/interop
 	.ci/robustness
+	.ci/repository-faults
 	.ci/deploy-check
 
 ## Long checks, not part of `make test`: schemathesis against openapi.yaml, the fuzzers, swift test under ASan and TSan,

@@ -20,4 +20,19 @@ extension CompiledModel {
         BufferPool.shared.trim()
         _ = osprey_release_free_heap()
     }
+
+    /// Gives allocations of `threshold` bytes and more a mapping of their own, returned to the system when freed.
+    ///
+    /// glibc otherwise raises that threshold to the largest block freed so far (a model's weights, an upload's body)
+    /// and its arenas' trim threshold to twice that, after which tens of MiB freed by a hot swap stay resident.
+    /// Smaller blocks keep coming from the arenas (no page faults per request). Call once at start.
+    public static func returnLargeFreesToSystem(threshold: Int = 4 << 20) {
+        _ = osprey_fix_mmap_threshold(Int32(clamping: threshold))
+    }
+
+    /// Returns the allocator's free pages to the system, e.g. after a load freed the file bytes and decoded protobuf
+    /// (glibc keeps freed memory of that size in its arenas, so RSS would otherwise grow by a model per swap).
+    public static func returnFreeHeapPages() {
+        _ = osprey_release_free_heap()
+    }
 }

@@ -14,4 +14,8 @@ extension CompiledModel: ModelRuntime {
 }
 
 /// Loads `path` with the ONNX engine (decode, compile, pre-pack); the registry calls it on its loader thread.
-public let engineLoader: ModelLoader = { path in try CompiledModel(contentsOf: path) }
+/// The file bytes and decoded protobuf are freed by then: their pages go back to the system at once.
+public let engineLoader: ModelLoader = { path in
+    defer { CompiledModel.returnFreeHeapPages() }
+    return try CompiledModel(contentsOf: path)
+}

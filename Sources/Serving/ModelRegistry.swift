@@ -73,7 +73,7 @@ public actor ModelRegistry {
     /// Models readiness waits for; nil until the first `loadAll` has scanned the repository.
     private nonisolated let required = Locked<Set<String>?>(nil)
     private var scannedOnce = false
-    /// Bytes set aside for loads in progress, so two loads cannot both fit the memory budget in the same room.
+    /// Bytes set aside for loads in progress, so two concurrent loads cannot both count on the same free budget.
     private var reservedMemoryBytes = 0
 
     /// A registry over `repositoryPath`; call `loadAll()` to load the models, `run()` to poll for changes.
@@ -677,6 +677,13 @@ public actor ModelRegistry {
                                   labels: ["model": model, "version": String(version), "state": state.rawValue])
                         .set(slot.state == state ? 1 : 0)
                 }
+                let labels = ["model": model, "version": String(version)]
+                if let served = slot.served {
+                    metrics.gauge("osprey_model_memory_bytes", help: "Bytes a loaded version holds (what --max-model-memory bounds).",
+                                  labels: labels).set(Double(served.memoryBytes))
+                } else {
+                    metrics.remove("osprey_model_memory_bytes", labels: labels)
+                }
             }
         }
     }
@@ -685,6 +692,7 @@ public actor ModelRegistry {
         for state in ModelState.allCases {
             metrics?.remove("osprey_model_state", labels: ["model": model, "version": String(version), "state": state.rawValue])
         }
+        metrics?.remove("osprey_model_memory_bytes", labels: ["model": model, "version": String(version)])
     }
 
     // MARK: - Per-model serialization

@@ -57,6 +57,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
         throw UsageError(description: "--model-repository '\(repository)' is not a directory")
     }
     EngineThreads.configure(threads: options.computeThreads)
+    // So the memory a hot swap releases goes back to the system: RSS returns to its level before the swap.
+    CompiledModel.returnLargeFreesToSystem()
     let metrics = Metrics()
     let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader,
                                  options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) },

@@ -191,9 +191,14 @@ final class ReadinessAndSwapTests: XCTestCase {
         }
         XCTAssertNil(runtimes.latest("other", 1))
         // Within the budget, a swap works (both versions fit during it).
-        let small = makeRegistry(repo, options: RegistryOptions(maxModelMemory: 4000))
+        let metrics = Metrics()
+        let small = ModelRegistry(repositoryPath: repo.path, loader: fakeLoader(), options: RegistryOptions(maxModelMemory: 4000), metrics: metrics)
         await small.loadAll()
+        XCTAssertTrue(metrics.exposition().contains(#"osprey_model_memory_bytes{model="m",version="1"} 1320"#), metrics.exposition())
         try await small.putVersion(model: "m", version: 2, bytes: Array("scale=2 bytes=1000 act=10".utf8))
         XCTAssertEqual(small.loadedMemoryBytes, 1320)
+        let text = metrics.exposition()
+        XCTAssertTrue(text.contains(#"osprey_model_memory_bytes{model="m",version="2"} 1320"#), text)
+        XCTAssertFalse(text.contains(#"osprey_model_memory_bytes{model="m",version="1"}"#), "the unloaded version's series goes")
     }
 }

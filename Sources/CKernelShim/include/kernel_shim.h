@@ -7,11 +7,16 @@ static inline void osprey_prefetch(const void *address) {
 }
 
 /// Returns the allocator's free heap pages to the system (glibc's malloc_trim); 0 where there is none.
+#if defined(__has_include) && __has_include(<malloc.h>)
+#include <malloc.h>  /* first: it defines __GLIBC__ (through features.h) on glibc */
+#endif
+/// Fixes the size from which blocks get a mapping of their own, returned to the system when freed (1 on success).
 #ifdef __GLIBC__
-#include <malloc.h>
 static inline int osprey_release_free_heap(void) { return malloc_trim(0); }
+static inline int osprey_fix_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }
 #else
 static inline int osprey_release_free_heap(void) { return 0; }
+static inline int osprey_fix_mmap_threshold(int bytes) { (void)bytes; return 0; }
 #endif
 
 /// The integer GEMM behind the quantized operators (a compiled C kernel, quantized_gemm.c).
