@@ -10,7 +10,8 @@
 #
 # Each row alternates the runtimes ROUNDS times and keeps each one's fastest run (wall ms; at one thread also thread
 # CPU ms, which other processes' load does not inflate). Osprey's output is checked against onnxruntime's at the
-# engine tolerance. The last line is the geometric mean of the Osprey/onnxruntime wall ratios.
+# engine tolerance. The last lines are the geometric means of the Osprey/onnxruntime wall ratios and, over the
+# one-thread rows, of the thread CPU ratios (the load-robust comparison on a shared box).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPEAT=${1:-10}
@@ -42,7 +43,7 @@ echo "osprey: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' +changes
 echo
 echo "| model | threads | batch | onnxruntime ms | OpenVINO ms | Osprey ms | Osprey/ORT | Osprey/OV | ORT CPU ms | Osprey CPU ms | CPU Osprey/ORT | output vs ORT |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-ratios=()
+ratios=(); cpuratios=()
 for spec in $MODELS; do
     IFS=: read -r model batches dims <<<"$spec"
     for batch in ${batches//,/ }; do
@@ -70,10 +71,12 @@ for spec in $MODELS; do
             ratio=$(python3 -c "print(f'{$osp / $ort:.2f}')")
             ratios+=("$ratio")
             if [ -n "$OV" ]; then ovratio=$(python3 -c "print(f'{$osp / $ov:.2f}')"); else ov="n/a"; ovratio="n/a"; fi
-            if [ "$threads" = 1 ]; then cpuratio=$(python3 -c "print(f'{$ospcpu / $ortcpu:.2f}')"); else ortcpu="n/a"; ospcpu="n/a"; cpuratio="n/a"; fi
+            if [ "$threads" = 1 ]; then cpuratio=$(python3 -c "print(f'{$ospcpu / $ortcpu:.2f}')"); cpuratios+=("$cpuratio"); else ortcpu="n/a"; ospcpu="n/a"; cpuratio="n/a"; fi
             echo "| $model | $threads | $batch | $ort | $ov | $osp | $ratio | $ovratio | $ortcpu | $ospcpu | $cpuratio | $check |"
         done
     done
 done
 echo
-python3 -c "import math, sys; r = [float(x) for x in sys.argv[1:]]; print(f'geometric mean Osprey/onnxruntime over {len(r)} rows: {math.exp(sum(map(math.log, r)) / len(r)):.2f}')" "${ratios[@]}"
+geomean() { python3 -c "import math, sys; r = [float(x) for x in sys.argv[2:]]; print(f'geometric mean {sys.argv[1]} over {len(r)} rows: {math.exp(sum(map(math.log, r)) / len(r)):.2f}')" "$@"; }
+geomean "Osprey/onnxruntime (wall)" "${ratios[@]}"
+[ ${#cpuratios[@]} = 0 ] || geomean "Osprey/onnxruntime (one-thread thread CPU)" "${cpuratios[@]}"

@@ -30,9 +30,10 @@ extension GraphOptimizer {
     /// fitted where they have some), so every spelling of the same function matches and nothing else does.
     mutating func fuseActivationChains() {
         var index = nodes.count - 1
+        var links = ValueLinks(nodes)
         while index >= 0 {
             defer { index -= 1 }
-            guard isChainNode(nodes[index].node), let (members, x, activation) = bestChain(endingAt: index) else { continue }
+            guard isChainNode(nodes[index].node), let (members, x, activation) = bestChain(endingAt: index, links) else { continue }
             let root = nodes[index].node
             // A constant of higher rank than x would broadcast x up to it: the fused node keeps that rank.
             let rank = members.flatMap { nodes[$0].node.inputs }.compactMap { constants[$0]?.rank }.max() ?? 0
@@ -42,6 +43,7 @@ extension GraphOptimizer {
             nodes[index] = fused
             for i in members.sorted(by: >) where i != index { nodes.remove(at: i) }
             index -= members.filter { $0 < index }.count
+            links = ValueLinks(nodes)
         }
     }
 
@@ -55,13 +57,13 @@ extension GraphOptimizer {
     }
 
     /// The largest valid chain ending at node `root` that computes a known activation: member indices, x, activation.
-    private func bestChain(endingAt root: Int) -> ([Int], String, Activation)? {
+    private func bestChain(endingAt root: Int, _ links: ValueLinks) -> ([Int], String, Activation)? {
         // Elementwise ancestors of the root, at most a dozen nodes back.
         var ancestors: Set<Int> = [root]
         var frontier = [root]
         while let i = frontier.popLast(), ancestors.count < 12 {
             for name in nodes[i].node.inputs where !name.isEmpty && constants[name] == nil {
-                guard let p = nodes[..<i].lastIndex(where: { $0.node.outputs.contains(name) }), isChainNode(nodes[p].node),
+                guard let p = links.producer[name], p < i, isChainNode(nodes[p].node),
                       !ancestors.contains(p) else { continue }
                 ancestors.insert(p)
                 frontier.append(p)
@@ -80,7 +82,7 @@ extension GraphOptimizer {
                 members.append(i)
                 produced.insert(nodes[i].node.outputs[0])
             }
-            guard members.count >= 2, members.last == root, isValidChain(members, x: x) else { continue }
+            guard members.count >= 2, members.last == root, isValidChain(members, x: x, links) else { continue }
             chains.append((members, x))
         }
         for (members, x) in chains.sorted(by: { $0.0.count > $1.0.count }) {
@@ -90,7 +92,7 @@ extension GraphOptimizer {
     }
 
     /// Every member reads only x, scalar float constants and other members; no intermediate escapes the chain.
-    private func isValidChain(_ members: [Int], x: String) -> Bool {
+    private func isValidChain(_ members: [Int], x: String, _ links: ValueLinks) -> Bool {
         let outputs = Set(members.map { nodes[$0].node.outputs[0] })
         var floatTyped = false
         for i in members {
@@ -107,7 +109,7 @@ extension GraphOptimizer {
         for i in members.dropLast() {
             let out = nodes[i].node.outputs[0]
             if graphOutputs.contains(out) { return false }
-            for (j, planned) in nodes.enumerated() where planned.node.inputs.contains(out) && !memberSet.contains(j) { return false }
+            if links.consumers[out, default: []].contains(where: { !memberSet.contains($0) }) { return false }
         }
         return true
     }
@@ -144,6 +146,19 @@ extension GraphOptimizer {
                 let expected = activation(p)
                 return abs(value - expected) <= 1e-5 * max(1, abs(expected))
             }
+        }
+    }
+}
+
+/// Which node produces and which nodes read each value (chain search would otherwise scan the graph per value).
+private struct ValueLinks {
+    var producer: [String: Int] = [:]
+    var consumers: [String: [Int]] = [:]
+
+    init(_ nodes: [PlannedNode]) {
+        for (i, planned) in nodes.enumerated() {
+            for o in planned.node.outputs where !o.isEmpty { producer[o] = i }
+            for name in Set(planned.node.inputs) where !name.isEmpty { consumers[name, default: []].append(i) }
         }
     }
 }

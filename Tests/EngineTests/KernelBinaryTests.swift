@@ -41,3 +41,19 @@ import Tensor
         #expect(a.scalars(as: Float.self) == [1, 2, 3] && b.scalars(as: Float.self) == [10, 20, 30, 40, 50, 60])
     }
 }
+
+/// The vectorised Softmax against the scalar one, its reference twin.
+@Suite struct SoftmaxFastPathTests {
+    @Test(arguments: [1, 2])
+    func lastAndInnerAxesMatchTheScalarPath(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 51)
+        for (outer, dim, inner) in [(1, 16, 8400), (3, 5, 37), (2, 1, 16), (4, 97, 1), (40, 40, 1), (1, 7, 3), (2, 16, 33)] {
+            let x = Tensor(shape: [outer, dim, inner], scalars: rng.floats(outer * dim * inner).map { $0 * 12 })
+            let fast = softmaxFast(x, outer: outer, dim: dim, inner: inner)
+            let plain = softmax(x, outer: outer, dim: dim, inner: inner, log: false)
+            #expect(TestSupport.close(fast.scalars(as: Float.self), plain.scalars(as: Float.self)), "\(outer) \(dim) \(inner)")
+        }
+    }
+}

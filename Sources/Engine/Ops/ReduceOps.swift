@@ -190,11 +190,11 @@ let reduceOperators: OperatorTable = {
                 if x.rank == 0 { return [mapFloats(x) { _ in log ? 0 : 1 }] }
                 let axis = try ctx.axis(axisAttr, rank: x.rank)
                 let outer = x.shape[..<axis].reduce(1, *)
-                if legacy {
-                    // Opset < 13: the input is flattened to 2-D at `axis` and normalised per row.
-                    return [softmax(x, outer: outer, dim: x.shape[axis...].reduce(1, *), inner: 1, log: log)]
-                }
-                return [softmax(x, outer: outer, dim: x.shape[axis], inner: x.shape[(axis + 1)...].reduce(1, *), log: log)]
+                // Opset < 13: the input is flattened to 2-D at `axis` and normalised per row.
+                let dim = legacy ? x.shape[axis...].reduce(1, *) : x.shape[axis]
+                let inner = legacy ? 1 : x.shape[(axis + 1)...].reduce(1, *)
+                if log { return [softmax(x, outer: outer, dim: dim, inner: inner, log: true)] }
+                return [softmaxFast(x, outer: outer, dim: dim, inner: inner)]
             }
         }
     }
