@@ -119,3 +119,31 @@ import ONNX
         }
     }
 }
+
+/// The float32 (De)QuantizeLinear fast paths against their double-precision reference twins.
+@Suite struct QuantizeLinearFastPathTests {
+    static let ctx = OpContext(node: Node(opType: "QuantizeLinear", inputs: ["x", "s", "z"], outputs: ["y"]), opset: 21, constants: [:], activation: .none)
+
+    @Test(arguments: [DType.uint8, .int8]) func quantizeMatchesReference(_ dtype: DType) throws {
+        var values = (0..<600).map { Float($0 - 300) * 0.37 + 0.005 }
+        values += [.nan, .infinity, -.infinity, 0.5, 1.5, 2.5, -0.5, -1.5]  // ties round half to even; NaN and infinities saturate as in the reference
+        let x = Tensor(shape: [2, 4, values.count / 8], scalars: values)
+        for (scale, zero) in [(Tensor(scalar: Float(0.5)), Tensor(dtype: dtype, shape: [])),
+                              (Tensor(shape: [4], scalars: [Float(0.5), 1, 0.25, 3]), try castTensor(Tensor(shape: [4], scalars: [Double(3), 0, -2, 7].map { dtype == .uint8 ? abs($0) : $0 }), to: dtype, Self.ctx))] {
+            let fast = try #require(try quantizeLinearFast(Self.ctx, x, scale: scale, zeroPoint: zero, dtype: dtype, axis: 1))
+            let reference = try quantizeLinearReference(Self.ctx, x, scale: scale, zeroPoint: zero, dtype: dtype, axis: 1)
+            #expect(fast.dtype == reference.dtype && fast.shape == reference.shape)
+            #expect(fast.doubles == reference.doubles)
+        }
+    }
+
+    @Test(arguments: [DType.uint8, .int8]) func dequantizeMatchesReference(_ dtype: DType) throws {
+        let raw = (0..<256).map { Double($0) - (dtype == .int8 ? 128 : 0) }
+        let x = try castTensor(Tensor(shape: [2, 4, 64], scalars: raw + raw), to: dtype, Self.ctx)
+        let scale = Tensor(shape: [4], scalars: [Float(0.013), 0.5, 1e-3, 7.25])
+        let zero = try castTensor(Tensor(shape: [4], scalars: [Double(5), 0, 100, 1]), to: dtype, Self.ctx)
+        let fast = try #require(try dequantizeLinearFast(Self.ctx, x, scale: scale, zeroPoint: zero, axis: 1))
+        let reference = try dequantizeLinearReference(Self.ctx, x, scale: scale, zeroPoint: zero, axis: 1)
+        #expect(fast.scalars(as: Float.self) == reference.scalars(as: Float.self))
+    }
+}
