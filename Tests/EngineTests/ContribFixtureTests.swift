@@ -147,3 +147,39 @@ import ONNX
         #expect(fast.scalars(as: Float.self) == reference.scalars(as: Float.self))
     }
 }
+
+/// The im2col / dgemm integer convolution and matrix product against their plain-loop reference twins.
+@Suite struct IntegerProductFastPathTests {
+    static func context(_ attributes: [String: Attribute]) -> OpContext {
+        OpContext(node: Node(opType: "ConvInteger", inputs: ["x", "w"], outputs: ["y"], attributes: attributes), opset: 21, constants: [:], activation: .none)
+    }
+
+    static func random(_ shape: [Int], _ range: ClosedRange<Int>, _ dtype: DType) throws -> Tensor {
+        var generator = SystemRandomNumberGenerator()
+        let values = (0..<shape.reduce(1, *)).map { _ in Double(Int.random(in: range, using: &generator)) }
+        return try castTensor(Tensor(shape: shape, scalars: values), to: dtype, context([:]))
+    }
+
+    @Test(arguments: [(1, [1, 1, 1, 1], [1, 1], [1, 1]), (2, [1, 0, 2, 1], [2, 1], [1, 2]), (4, [0, 0, 0, 0], [1, 3], [2, 1])])
+    func convolutionMatchesReference(_ groups: Int, _ pads: [Int], _ strides: [Int], _ dilations: [Int]) throws {
+        let attributes: [String: Attribute] = ["pads": .ints(pads.map(Int64.init)), "strides": .ints(strides.map(Int64.init)), "dilations": .ints(dilations.map(Int64.init))]
+        let ctx = Self.context(attributes)
+        let attrs = try WindowAttributes(ctx)
+        let x = try Self.random([2, 8, 9, 11], 0...255, .uint8), w = try Self.random([8, 8 / groups, 3, 2], -128...127, .int8)
+        let xZero = Tensor(scalar: UInt8(131)), wZero = try Self.random([8], -5...5, .int8), bias = try Self.random([8], -999...999, .int32)
+        let fast = try #require(try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: xZero, w: w, wZero: wZero, bias: bias))
+        let reference = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: xZero, w: w, wZero: wZero, bias: bias)
+        #expect(fast.1 == reference.1)
+        #expect(fast.0 == reference.0)
+    }
+
+    @Test func matrixProductMatchesReference() throws {
+        let ctx = Self.context([:])
+        let a = try Self.random([3, 5, 40], 0...255, .uint8), b = try Self.random([40, 7], -128...127, .int8)
+        let aZero = try Self.random([5], 0...255, .uint8), bZero = try Self.random([7], -3...3, .int8)
+        let fast = try #require(try integerMatMulFast(a, zero: aZero, b, zero: bZero, ctx))
+        let reference = try integerMatMul(a, zero: aZero, b, zero: bZero, ctx)
+        #expect(fast.1 == reference.1)
+        #expect(fast.0 == reference.0)
+    }
+}

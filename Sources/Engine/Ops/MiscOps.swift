@@ -114,8 +114,9 @@ let miscOperators: OperatorTable = [
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
         return PreparedKernel { inputs in
-            let (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: inputs.required(0, ctx), xZero: inputs[2],
-                                                       w: inputs.required(1, ctx), wZero: inputs[3], bias: nil)
+            let x = try inputs.required(0, ctx), w = try inputs.required(1, ctx)
+            let (sums, shape) = try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[3], bias: nil)
+                ?? integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[3], bias: nil)
             return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
         }
     },
@@ -128,7 +129,8 @@ let miscOperators: OperatorTable = [
             let xScale = try inputs.required(1, ctx).doubleValue(at: 0), wScale = try inputs.required(4, ctx).doubles
             let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
             guard wScale.count == 1 || wScale.count == w.shape[0] else { throw ctx.error(.executionFailed, "w_scale must be a scalar or per output channel") }
-            let (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
+            let (sums, shape) = try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
+                ?? integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
             let bounds: (Double, Double) = yZeroT.dtype == .int8 ? (-128, 127) : (0, 255)
             let yZero = yZeroT.doubleValue(at: 0)
             let plane = shape[2...].reduce(1, *), channels = shape[1]

@@ -176,14 +176,15 @@ let samplingOperators: OperatorTable = [
         return [Tensor(shape: x.shape, scalars: q), Tensor(scalar: scale), Tensor(scalar: UInt8(zero))]
     } },
     "MatMulInteger": { ctx in PreparedKernel { inputs in
-        let (sums, shape) = try integerMatMul(inputs.required(0, ctx), zero: inputs[2], inputs.required(1, ctx), zero: inputs[3], ctx)
+        let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
+        let (sums, shape) = try integerMatMulFast(a, zero: inputs[2], b, zero: inputs[3], ctx) ?? integerMatMul(a, zero: inputs[2], b, zero: inputs[3], ctx)
         return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
     } },
     "QLinearMatMul": { ctx in PreparedKernel { inputs in
         let a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
         let aScale = try inputs.required(1, ctx).doubles, bScale = try inputs.required(4, ctx).doubles
         let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
-        let (sums, shape) = try integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
+        let (sums, shape) = try integerMatMulFast(a, zero: inputs[2], b, zero: inputs[5], ctx) ?? integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
         let n = shape.last ?? 1, m = shape.count >= 2 ? shape[shape.count - 2] : 1
         guard aScale.count == 1 || aScale.count == m, bScale.count == 1 || bScale.count == n else {
             throw ctx.error(.unsupportedAttribute, "scales must be scalars or per-row/per-column vectors")
