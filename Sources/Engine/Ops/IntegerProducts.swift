@@ -4,8 +4,9 @@ import Tensor
 /// ConvInteger / QLinearConv sums for 1-D and 2-D convolutions through im2col and the exact double product
 /// (`exactIntegerProduct`): the same int32-accumulated values as `integerConvolution`, its reference twin, at BLAS
 /// speed. Padding reads the zero point, which centres to 0. Nil for 3-D convolutions (the reference handles them).
+/// `centeredWeights` is W minus its zero points when the caller prepared it once (constant weights).
 func integerConvolutionFast(_ ctx: OpContext, _ attrs: WindowAttributes, groups: Int, x: Tensor, xZero: Tensor?, w: Tensor, wZero: Tensor?,
-                            bias: Tensor?) throws -> ([Int64], [Int])? {
+                            bias: Tensor?, centeredWeights: [Double]? = nil) throws -> ([Int64], [Int])? {
     guard x.rank == w.rank, x.rank == 3 || x.rank == 4 else { return nil }
     guard x.shape[1] == w.shape[1] * groups, w.shape[0] % groups == 0 else {
         throw ctx.error(.executionFailed, "X \(x.shape) does not match W \(w.shape) with group \(groups)")
@@ -28,9 +29,9 @@ func integerConvolutionFast(_ ctx: OpContext, _ attrs: WindowAttributes, groups:
     let wz = wZero?.doubles ?? [0]
     guard wz.count == 1 || wz.count == m else { throw ctx.error(.executionFailed, "w_zero_point must be a scalar or per output channel") }
     let cg = c / groups, mg = m / groups, k = cg * kh * kw, plane = outH * outW
-    let xc = x.doubles.map { $0 - xz }
-    let wAll = w.doubles
-    let wc = (0..<wAll.count).map { wAll[$0] - wz[wz.count == 1 ? 0 : $0 / k] }
+    var xc = x.doubles
+    if xz != 0 { for i in 0..<xc.count { xc[i] -= xz } }
+    let wc = centeredWeights ?? centeredConvolutionWeights(w, zero: wZero)
     let b = bias?.ints
     if let b, b.count != m { throw ctx.error(.executionFailed, "bias has \(b.count) values for \(m) output channels") }
     var result = [Int64](repeating: 0, count: n * m * plane)
@@ -63,6 +64,19 @@ func integerConvolutionFast(_ ctx: OpContext, _ attrs: WindowAttributes, groups:
         }
     }
     return (result, twoD ? [n, m, outH, outW] : [n, m, outW])
+}
+
+/// W [M, C/group, k...] minus its scalar or per-output-channel zero point, as doubles.
+func centeredConvolutionWeights(_ w: Tensor, zero: Tensor?) -> [Double] {
+    var values = w.doubles
+    let zeros = zero?.doubles ?? [0]
+    let perChannel = values.count / max(w.shape.first ?? 1, 1)
+    if zeros.count == 1 {
+        if zeros[0] != 0 { for i in 0..<values.count { values[i] -= zeros[0] } }
+    } else if zeros.count == w.shape.first {
+        for i in 0..<values.count { values[i] -= zeros[i / perChannel] }
+    }
+    return values
 }
 
 /// MatMulInteger / QLinearMatMul sums for a 2-D B through the exact double product: the values of `integerMatMul`,

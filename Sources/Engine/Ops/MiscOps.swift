@@ -124,12 +124,17 @@ let miscOperators: OperatorTable = [
         let attrs = try WindowAttributes(ctx)
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
+        // Constant weights are centred once, not on every run.
+        var centered: [Double]?
+        if let w = ctx.constants[3], !ctx.hasInput(5) || ctx.constants[5] != nil { centered = centeredConvolutionWeights(w, zero: ctx.constants[5]) }
+        let prepared = centered
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), w = try inputs.required(3, ctx)
             let xScale = try inputs.required(1, ctx).doubleValue(at: 0), wScale = try inputs.required(4, ctx).doubles
             let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
             guard wScale.count == 1 || wScale.count == w.shape[0] else { throw ctx.error(.executionFailed, "w_scale must be a scalar or per output channel") }
-            let (sums, shape) = try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
+            let (sums, shape) = try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8],
+                                                           centeredWeights: prepared)
                 ?? integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
             let bounds: (Double, Double) = yZeroT.dtype == .int8 ? (-128, 127) : (0, 255)
             let yZero = yZeroT.doubleValue(at: 0)
