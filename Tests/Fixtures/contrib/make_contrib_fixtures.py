@@ -263,6 +263,19 @@ def quantized_ops():
                  [vi(n, TensorProto.FLOAT, None) for n in ("dynamic", "dynamic_plain", "to_float")], inits)
     save_case("quantized_matmul", m, {"x": f32(2, 3, k), "xq": rng.integers(0, 256, (2, 3, k)).astype(np.uint8)})
 
+    # QGemm (quantize_static's QOperator form of Gemm): float output, and requantized with y_scale / y_zero_point.
+    inits_gemm = [numpy_helper.from_array(rng.integers(-64, 64, (n, k)).astype(np.int8), "bt"), numpy_helper.from_array(b_scale, "b_scale"),
+                  numpy_helper.from_array(np.zeros(n, dtype=np.int8), "b_zero"), numpy_helper.from_array(np.array(0.02, dtype=np.float32), "a_scale"),
+                  numpy_helper.from_array(np.array(130, dtype=np.uint8), "a_zero"),
+                  numpy_helper.from_array(rng.integers(-500, 500, n).astype(np.int32), "c"),
+                  numpy_helper.from_array(np.array(0.05, dtype=np.float32), "y_scale"), numpy_helper.from_array(np.array(120, dtype=np.uint8), "y_zero")]
+    nodes_gemm = [helper.make_node("QGemm", ["xq", "a_scale", "a_zero", "bt", "b_scale", "b_zero", "c"], ["y_float"], domain=MS, transB=1, alpha=0.5),
+                  helper.make_node("QGemm", ["xq", "a_scale", "a_zero", "bt", "b_scale", "b_zero", "c", "y_scale", "y_zero"], ["y_quantized"],
+                                   domain=MS, transB=1)]
+    m = model_of(nodes_gemm, [vi("xq", TensorProto.UINT8, [6, k])], [vi("y_float", TensorProto.FLOAT, None), vi("y_quantized", TensorProto.UINT8, None)],
+                 inits_gemm)
+    save_case("qgemm", m, {"xq": rng.integers(0, 256, (6, k)).astype(np.uint8)}, tolerance={"y_quantized": {"step": 1}})
+
     # Full-range int8 weights: the exact int32 result (numpy), which onnxruntime's AVX2 kernels do not reach.
     bq = rng.integers(-128, 128, (k, n)).astype(np.int8)
     xq = rng.integers(0, 256, (2, 3, k)).astype(np.uint8)
