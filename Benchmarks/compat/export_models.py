@@ -23,7 +23,7 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "Benchmarks", "out")
 ZOO = os.path.join(OUT, "zoo")
-PARTS = ["sklearn", "torch", "minilm", "tf"]
+PARTS = ["sklearn", "torch", "minilm", "tf", "ortools"]
 SKIP_EXISTING = False
 
 
@@ -65,6 +65,8 @@ def setup(part):
             return venv_python("torch", [["--no-deps", f"torchvision<0.{minor + 15}"]] + groups[2:])
     if part == "tf":
         return venv_python("tf", [["tensorflow-cpu", "tf2onnx"]])
+    if part == "ortools":
+        return sys.executable  # onnxruntime's own tools: the system python's onnxruntime is enough
     raise ValueError(part)
 
 
@@ -284,6 +286,100 @@ def export_tf(manifest):
             traceback.print_exc()
 
 
+class CalibrationReader:
+    """Random calibration batches for quantize_static (the harness's weights are random too)."""
+
+    def __init__(self, feeds):
+        self.feeds = iter(feeds)
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+    def rewind(self):
+        pass
+
+
+def export_ortools(manifest):
+    """What onnxruntime's own tools make of models: quantize_dynamic / quantize_static (QDQ and QOperator), the
+    transformer optimizer, and graphs saved after its extended optimizations. Applied to the torch part's
+    MobileNetV2, ResNet-18 and MiniLM when those were exported, and always to the small CNN, MLP, LSTM and tiny
+    BERT the engine fixtures build (Tests/Fixtures/contrib)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_dynamic, quantize_static
+    from onnxruntime.transformers.optimizer import optimize_model
+    sys.path.insert(0, os.path.join(ROOT, "Tests", "Fixtures", "contrib"))
+    import make_contrib_fixtures as fixtures
+    from tiny_bert import tiny_bert
+
+    rng = np.random.default_rng(0)
+    image = [{"name": "x", "shape": ["N", 3, 12, 12], "dtype": "float32"}]
+    sources = {}
+    for name, model, inputs in (("small_cnn", fixtures.small_cnn(), image),
+                                ("small_mlp", fixtures.small_mlp(), [{"name": "x", "shape": ["N", 16], "dtype": "float32"}]),
+                                ("small_lstm", fixtures.small_lstm(), [{"name": "x", "shape": [7, "N", 5], "dtype": "float32"}]),  # time-major
+                                ("tiny_bert", tiny_bert(), [{"name": n, "shape": ["N", 7], "dtype": "int64", "sample": s, "vocab": 40}
+                                                           for n, s in (("input_ids", "tokens"), ("attention_mask", "mask"), ("token_type_ids", "zeros"))])):
+        path = os.path.join(ZOO, f"ort_{name}.onnx")
+        onnx.save(model, path)
+        sources[name] = (path, inputs)
+        record(manifest, f"ort_{name}", path, inputs, "onnx.helper (engine fixture graph)", 17 if name == "tiny_bert" else 13)
+    for arch in ("tv_mobilenet_v2_op13", "tv_resnet18_op17", "minilm_l6_v2_op14"):
+        if arch in manifest and manifest[arch].get("path"):
+            sources[arch] = (os.path.join(ROOT, manifest[arch]["path"]), manifest[arch]["inputs"])
+
+    def random_feeds(inputs, batch):
+        feeds = {}
+        for spec in inputs:
+            shape = [batch if d == "N" else d for d in spec["shape"]]
+            if spec["dtype"] == "int64":
+                feeds[spec["name"]] = (rng.integers(1, spec.get("vocab", 30000), shape) if spec.get("sample") == "tokens"
+                                       else np.ones(shape) if spec.get("sample") == "mask" else np.zeros(shape)).astype(np.int64)
+            else:
+                feeds[spec["name"]] = rng.standard_normal(shape).astype(np.float32)
+        return feeds
+
+    def quantized(name, path, inputs, exporter, opset):
+        record(manifest, name, path, inputs, exporter, opset)
+        manifest[name]["quantized"] = True
+
+    for source, (path, inputs) in sources.items():
+        base = source.replace("_op13", "").replace("_op17", "").replace("_op14", "")
+        base = base if base.startswith(("tv_", "minilm")) else f"ort_{base}"
+        is_image = inputs[0]["dtype"] == "float32" and len(inputs[0]["shape"]) == 4
+        try:
+            if is_image:
+                for fmt, label in ((QuantFormat.QDQ, "qdq"), (QuantFormat.QOperator, "qoperator")):
+                    out = os.path.join(ZOO, f"{base}_static_{label}.onnx")
+                    # reduce_range (7-bit weights): with full-range int8 weights onnxruntime's own AVX2 u8 x s8 kernels
+                    # saturate (vpmaddubsw pair sums) and leave the exact int32 result; Osprey computes it exactly.
+                    quantize_static(path, out, CalibrationReader([random_feeds(inputs, 2) for _ in range(4)]), quant_format=fmt,
+                                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+                                    calibrate_method=CalibrationMethod.MinMax)
+                    quantized(f"{base}_static_{label}", out, inputs, f"onnxruntime quantize_static ({label}, u8/s8 per-channel, reduce_range)", 13)
+            if not is_image or base == "ort_small_cnn":
+                out = os.path.join(ZOO, f"{base}_dynamic.onnx")
+                quantize_dynamic(path, out, weight_type=QuantType.QInt8, reduce_range=True)
+                quantized(f"{base}_dynamic", out, inputs, "onnxruntime quantize_dynamic (s8 weights, reduce_range)", 13)
+            if source in ("tiny_bert", "minilm_l6_v2_op14"):
+                heads, hidden = (2, 16) if source == "tiny_bert" else (12, 384)
+                out = os.path.join(ZOO, f"{base}_transformer_optimized.onnx")
+                optimize_model(path, model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0).save_model_to_file(out)
+                record(manifest, f"{base}_transformer_optimized", out, inputs, "onnxruntime.transformers optimize_model (bert)", 17)
+            out = os.path.join(ZOO, f"{base}_ort_extended.onnx")
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+            options.optimized_model_filepath = out
+            ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            record(manifest, f"{base}_ort_extended", out, inputs, "onnxruntime ORT_ENABLE_EXTENDED, optimized_model_filepath", 13)
+        except Exception as e:
+            record_failure(manifest, f"{base}_tools", "onnxruntime tools", 13, e)
+            traceback.print_exc()
+    # A greedy decoder as paddle2onnx writes Loop bodies (iteration count and condition declared [1]).
+    fixtures.control_flow_models(ZOO, manifest, record)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(PARTS), help="comma-separated parts: " + ", ".join(PARTS))
@@ -299,7 +395,7 @@ def main():
     if args.inside:
         manifest = json.load(open(manifest_path)) if os.path.exists(manifest_path) else {}
         {"sklearn": export_sklearn, "torch": lambda m: export_torch(m, args.dynamo.split(",")), "minilm": export_minilm,
-         "tf": export_tf}[args.inside](manifest)
+         "tf": export_tf, "ortools": export_ortools}[args.inside](manifest)
         json.dump(manifest, open(manifest_path, "w"), indent=1)
         return
     for part in args.only.split(","):

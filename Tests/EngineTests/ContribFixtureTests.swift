@@ -119,3 +119,67 @@ import ONNX
         }
     }
 }
+
+/// The float32 (De)QuantizeLinear fast paths against their double-precision reference twins.
+@Suite struct QuantizeLinearFastPathTests {
+    static let ctx = OpContext(node: Node(opType: "QuantizeLinear", inputs: ["x", "s", "z"], outputs: ["y"]), opset: 21, constants: [:], activation: .none)
+
+    @Test(arguments: [DType.uint8, .int8]) func quantizeMatchesReference(_ dtype: DType) throws {
+        var values = (0..<600).map { Float($0 - 300) * 0.37 + 0.005 }
+        values += [.nan, .infinity, -.infinity, 0.5, 1.5, 2.5, -0.5, -1.5]  // ties round half to even; NaN and infinities saturate as in the reference
+        let x = Tensor(shape: [2, 4, values.count / 8], scalars: values)
+        for (scale, zero) in [(Tensor(scalar: Float(0.5)), Tensor(dtype: dtype, shape: [])),
+                              (Tensor(shape: [4], scalars: [Float(0.5), 1, 0.25, 3]), try castTensor(Tensor(shape: [4], scalars: [Double(3), 0, -2, 7].map { dtype == .uint8 ? abs($0) : $0 }), to: dtype, Self.ctx))] {
+            let fast = try #require(try quantizeLinearFast(Self.ctx, x, scale: scale, zeroPoint: zero, dtype: dtype, axis: 1))
+            let reference = try quantizeLinearReference(Self.ctx, x, scale: scale, zeroPoint: zero, dtype: dtype, axis: 1)
+            #expect(fast.dtype == reference.dtype && fast.shape == reference.shape)
+            #expect(fast.doubles == reference.doubles)
+        }
+    }
+
+    @Test(arguments: [DType.uint8, .int8]) func dequantizeMatchesReference(_ dtype: DType) throws {
+        let raw = (0..<256).map { Double($0) - (dtype == .int8 ? 128 : 0) }
+        let x = try castTensor(Tensor(shape: [2, 4, 64], scalars: raw + raw), to: dtype, Self.ctx)
+        let scale = Tensor(shape: [4], scalars: [Float(0.013), 0.5, 1e-3, 7.25])
+        let zero = try castTensor(Tensor(shape: [4], scalars: [Double(5), 0, 100, 1]), to: dtype, Self.ctx)
+        let fast = try #require(try dequantizeLinearFast(Self.ctx, x, scale: scale, zeroPoint: zero, axis: 1))
+        let reference = try dequantizeLinearReference(Self.ctx, x, scale: scale, zeroPoint: zero, axis: 1)
+        #expect(fast.scalars(as: Float.self) == reference.scalars(as: Float.self))
+    }
+}
+
+/// The im2col / dgemm integer convolution and matrix product against their plain-loop reference twins.
+@Suite struct IntegerProductFastPathTests {
+    static func context(_ attributes: [String: Attribute]) -> OpContext {
+        OpContext(node: Node(opType: "ConvInteger", inputs: ["x", "w"], outputs: ["y"], attributes: attributes), opset: 21, constants: [:], activation: .none)
+    }
+
+    static func random(_ shape: [Int], _ range: ClosedRange<Int>, _ dtype: DType) throws -> Tensor {
+        var generator = SystemRandomNumberGenerator()
+        let values = (0..<shape.reduce(1, *)).map { _ in Double(Int.random(in: range, using: &generator)) }
+        return try castTensor(Tensor(shape: shape, scalars: values), to: dtype, context([:]))
+    }
+
+    @Test(arguments: [(1, [1, 1, 1, 1], [1, 1], [1, 1]), (2, [1, 0, 2, 1], [2, 1], [1, 2]), (4, [0, 0, 0, 0], [1, 3], [2, 1])])
+    func convolutionMatchesReference(_ groups: Int, _ pads: [Int], _ strides: [Int], _ dilations: [Int]) throws {
+        let attributes: [String: Attribute] = ["pads": .ints(pads.map(Int64.init)), "strides": .ints(strides.map(Int64.init)), "dilations": .ints(dilations.map(Int64.init))]
+        let ctx = Self.context(attributes)
+        let attrs = try WindowAttributes(ctx)
+        let x = try Self.random([2, 8, 9, 11], 0...255, .uint8), w = try Self.random([8, 8 / groups, 3, 2], -128...127, .int8)
+        let xZero = Tensor(scalar: UInt8(131)), wZero = try Self.random([8], -5...5, .int8), bias = try Self.random([8], -999...999, .int32)
+        let fast = try #require(try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: xZero, w: w, wZero: wZero, bias: bias))
+        let reference = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: xZero, w: w, wZero: wZero, bias: bias)
+        #expect(fast.1 == reference.1)
+        #expect(fast.0 == reference.0)
+    }
+
+    @Test func matrixProductMatchesReference() throws {
+        let ctx = Self.context([:])
+        let a = try Self.random([3, 5, 40], 0...255, .uint8), b = try Self.random([40, 7], -128...127, .int8)
+        let aZero = try Self.random([5], 0...255, .uint8), bZero = try Self.random([7], -3...3, .int8)
+        let fast = try #require(try integerMatMulFast(a, zero: aZero, b, zero: bZero, ctx))
+        let reference = try integerMatMul(a, zero: aZero, b, zero: bZero, ctx)
+        #expect(fast.1 == reference.1)
+        #expect(fast.0 == reference.0)
+    }
+}

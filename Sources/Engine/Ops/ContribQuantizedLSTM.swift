@@ -94,8 +94,9 @@ let contribQuantizedLSTMOperators: OperatorTable = [
                 for j in 0..<steps {
                     for b in 0..<batch where j < lengths[b] {
                         let t = reverse ? lengths[b] - 1 - j : j
-                        // Each sequence's hidden state gets its own quantization range (onnxruntime's outputs match
-                        // this to float rounding, not one range over the batch).
+                        // Each sequence's hidden state gets its own quantization range, so a row's result does not
+                        // depend on what it is batched with. onnxruntime quantizes per chunk of ceil(batch / threads)
+                        // rows: the same at threads >= batch, a different range (and result) below that.
                         let recurrent = rd.product(Array(h[(b * hidden)..<((b + 1) * hidden)]), rows: 1, inner: hidden)
                         var g = [Float](repeating: 0, count: gates)
                         for k in 0..<gates {

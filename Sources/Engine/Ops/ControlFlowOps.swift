@@ -76,8 +76,12 @@ private func stack(_ parts: [Tensor], axis: Int, reverse: Bool, _ ctx: OpContext
 let controlFlowOperators: OperatorTable = [
     // Opset 9+ Scan: N state variables carried through the body, M scan inputs sliced along their axes, K scan
     // outputs stacked along theirs.
+    // Scan: N state variables carried through the body, M scan inputs sliced along their axes, K scan outputs
+    // stacked along theirs. Before opset 9 every input has a leading batch axis the body runs once per element of,
+    // after an optional sequence_lens input.
     "Scan": { ctx in
-        guard ctx.opset >= 9 else { throw ctx.error(.unsupportedOperator, "Scan before opset 9 (batched, with sequence_lens) is not supported") }
+        let batched = ctx.opset < 9
+        let first = batched ? 1 : 0
         let body = try Subgraphs.graph(ctx, "body")
         let scanInputs = try ctx.int("num_scan_inputs", 0)
         let stateCount = body.inputs.count - scanInputs
@@ -85,27 +89,25 @@ let controlFlowOperators: OperatorTable = [
             throw ctx.error(.invalidModel, "Scan body with \(body.inputs.count) inputs and \(body.outputs.count) outputs does not fit num_scan_inputs \(scanInputs)")
         }
         let scanOutputs = body.outputs.count - stateCount
-        let inputAxes = try ctx.ints("scan_input_axes") ?? Array(repeating: 0, count: scanInputs)
-        let inputDirections = try ctx.ints("scan_input_directions") ?? Array(repeating: 0, count: scanInputs)
-        let outputAxes = try ctx.ints("scan_output_axes") ?? Array(repeating: 0, count: scanOutputs)
-        let outputDirections = try ctx.ints("scan_output_directions") ?? Array(repeating: 0, count: scanOutputs)
+        let inputAxes = batched ? Array(repeating: 0, count: scanInputs) : try ctx.ints("scan_input_axes") ?? Array(repeating: 0, count: scanInputs)
+        let inputDirections = try ctx.ints(batched ? "directions" : "scan_input_directions") ?? Array(repeating: 0, count: scanInputs)
+        let outputAxes = batched ? Array(repeating: 0, count: scanOutputs) : try ctx.ints("scan_output_axes") ?? Array(repeating: 0, count: scanOutputs)
+        let outputDirections = batched ? Array(repeating: 0, count: scanOutputs) : try ctx.ints("scan_output_directions") ?? Array(repeating: 0, count: scanOutputs)
         guard inputAxes.count == scanInputs, inputDirections.count == scanInputs, outputAxes.count == scanOutputs, outputDirections.count == scanOutputs else {
             throw ctx.error(.invalidModel, "scan axes/directions attributes do not match \(scanInputs) scan inputs and \(scanOutputs) scan outputs")
         }
-        let own = stateCount + scanInputs
+        let own = first + stateCount + scanInputs
         let outer = Array(ctx.node.inputs.dropFirst(min(own, ctx.node.inputs.count)))
         let compiled = try Subgraphs.compile(body, outer: outer, ctx)
         let bodyInputs = body.inputs.map(\.name), bodyOutputs = body.outputs.map(\.name)
-        return PreparedKernel { inputs in
-            var states = try (0..<stateCount).map { try inputs.required($0, ctx) }
-            let sequences = try (0..<scanInputs).map { try inputs.required(stateCount + $0, ctx) }
+        /// One unbatched scan: final states, then the stacked scan outputs.
+        @Sendable func scan(_ initial: [Tensor], _ sequences: [Tensor], _ outerFeeds: [String: Tensor]) throws -> [Tensor] {
+            var states = initial
             let axes = try zip(sequences, inputAxes).map { try ctx.axis($0.1, rank: $0.0.rank) }
             let lengths = zip(sequences, axes).map { $0.0.shape[$0.1] }
             guard let steps = lengths.first, lengths.allSatisfy({ $0 == steps }) else {
                 throw ctx.error(.executionFailed, "scan inputs disagree on the number of iterations: \(lengths)")
             }
-            var outerFeeds: [String: Tensor] = [:]
-            for (k, name) in outer.enumerated() { if let t = inputs[own + k] { outerFeeds[name] = t } }
             var collected: [[Tensor]] = Array(repeating: [], count: scanOutputs)
             for t in 0..<steps {
                 var feeds = outerFeeds
@@ -127,6 +129,30 @@ let controlFlowOperators: OperatorTable = [
                 outputs.append(try stack(collected[k], axis: outputAxes[k], reverse: outputDirections[k] == 1, ctx))
             }
             return outputs
+        }
+        return PreparedKernel { inputs in
+            let states = try (0..<stateCount).map { try inputs.required(first + $0, ctx) }
+            let sequences = try (0..<scanInputs).map { try inputs.required(first + stateCount + $0, ctx) }
+            var outerFeeds: [String: Tensor] = [:]
+            for (k, name) in outer.enumerated() { if let t = inputs[own + k] { outerFeeds[name] = t } }
+            guard batched else { return try scan(states, sequences, outerFeeds) }
+            let all = states + sequences
+            guard all.allSatisfy({ $0.rank >= 1 }), let batch = all.first?.shape[0], all.allSatisfy({ $0.shape[0] == batch }) else {
+                throw ctx.error(.executionFailed, "opset-8 Scan inputs need one leading batch axis, got \(all.map(\.shape))")
+            }
+            if let lengths = inputs[0] {
+                let steps = sequences[0].rank >= 2 ? sequences[0].shape[1] : 0
+                guard lengths.ints.allSatisfy({ $0 == steps }) else {
+                    throw ctx.error(.unsupportedAttribute, "sequence_lens shorter than the scanned axis (\(lengths.ints) of \(steps)) is not supported")
+                }
+            }
+            var perBatch: [[Tensor]] = []
+            for b in 0..<batch {
+                perBatch.append(try scan(states.map { sliceRemovingAxis($0, axis: 0, index: b) }, sequences.map { sliceRemovingAxis($0, axis: 0, index: b) },
+                                         outerFeeds))
+            }
+            guard batch > 0 else { throw ctx.error(.executionFailed, "opset-8 Scan with an empty batch") }
+            return try (0..<(stateCount + scanOutputs)).map { k in try stack(perBatch.map { $0[k] }, axis: 0, reverse: false, ctx) }
         }
     },
     "If": { ctx in

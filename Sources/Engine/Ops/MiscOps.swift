@@ -122,8 +122,9 @@ let miscOperators: OperatorTable = [
             if let widened, let fast = try fastIntegerConvolution(ctx, attrs, x: x, xZero: inputs[2], weights: widened, bias: nil) {
                 return [fast]
             }
-            let (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2],
-                                                       w: inputs.required(1, ctx), wZero: inputs[3], bias: nil)
+            let w = try inputs.required(1, ctx)
+            let (sums, shape) = try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[3], bias: nil)
+                ?? integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[3], bias: nil)
             return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
         }
     },
@@ -134,6 +135,10 @@ let miscOperators: OperatorTable = [
         let widened = ctx.constants[3].flatMap { w in
             !ctx.hasInput(5) || ctx.constants[5] != nil ? WidenedConvWeights(w, zero: ctx.constants[5], groups: groups) : nil
         }
+        // Weights the integer GEMM cannot take (non-2-D) are centred once for the double-precision path.
+        var centered: [Double]?
+        if widened == nil, let w = ctx.constants[3], !ctx.hasInput(5) || ctx.constants[5] != nil { centered = centeredConvolutionWeights(w, zero: ctx.constants[5]) }
+        let prepared = centered
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), w = try inputs.required(3, ctx)
             let xScale = try inputs.required(1, ctx).doubleValue(at: 0), wScale = try inputs.required(4, ctx).doubles
@@ -143,7 +148,9 @@ let miscOperators: OperatorTable = [
             if let widened, let fast = try fastIntegerConvolution(ctx, attrs, x: x, xZero: inputs[2], weights: widened, bias: inputs[8]) {
                 (sums, shape) = (fast.scalars(as: Int32.self).map { Int64($0) }, fast.shape)
             } else {
-                (sums, shape) = try integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
+                (sums, shape) = try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8],
+                                                           centeredWeights: prepared)
+                    ?? integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
             }
             let bounds: (Double, Double) = yZeroT.dtype == .int8 ? (-128, 127) : (0, 255)
             let yZero = yZeroT.doubleValue(at: 0)

@@ -19,14 +19,8 @@ let quantizationOperators: OperatorTable = [
         if try ctx.int("block_size", 0) != 0 { throw ctx.unsupported("block_size", "(blocked quantization)") }
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), scale = try inputs.required(1, ctx)
-            let (channels, inner, scales, zeros) = try quantParameters(ctx, x, scale: scale, zeroPoint: inputs[2], axis: axis)
-            let values = x.doubles
-            var out = [Float](repeating: 0, count: values.count)
-            for i in 0..<values.count {
-                let c = (i / inner) % channels
-                out[i] = Float((values[i] - zeros[c]) * scales[c])
-            }
-            return [try castTensor(Tensor(shape: x.shape, scalars: out), to: scale.dtype, ctx)]
+            if let fast = try dequantizeLinearFast(ctx, x, scale: scale, zeroPoint: inputs[2], axis: axis) { return [fast] }
+            return [try dequantizeLinearReference(ctx, x, scale: scale, zeroPoint: inputs[2], axis: axis)]
         }
     },
     "QuantizeLinear": { ctx in
@@ -39,25 +33,8 @@ let quantizationOperators: OperatorTable = [
             let x = try inputs.required(0, ctx), scale = try inputs.required(1, ctx)
             let zeroPoint = inputs[2]
             let dtype = zeroPoint?.dtype ?? requested ?? .uint8
-            let bounds: (Double, Double)
-            switch dtype {
-            case .uint8: bounds = (0, 255)
-            case .int8: bounds = (-128, 127)
-            case .uint16: bounds = (0, 65535)
-            case .int16: bounds = (-32768, 32767)
-            case .int32: bounds = (Double(Int32.min), Double(Int32.max))
-            default: throw ctx.error(.unsupportedDType, "quantizing to \(dtype) is not supported (uint8, int8, uint16, int16, int32)")
-            }
-            let (channels, inner, scales, zeros) = try quantParameters(ctx, x, scale: scale, zeroPoint: zeroPoint, axis: axis)
-            let values = x.doubles
-            var out = [Double](repeating: 0, count: values.count)
-            for i in 0..<values.count {
-                let c = (i / inner) % channels
-                // Round half to even on x / scale in float32, as the spec's reference does.
-                let q = Double((Float(values[i]) / Float(scales[c])).rounded(.toNearestOrEven)) + zeros[c]
-                out[i] = min(max(q, bounds.0), bounds.1)
-            }
-            return [try castTensor(Tensor(shape: x.shape, scalars: out), to: dtype, ctx)]
+            if let fast = try quantizeLinearFast(ctx, x, scale: scale, zeroPoint: zeroPoint, dtype: dtype, axis: axis) { return [fast] }
+            return [try quantizeLinearReference(ctx, x, scale: scale, zeroPoint: zeroPoint, dtype: dtype, axis: axis)]
         }
     },
     "BitShift": { ctx in
@@ -78,3 +55,101 @@ let quantizationOperators: OperatorTable = [
         }
     },
 ]
+
+/// QuantizeLinear in doubles for any input and zero-point dtype (the reference twin of `quantizeLinearFast`).
+func quantizeLinearReference(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroPoint: Tensor?, dtype: DType, axis: Int) throws -> Tensor {
+    let bounds: (Double, Double)
+    switch dtype {
+    case .uint8: bounds = (0, 255)
+    case .int8: bounds = (-128, 127)
+    case .uint16: bounds = (0, 65535)
+    case .int16: bounds = (-32768, 32767)
+    case .int32: bounds = (Double(Int32.min), Double(Int32.max))
+    default: throw ctx.error(.unsupportedDType, "quantizing to \(dtype) is not supported (uint8, int8, uint16, int16, int32)")
+    }
+    let (channels, inner, scales, zeros) = try quantParameters(ctx, x, scale: scale, zeroPoint: zeroPoint, axis: axis)
+    let values = x.doubles
+    var out = [Double](repeating: 0, count: values.count)
+    for i in 0..<values.count {
+        let c = (i / inner) % channels
+        // Round half to even on x / scale in float32, as the spec's reference does.
+        let q = Double((Float(values[i]) / Float(scales[c])).rounded(.toNearestOrEven)) + zeros[c]
+        out[i] = min(max(q, bounds.0), bounds.1)
+    }
+    return try castTensor(Tensor(shape: x.shape, scalars: out), to: dtype, ctx)
+}
+
+/// DequantizeLinear in doubles for any input dtype (the reference twin of `dequantizeLinearFast`).
+func dequantizeLinearReference(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroPoint: Tensor?, axis: Int) throws -> Tensor {
+    let (channels, inner, scales, zeros) = try quantParameters(ctx, x, scale: scale, zeroPoint: zeroPoint, axis: axis)
+    let values = x.doubles
+    var out = [Float](repeating: 0, count: values.count)
+    for i in 0..<values.count {
+        let c = (i / inner) % channels
+        out[i] = Float((values[i] - zeros[c]) * scales[c])
+    }
+    return try castTensor(Tensor(shape: x.shape, scalars: out), to: scale.dtype, ctx)
+}
+
+/// DequantizeLinear of uint8/int8 with float32 scales in float32 arithmetic: (q - zero) * scale is one correctly
+/// rounded product either way, so this equals the reference bit for bit. Nil when the dtypes do not apply.
+func dequantizeLinearFast(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroPoint: Tensor?, axis: Int) throws -> Tensor? {
+    guard x.dtype == .uint8 || x.dtype == .int8, scale.dtype == .float32, zeroPoint.map({ $0.dtype == x.dtype }) ?? true else { return nil }
+    let (channels, inner, _, _) = try quantParameters(ctx, x, scale: scale, zeroPoint: zeroPoint, axis: axis)
+    let scales = scale.scalars(as: Float.self)
+    let zeros = zeroPoint.map { z in z.doubles.map { Float($0) } } ?? [Float](repeating: 0, count: scales.count)
+    let outer = x.count / max(channels * inner, 1)
+    return Tensor.makeFloat(shape: x.shape) { o in
+        x.withUnsafeBytes { raw in
+            let signed = x.dtype == .int8
+            var i = 0
+            for _ in 0..<outer {
+                for c in 0..<channels {
+                    let s = scales[c], z = zeros[c]
+                    if signed {
+                        let p = raw.bindMemory(to: Int8.self)
+                        for _ in 0..<inner { o[i] = (Float(p[i]) - z) * s; i += 1 }
+                    } else {
+                        let p = raw.bindMemory(to: UInt8.self)
+                        for _ in 0..<inner { o[i] = (Float(p[i]) - z) * s; i += 1 }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `v` clamped into [low, high]; NaN becomes 0, as the reference's saturating cast makes it.
+@inline(__always) private func saturated(_ v: Float, _ low: Float, _ high: Float) -> Float {
+    v.isNaN ? 0 : Swift.min(Swift.max(v, low), high)
+}
+
+/// QuantizeLinear of float32 to uint8/int8 with float32 scales: round half to even of x / scale (float32, as the
+/// reference), plus zero, saturated. Nil when the dtypes do not apply.
+func quantizeLinearFast(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroPoint: Tensor?, dtype: DType, axis: Int) throws -> Tensor? {
+    guard x.dtype == .float32, scale.dtype == .float32, dtype == .uint8 || dtype == .int8 else { return nil }
+    let (channels, inner, _, _) = try quantParameters(ctx, x, scale: scale, zeroPoint: zeroPoint, axis: axis)
+    let scales = scale.scalars(as: Float.self)
+    let zeros = zeroPoint.map { z in z.doubles.map { Float($0) } } ?? [Float](repeating: 0, count: scales.count)
+    let outer = x.count / max(channels * inner, 1)
+    let (low, high): (Float, Float) = dtype == .uint8 ? (0, 255) : (-128, 127)
+    var out = Tensor(uninitialized: dtype, shape: x.shape)
+    x.floatPointer { xp in
+        out.withUnsafeMutableBytes { raw in
+            var i = 0
+            for _ in 0..<outer {
+                for c in 0..<channels {
+                    let s = scales[c], z = zeros[c]
+                    if dtype == .int8 {
+                        let p = raw.bindMemory(to: Int8.self)
+                        for _ in 0..<inner { p[i] = Int8(saturated((xp[i] / s).rounded(.toNearestOrEven) + z, low, high)); i += 1 }
+                    } else {
+                        let p = raw.bindMemory(to: UInt8.self)
+                        for _ in 0..<inner { p[i] = UInt8(saturated((xp[i] / s).rounded(.toNearestOrEven) + z, low, high)); i += 1 }
+                    }
+                }
+            }
+        }
+    }
+    return out
+}

@@ -181,7 +181,7 @@ let samplingOperators: OperatorTable = [
         return PreparedKernel { inputs in
             let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
             if let fast = try fastIntegerMatMul(a, zero: inputs[2], b, zero: inputs[3], packed: packed, ctx) { return [fast] }
-            let (sums, shape) = try integerMatMul(a, zero: inputs[2], b, zero: inputs[3], ctx)
+            let (sums, shape) = try integerMatMulFast(a, zero: inputs[2], b, zero: inputs[3], ctx) ?? integerMatMul(a, zero: inputs[2], b, zero: inputs[3], ctx)
             return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
         }
     },
@@ -195,7 +195,7 @@ let samplingOperators: OperatorTable = [
         if let fast = try fastIntegerMatMul(a, zero: inputs[2], b, zero: inputs[5], packed: packed, ctx) {
             (sums, shape) = (fast.scalars(as: Int32.self).map { Int64($0) }, fast.shape)
         } else {
-            (sums, shape) = try integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
+            (sums, shape) = try integerMatMulFast(a, zero: inputs[2], b, zero: inputs[5], ctx) ?? integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
         }
         let n = shape.last ?? 1, m = shape.count >= 2 ? shape[shape.count - 2] : 1
         guard aScale.count == 1 || aScale.count == m, bScale.count == 1 || bScale.count == n else {

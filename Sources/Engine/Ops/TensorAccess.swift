@@ -81,8 +81,18 @@ extension Tensor {
         }
     }
 
-    /// All elements as Double.
-    var doubles: [Double] { (0..<count).map { doubleValue(at: $0) } }
+    /// All elements as Double (typed loops for the dtypes quantized and float models use most).
+    var doubles: [Double] {
+        switch dtype {
+        case .uint8: return withUnsafeBufferPointer(of: UInt8.self) { $0.map { Double($0) } }
+        case .int8: return withUnsafeBufferPointer(of: Int8.self) { $0.map { Double($0) } }
+        case .int32: return withUnsafeBufferPointer(of: Int32.self) { $0.map { Double($0) } }
+        case .int64: return withUnsafeBufferPointer(of: Int64.self) { $0.map { Double($0) } }
+        case .float32: return withUnsafeBufferPointer(of: Float.self) { $0.map { Double($0) } }
+        case .float64: return scalars(as: Double.self)
+        default: return (0..<count).map { doubleValue(at: $0) }
+        }
+    }
 
     /// All elements as Int (for int64/int32 shape and index tensors; floats are truncated).
     var ints: [Int] {

@@ -48,6 +48,9 @@ def vi(name, dtype, shape):
 def run_ort(model, feeds, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
     options = ort.SessionOptions()
     options.graph_optimization_level = level
+    # Two threads on any machine: onnxruntime's DynamicQuantizeLSTM quantizes the hidden state per chunk of
+    # ceil(batch / threads) rows, which at batch 2 is per sequence, as Osprey does.
+    options.intra_op_num_threads = 2
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, feeds)))
@@ -260,6 +263,19 @@ def quantized_ops():
                  [vi(n, TensorProto.FLOAT, None) for n in ("dynamic", "dynamic_plain", "to_float")], inits)
     save_case("quantized_matmul", m, {"x": f32(2, 3, k), "xq": rng.integers(0, 256, (2, 3, k)).astype(np.uint8)})
 
+    # QGemm (quantize_static's QOperator form of Gemm): float output, and requantized with y_scale / y_zero_point.
+    inits_gemm = [numpy_helper.from_array(rng.integers(-64, 64, (n, k)).astype(np.int8), "bt"), numpy_helper.from_array(b_scale, "b_scale"),
+                  numpy_helper.from_array(np.zeros(n, dtype=np.int8), "b_zero"), numpy_helper.from_array(np.array(0.02, dtype=np.float32), "a_scale"),
+                  numpy_helper.from_array(np.array(130, dtype=np.uint8), "a_zero"),
+                  numpy_helper.from_array(rng.integers(-500, 500, n).astype(np.int32), "c"),
+                  numpy_helper.from_array(np.array(0.05, dtype=np.float32), "y_scale"), numpy_helper.from_array(np.array(120, dtype=np.uint8), "y_zero")]
+    nodes_gemm = [helper.make_node("QGemm", ["xq", "a_scale", "a_zero", "bt", "b_scale", "b_zero", "c"], ["y_float"], domain=MS, transB=1, alpha=0.5),
+                  helper.make_node("QGemm", ["xq", "a_scale", "a_zero", "bt", "b_scale", "b_zero", "c", "y_scale", "y_zero"], ["y_quantized"],
+                                   domain=MS, transB=1)]
+    m = model_of(nodes_gemm, [vi("xq", TensorProto.UINT8, [6, k])], [vi("y_float", TensorProto.FLOAT, None), vi("y_quantized", TensorProto.UINT8, None)],
+                 inits_gemm)
+    save_case("qgemm", m, {"xq": rng.integers(0, 256, (6, k)).astype(np.uint8)}, tolerance={"y_quantized": {"step": 1}})
+
     # Full-range int8 weights: the exact int32 result (numpy), which onnxruntime's AVX2 kernels do not reach.
     bq = rng.integers(-128, 128, (k, n)).astype(np.int8)
     xq = rng.integers(0, 256, (2, 3, k)).astype(np.uint8)
@@ -337,7 +353,7 @@ def small_lstm():
              helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1, 3]),
              helper.make_node("Reshape", ["yt", "shape"], ["flat"]), helper.make_node("MatMul", ["flat", "proj"], ["out"])]
     inits.append(numpy_helper.from_array(np.array([0, 0, 2 * hidden], dtype=np.int64), "shape"))
-    return model_of(nodes, [vi("x", TensorProto.FLOAT, [7, 2, size])], [vi("out", TensorProto.FLOAT, None), vi("y_h", TensorProto.FLOAT, None)],
+    return model_of(nodes, [vi("x", TensorProto.FLOAT, [7, "N", size])], [vi("out", TensorProto.FLOAT, None), vi("y_h", TensorProto.FLOAT, None)],
                     inits, opset=13, ms=False)
 
 
@@ -411,10 +427,13 @@ def quantized_models():
 
 # ---- control flow and sequences -------------------------------------------------------------------------------------
 
-def control_flow():
-    """A greedy decoder as paddle2onnx writes Loops (iteration count and condition declared [1], not scalars), a Scan
-    decoder, and the sequence / optional operators."""
-    hidden, vocab = 6, 9
+HIDDEN = 6
+
+
+def loop_decoder():
+    """A greedy decoder as paddle2onnx writes Loops: iteration count and condition declared [1], not scalars; the
+    tokens are collected in a sequence and concatenated after the loop."""
+    hidden, vocab = HIDDEN, 9
     emb, cell, out_w = f32(vocab, hidden, scale=0.5), f32(2 * hidden, hidden, scale=0.4), f32(hidden, vocab, scale=0.6)
     body = helper.make_graph(
         [helper.make_node("Gather", ["emb", "token"], ["e"], axis=0),
@@ -441,28 +460,32 @@ def control_flow():
     m = model_of(nodes, [vi("first_token", TensorProto.INT64, ["B"]), vi("h0", TensorProto.FLOAT, ["B", hidden])],
                  [vi("decoded", TensorProto.INT64, None), vi("steps", TensorProto.INT64, None), vi("last_state", TensorProto.FLOAT, None),
                   vi("all_logits", TensorProto.FLOAT, None)], inits, ms=False)
-    save_case("loop_decoder_rank1", m, {"first_token": np.array([1, 4, 7], dtype=np.int64), "h0": f32(3, hidden)})
+    return m
 
-    # Scan: an Elman cell over the sequence axis (state carried), one input read backwards, outputs stacked on axis 1.
+
+def scan_decoder():
+    """An Elman cell run by Scan: state carried, one scan input read backwards, outputs stacked on two axes."""
+    hidden = HIDDEN
     w, u = f32(4, hidden, scale=0.5), f32(hidden, hidden, scale=0.4)
     body = helper.make_graph(
         [helper.make_node("MatMul", ["x_t", "w"], ["a"]), helper.make_node("MatMul", ["h", "u"], ["b"]),
          helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Add", ["s", "r_t"], ["s2"]), helper.make_node("Tanh", ["s2"], ["h_out"]),
-         helper.make_node("ReduceSum", ["h_out"], ["y_t"], keepdims=0)],
+         helper.make_node("Identity", ["h_out"], ["h_copy"]), helper.make_node("ReduceSum", ["h_out"], ["y_t"], keepdims=0)],
         "scan_step",
         [vi("h", TensorProto.FLOAT, ["B", hidden]), vi("x_t", TensorProto.FLOAT, ["B", 4]), vi("r_t", TensorProto.FLOAT, ["B", hidden])],
-        [vi("h_out", TensorProto.FLOAT, ["B", hidden]), vi("y_t", TensorProto.FLOAT, [])])
+        [vi("h_out", TensorProto.FLOAT, ["B", hidden]), vi("h_copy", TensorProto.FLOAT, ["B", hidden]), vi("y_t", TensorProto.FLOAT, [])])
     nodes = [helper.make_node("Scan", ["h0", "x", "r"], ["h_last", "hs", "ys"], body=body, num_scan_inputs=2,
-                              scan_input_axes=[1, 0], scan_input_directions=[0, 1], scan_output_axes=[1], scan_output_directions=[0])]
-    nodes = [nodes[0]]
-    body.output.insert(1, vi("h_copy", TensorProto.FLOAT, ["B", hidden]))
-    body.node.append(helper.make_node("Identity", ["h_out"], ["h_copy"]))
-    nodes[0] = helper.make_node("Scan", ["h0", "x", "r"], ["h_last", "hs", "ys"], body=body, num_scan_inputs=2,
-                                scan_input_axes=[1, 0], scan_input_directions=[0, 1], scan_output_axes=[1, 0])
+                              scan_input_axes=[1, 0], scan_input_directions=[0, 1], scan_output_axes=[1, 0])]
     m = model_of(nodes, [vi("h0", TensorProto.FLOAT, [2, hidden]), vi("x", TensorProto.FLOAT, [2, 5, 4]), vi("r", TensorProto.FLOAT, [5, 2, hidden])],
                  [vi(n, TensorProto.FLOAT, None) for n in ("h_last", "hs", "ys")], [numpy_helper.from_array(w, "w"), numpy_helper.from_array(u, "u")],
                  ms=False)
-    save_case("scan_decoder", m, {"h0": f32(2, hidden), "x": f32(2, 5, 4), "r": f32(5, 2, hidden)})
+    return m
+
+
+def control_flow():
+    """The decoders above and the sequence / optional operators."""
+    save_case("loop_decoder_rank1", loop_decoder(), {"first_token": np.array([1, 4, 7], dtype=np.int64), "h0": f32(3, HIDDEN)})
+    save_case("scan_decoder", scan_decoder(), {"h0": f32(2, HIDDEN), "x": f32(2, 5, 4), "r": f32(5, 2, HIDDEN)})
 
     x = f32(3, 6)
     nodes = [helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
@@ -485,6 +508,19 @@ def control_flow():
             ("doubled", TensorProto.FLOAT), ("has", TensorProto.BOOL), ("got", TensorProto.FLOAT)]
     m = model_of(nodes, [vi("x", TensorProto.FLOAT, [3, 6]), vi("extra", TensorProto.FLOAT, [6])], [vi(n, t, None) for n, t in outs], inits, opset=18, ms=False)
     save_case("sequence_ops", m, {"x": x, "extra": f32(6)})
+
+
+def control_flow_models(zoo, manifest, record):
+    """Writes the two decoders into the compatibility harness's zoo (Benchmarks/compat/export_models.py)."""
+    for name, model, inputs in (("ort_loop_decoder_rank1", loop_decoder(),
+                                 [{"name": "first_token", "shape": ["N"], "dtype": "int64", "sample": "tokens", "vocab": 9},
+                                  {"name": "h0", "shape": ["N", HIDDEN], "dtype": "float32"}]),
+                                ("ort_scan_decoder", scan_decoder(),
+                                 [{"name": "h0", "shape": [2, HIDDEN], "dtype": "float32"}, {"name": "x", "shape": [2, 5, 4], "dtype": "float32"},
+                                  {"name": "r", "shape": [5, 2, HIDDEN], "dtype": "float32"}])):
+        path = os.path.join(zoo, name + ".onnx")
+        onnx.save(model, path)
+        record(manifest, name, path, inputs, "onnx.helper (Loop with [1] body inputs, as paddle2onnx)" if "loop" in name else "onnx.helper (Scan)", 17)
 
 
 if __name__ == "__main__":
