@@ -194,7 +194,6 @@ final class Connection: ParserEventSink {
                           isHead: request.method == "HEAD", http10: request.version.major == 1 && request.version.minor == 0,
                           keepAlive: keepAlive, response: nil))
         if !keepAlive { finishing = true }
-        let sequence = headSequence + UInt64(slots.count - 1)
         let context = loop.context
         if let inline = context.inlineResponder, let response = inline(request) {
             slots[slots.count - 1].response = response
