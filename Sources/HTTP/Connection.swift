@@ -65,7 +65,7 @@ final class Connection: ParserEventSink {
     private static let detachThreshold = 64 * 1024
     /// Unsent output (with a write waiting on a full socket) above which no more requests are read or parsed:
     /// a client that does not read its answers stops getting new ones computed.
-    static let maxUnsentOutputBytes = 128 * 1024
+    static let maxUnsentOutputBytes = 64 * 1024
 
     init(id: UInt64, loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>, remote: String, overflow: Bool = false) {
         self.id = id
