@@ -65,7 +65,7 @@ final class Connection: ParserEventSink {
     private static let detachThreshold = 64 * 1024
     /// Unsent output (with a write waiting on a full socket) above which no more requests are read or parsed:
     /// a client that does not read its answers stops getting new ones computed.
-    static let maxUnsentOutputBytes = 128 * 1024
+    static let maxUnsentOutputBytes = 64 * 1024
 
     init(id: UInt64, loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>, remote: String, overflow: Bool = false) {
         self.id = id
@@ -194,7 +194,6 @@ final class Connection: ParserEventSink {
                           isHead: request.method == "HEAD", http10: request.version.major == 1 && request.version.minor == 0,
                           keepAlive: keepAlive, response: nil))
         if !keepAlive { finishing = true }
-        let sequence = headSequence + UInt64(slots.count - 1)
         let context = loop.context
         if let inline = context.inlineResponder, let response = inline(request) {
             slots[slots.count - 1].response = response

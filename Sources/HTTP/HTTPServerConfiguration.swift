@@ -33,7 +33,7 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxConcurrentRequestsPerConnection: Int = 4
     /// SO_SNDBUF of each connection (0 keeps the kernel's autotuning, which grows to tcp_wmem's maximum, 4 MiB here):
     /// what a client that never reads can make the server compute and hold is this plus the unsent-output bound.
-    public var socketSendBufferBytes: Int = 256 * 1024
+    public var socketSendBufferBytes: Int = 128 * 1024
 
     /// The defaults.
     public init() {}

@@ -6,6 +6,8 @@ struct RingBuffer<Element> {
     private var head = 0
     /// Number of queued elements.
     private(set) var count = 0
+    /// Elements copied by growth so far: at most twice the elements ever appended (amortized O(1) per append).
+    private(set) var relocations = 0
 
     /// An empty queue with room for `capacity` elements before it grows.
     init(capacity: Int = 16) { storage = Array(repeating: nil, count: max(1, capacity)) }
@@ -33,6 +35,7 @@ struct RingBuffer<Element> {
     private mutating func grow() {
         var larger = [Element?](repeating: nil, count: storage.count * 2)
         for i in 0..<count { larger[i] = storage[(head + i) % storage.count] }
+        relocations += count
         storage = larger
         head = 0
     }

@@ -249,14 +249,17 @@ def attack_unread_flood(port, checks, server, connections=100):
     metrics_latency = time.time() - start
     for s in sockets:
         reset(s)
-    checks.expect(metrics_status == 200 and metrics_latency < 5, f"unread flood: /metrics {metrics_status} after {metrics_latency:.2f}s during the flood")
+    # Bounds for a debug build on a shared two-core machine; main before issue 11 stalled /metrics for over a minute.
+    checks.expect(metrics_status == 200 and metrics_latency < 8, f"unread flood: /metrics {metrics_status} after {metrics_latency:.2f}s during the flood")
     checks.note(f"unread flood: {connections} x {len(burst) // len(one)} pipelined GET /metrics, peak RSS +{(peak - before) >> 20} MiB, "
                 f"liveness {latency * 1000:.0f} ms and /metrics {metrics_latency * 1000:.0f} ms during")
     checks.expect(peak - before < 150 << 20, f"unread flood: RSS grew by {(peak - before) >> 20} MiB (limit 150)")
     checks.expect(status == 200 and latency < 1.0, f"unread flood: liveness {status} after {latency:.2f}s")
     start = time.time()
     status = request(port, "GET", "/metrics", timeout=5)[0]
-    checks.expect(status == 200 and time.time() - start < 2, f"unread flood: /metrics {status} after {time.time() - start:.2f}s")
+    elapsed = time.time() - start
+    checks.note(f"unread flood: /metrics {elapsed * 1000:.0f} ms after the resets")
+    checks.expect(status == 200 and elapsed < 4, f"unread flood: /metrics {status} after {elapsed:.2f}s once the clients reset")
 
 
 def attack_garbage(port, checks, connections=60):
