@@ -354,7 +354,9 @@ def attack_issue_regressions(port, admin_port, checks):
 
 def attack_budget_full(binary, repository, checks):
     """A server with --max-connections 8 held full by idle clients still answers liveness probes."""
-    server = Server(binary, repository, "--max-connections", "8")
+    # A long idle timeout: on a loaded machine the held connections must not time out (and free the budget)
+    # before the probes below run.
+    server = Server(binary, repository, "--max-connections", "8", "--idle-timeout", "120")
     try:
         held = [connect(server.port) for _ in range(8)]
         for s in held:
