@@ -24,13 +24,13 @@ def main():
     workdir = tempfile.mkdtemp(prefix="osprey-contract-")
     repository = os.path.join(workdir, "models")
     shutil.copytree(os.path.join(models, "digits"), os.path.join(repository, "digits"))
-    spec = os.path.join(os.path.dirname(__file__), "..", "..", "openapi.yaml")
+    spec = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "openapi.yaml"))
     server = hostile.Server(binary, repository)
     try:
         result = subprocess.run(["schemathesis", "run", spec, "--url", f"http://127.0.0.1:{server.port}",
                                  "--checks", "not_a_server_error,status_code_conformance,content_type_conformance",
                                  "--max-time", seconds, "-w", "2", "--seed", "11"],
-                                capture_output=True, text=True)
+                                capture_output=True, text=True, cwd=workdir)  # its .schemathesis cache goes there
     finally:
         code = server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
