@@ -119,13 +119,13 @@ func fastIntegerConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, x: Tens
     let k = cg * weights.kh * weights.kw, columns = oh * ow
     var out = Tensor(dtype: .int32, shape: [n, weights.m, oh, ow])
     var gathered = [Int32](repeating: 0, count: k * columns)
-    try out.withUnsafeMutableBufferPointer(of: Int32.self) { dst in
-        try weights.rows.withUnsafeBufferPointer { wrows in
+    out.withUnsafeMutableBufferPointer(of: Int32.self) { dst in
+        weights.rows.withUnsafeBufferPointer { wrows in
             for image in 0..<n {
                 for group in 0..<g {
                     // Window gather: row (ic, ky, kx), column (oy, ox); outside the input reads as x_zero.
-                    try gathered.withUnsafeMutableBufferPointer { col in
-                        try withEightBitValues(x) { value in
+                    gathered.withUnsafeMutableBufferPointer { col in
+                        withEightBitValues(x) { value in
                             for ic in 0..<cg {
                                 let plane = (image * c + group * cg + ic) * h * w
                                 for ky in 0..<weights.kh {
