@@ -28,6 +28,17 @@ private func centeredColumns(_ b: Tensor, zero: Tensor?, _ ctx: OpContext) throw
     return values
 }
 
+/// B (input `b`) minus its zero point (input `zero`), centred once at compile time when both are constants
+/// (`onlyMatrices`: and B is 2-D; otherwise the kernel reports the shape): the centred values, the inputs the kernel
+/// then no longer needs, and B's shape.
+private func constantCenteredB(_ ctx: OpContext, b: Int, zero: Int, onlyMatrices: Bool) throws
+    -> (values: [Double]?, consumed: Set<Int>, shape: [Int]?) {
+    guard let matrix = ctx.constants[b], !onlyMatrices || matrix.rank == 2, !ctx.hasInput(zero) || ctx.constants[zero] != nil else {
+        return (nil, [], ctx.constants[b]?.shape)
+    }
+    return (try centeredColumns(matrix, zero: ctx.constants[zero], ctx), ctx.hasInput(zero) ? [b, zero] : [b], matrix.shape)
+}
+
 /// A [..., K] float or integer operand flattened to [rows, K] with the output's leading shape.
 private func rowsOf(_ a: Tensor, k: Int, _ ctx: OpContext) throws -> (rows: Int, leading: [Int]) {
     guard a.rank >= 1, a.shape[a.rank - 1] == k else { throw ctx.error(.executionFailed, "A \(a.shape) does not match B's \(k) rows") }
@@ -102,14 +113,7 @@ let contribQuantizationOperators: OperatorTable = [
     "DequantizeLinear": quantizationOperators["DequantizeLinear"]!,
     // Float A quantized on the fly to uint8 (onnxruntime's dynamic range), times quantized B, rescaled, plus bias.
     "DynamicQuantizeMatMul": { ctx in
-        var packedB: [Double]?
-        var consumed: Set<Int> = []
-        if let b = ctx.constants[1], !ctx.hasInput(3) || ctx.constants[3] != nil {
-            packedB = try centeredColumns(b, zero: ctx.constants[3], ctx)
-            consumed = ctx.hasInput(3) ? [1, 3] : [1]
-        }
-        let bShape = ctx.constants[1]?.shape
-        let prepared = packedB
+        let (prepared, consumed, bShape) = try constantCenteredB(ctx, b: 1, zero: 3, onlyMatrices: false)
         return PreparedKernel(kernel: { inputs in
             let a = try inputs.required(0, ctx)
             let shape = try bShape ?? inputs.required(1, ctx).shape
@@ -129,14 +133,7 @@ let contribQuantizationOperators: OperatorTable = [
     },
     // Integer A times integer B, rescaled by a_scale * b_scale to float, plus bias.
     "MatMulIntegerToFloat": { ctx in
-        var packedB: [Double]?
-        var consumed: Set<Int> = []
-        if let b = ctx.constants[1], b.rank == 2, !ctx.hasInput(5) || ctx.constants[5] != nil {
-            packedB = try centeredColumns(b, zero: ctx.constants[5], ctx)
-            consumed = ctx.hasInput(5) ? [1, 5] : [1]
-        }
-        let bShape = ctx.constants[1]?.shape
-        let prepared = packedB
+        let (prepared, consumed, bShape) = try constantCenteredB(ctx, b: 1, zero: 5, onlyMatrices: true)
         return PreparedKernel(kernel: { inputs in
             let a = try inputs.required(0, ctx)
             let shape = try bShape ?? inputs.required(1, ctx).shape
