@@ -23,21 +23,24 @@ let package = Package(
         // vpmaddwd has no Swift SIMD spelling (target attributes pick AVX2 at run time).
         .target(name: "CKernelShim", cSettings: [.unsafeFlags(["-O3"], .when(configuration: .release))]),
 
+        // Locks, the monotonic clock, the logger, the blocking executor and the service lifecycle: Glibc only.
+        .target(name: "Infrastructure"),
         .target(name: "Tensor", swiftSettings: fast),
         .target(name: "ONNX", dependencies: ["Tensor"], swiftSettings: fast),
         .target(name: "Engine", dependencies: ["Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
         .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
-        .target(name: "HTTP", dependencies: ["CLibUV", "CHTTPParser"]),
-        .target(name: "Serving", dependencies: ["Engine", "Imaging"]),
-        .target(name: "API", dependencies: ["HTTP", "Serving"]),
-        .executableTarget(name: "osprey", dependencies: ["API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),
+        .target(name: "HTTP", dependencies: ["Infrastructure", "CLibUV", "CHTTPParser"]),
+        .target(name: "Serving", dependencies: ["Infrastructure", "Engine", "Imaging"]),
+        .target(name: "API", dependencies: ["Infrastructure", "HTTP", "Serving"]),
+        .executableTarget(name: "osprey", dependencies: ["Infrastructure", "API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),
 
+        .testTarget(name: "InfrastructureTests", dependencies: ["Infrastructure"]),
         .testTarget(name: "TensorTests", dependencies: ["Tensor"]),
         .testTarget(name: "ONNXTests", dependencies: ["ONNX"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine"]),
         .testTarget(name: "ImagingTests", dependencies: ["Imaging"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
-        .testTarget(name: "ServingTests", dependencies: ["Serving"]),
-        .testTarget(name: "APITests", dependencies: ["API"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "Infrastructure"]),
+        .testTarget(name: "ServingTests", dependencies: ["Serving", "Infrastructure"]),
+        .testTarget(name: "APITests", dependencies: ["API", "Infrastructure"]),
     ]
 )

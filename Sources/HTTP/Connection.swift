@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Infrastructure
 import CLibUV
 
 /// One accepted TCP connection; every member is touched only on its loop's thread.
@@ -76,7 +77,7 @@ final class Connection: ParserEventSink {
         let configuration = loop.context.configuration
         parser = RequestParser(maxHeaderBytes: overflow ? min(4096, configuration.maxHeaderBytes) : configuration.maxHeaderBytes,
                                maxBodyBytes: overflow ? 0 : configuration.maxBodyBytes)
-        idleSince = WallClock.monotonicNanoseconds()
+        idleSince = SystemClock.nanoseconds()
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         parser.sink = self
         parser.shouldSuspend = { [unowned(unsafe) self] in self.inputMustWait }
@@ -346,7 +347,7 @@ final class Connection: ParserEventSink {
         var buf = uv_buf_init(block.assumingMemoryBound(to: CChar.self), UInt32(total))
         writeInFlight = true
         inFlightBytes = total
-        lastWriteProgress = WallClock.monotonicNanoseconds()
+        lastWriteProgress = SystemClock.nanoseconds()
         if uv_write(request, stream, &buf, 1, Connection.writeCallback) != 0 {
             block.deallocate()
             request.deallocate()
@@ -362,7 +363,7 @@ final class Connection: ParserEventSink {
         writeInFlight = false
         inFlightBytes = 0
         guard status >= 0, !closing else { close(); return }
-        lastWriteProgress = WallClock.monotonicNanoseconds()
+        lastWriteProgress = SystemClock.nanoseconds()
         flush()
     }
 
@@ -377,7 +378,7 @@ final class Connection: ParserEventSink {
         } else if draining && !parser.inMessage && pendingInput.isEmpty {
             close()
         } else {
-            idleSince = WallClock.monotonicNanoseconds()
+            idleSince = SystemClock.nanoseconds()
             resumeInput()
         }
     }
@@ -389,7 +390,7 @@ final class Connection: ParserEventSink {
         if readEOF { close(); return }
         pendingInput = []
         lingering = true
-        lingerStart = WallClock.monotonicNanoseconds()
+        lingerStart = SystemClock.nanoseconds()
         let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
         if uv_shutdown(request, stream, Connection.shutdownCallback) != 0 {
             request.deallocate()

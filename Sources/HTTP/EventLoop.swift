@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Infrastructure
 import CLibUV
 import Synchronization
 
@@ -244,7 +245,7 @@ final class EventLoop {
     // MARK: - Timeouts, dates and logs
 
     private func sweep() {
-        let now = WallClock.monotonicNanoseconds()
+        let now = SystemClock.nanoseconds()
         let policy = context.policy
         for connection in Array(connections.values) {
             connection.apply(policy.action(for: connection.phase, now: now))
@@ -258,7 +259,7 @@ final class EventLoop {
     func logAccess(method: String, path: String, status: Int, bytes: Int, startedAt: UInt64, requestID: String, remote: String) {
         guard logAccessLines else { return }
         refreshDate()
-        let elapsed = WallClock.monotonicNanoseconds() &- startedAt
+        let elapsed = SystemClock.nanoseconds() &- startedAt
         var line = LogLine(format: context.logger.format, writer: logBuffer)
         line.begin(time: dateCache.iso8601, level: "info", message: "access")
         line.field("method", method)
@@ -274,7 +275,7 @@ final class EventLoop {
 
     private func flushLog() {
         guard !logBuffer.isEmpty else { return }
-        writeAll(context.logger.fileDescriptor, logBuffer.buffer)
+        context.logger.write(lines: logBuffer.buffer)
         logBuffer.removeAll()
     }
 

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Infrastructure
 import CLibUV
 import Synchronization
 
@@ -46,7 +47,7 @@ public final class HTTPServer: Sendable {
     /// The settings the server runs with.
     public let configuration: HTTPServerConfiguration
     private let context: ServerContext
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let stoppedLatch = Latch()
     private let runningLoops = Atomic<Int>(0)
 
@@ -135,29 +136,16 @@ public final class HTTPServer: Sendable {
     public func stopped() async { await stoppedLatch.wait() }
 
     private func spawnThread(for loop: EventLoop) {
-        let body = ThreadBody { [self] in
+        // The loop is confined to the thread started here; nothing else touches it from now on.
+        nonisolated(unsafe) let loop = loop
+        DedicatedThread.start(name: "osprey-io-\(loop.index)") { [self] in
             loop.run()
             if runningLoops.subtract(1, ordering: .sequentiallyConsistent).newValue == 0 {
                 state.withLock { $0.phase = .stopped }
                 stoppedLatch.open()
             }
         }
-        var thread = pthread_t()
-        let argument = Unmanaged.passRetained(body).toOpaque()
-        let status = pthread_create(&thread, nil, { argument in
-            let body = Unmanaged<ThreadBody>.fromOpaque(argument!).takeRetainedValue()
-            body.run()
-            return nil
-        }, argument)
-        precondition(status == 0, "pthread_create failed: \(status)")
-        pthread_detach(thread)
     }
-}
-
-/// A closure handed to a new thread through a raw pointer.
-private final class ThreadBody {
-    let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
 }
 
 /// Creates the listening sockets, one per loop.

@@ -1,3 +1,4 @@
+import Infrastructure
 /// Everything the HTTP server can be tuned with; defaults suit a local model server.
 public struct HTTPServerConfiguration: Sendable {
     /// Address to bind (IPv4 or IPv6 literal).

@@ -1,8 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Infrastructure
 import CLibUV
-import Synchronization
 
 /// The only door into a loop from other threads: a locked queue plus `uv_async_send`.
 final class Mailbox: Sendable {
@@ -25,9 +25,7 @@ final class Mailbox: Sendable {
         var closed = false
     }
 
-    // A pthread mutex rather than Synchronization.Mutex: both are correct, but ThreadSanitizer cannot see the futex
-    // inside Mutex and reports every post/take pair as a race, hiding real ones.
-    private let queue = PThreadLocked(Queue())
+    private let queue = Locked(Queue())
     /// Owned by the loop; only `uv_async_send` touches it from here, under the lock, and never after `close()`.
     private nonisolated(unsafe) let async: UnsafeMutablePointer<uv_async_t>
 
@@ -62,28 +60,4 @@ final class Mailbox: Sendable {
 
     /// Refuses further posts; called on the loop before its async handle is closed.
     func close() { queue.withLock { $0.closed = true; $0.completions = []; $0.commands = [] } }
-}
-
-/// A value behind a pthread mutex (visible to ThreadSanitizer, unlike the futex inside Synchronization.Mutex).
-final class PThreadLocked<Value>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-        mutex = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    /// Runs `body` with the value, holding the lock.
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
-    }
 }

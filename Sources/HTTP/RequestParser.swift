@@ -1,3 +1,4 @@
+import Infrastructure
 import CHTTPParser
 
 /// A request read off the wire, before the connection adds its id and peer address.
@@ -182,7 +183,7 @@ final class RequestParser {
                 return stopped ? count : i
             }
             if isTokenByte(b) && methodToken.count < RequestParser.maxMethodLength {
-                if methodToken.isEmpty { tokenStartedAt = WallClock.monotonicNanoseconds(); inMessage = true }
+                if methodToken.isEmpty { tokenStartedAt = SystemClock.nanoseconds(); inMessage = true }
                 methodToken.append(b)
                 i += 1
                 continue
@@ -218,7 +219,7 @@ final class RequestParser {
 
     private func beginMessage() {
         inMessage = true
-        messageStartedAt = tokenStartedAt != 0 ? tokenStartedAt : WallClock.monotonicNanoseconds()
+        messageStartedAt = tokenStartedAt != 0 ? tokenStartedAt : SystemClock.nanoseconds()
         tokenStartedAt = 0
         chunked = false
         chunkRemaining = 0
@@ -533,8 +534,7 @@ final class RequestParser {
     }
 }
 
-import Synchronization
-private let libraryLimit = Mutex<UInt32>(80 * 1024)
+private let libraryLimit = Locked<UInt32>(80 * 1024)
 
 /// RFC 9110 `tchar`: the bytes a method token may contain.
 @inline(__always)

@@ -1,3 +1,4 @@
+import Infrastructure
 /// Writes responses as HTTP/1.1 bytes; adds the framing and identity headers the server owns.
 enum ResponseSerializer {
     /// `HTTP/1.1 <code> <reason>\r\n` for every code 100...599, built once.

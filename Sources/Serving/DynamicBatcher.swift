@@ -1,304 +1,230 @@
-import Foundation
+import Infrastructure
 import Tensor
 
-/// Queues the requests of one served version, coalesces compatible ones into batches and runs them on its own thread.
+/// Queues the requests of one served version, coalesces compatible ones into batches and runs them: the thin driver
+/// around `BatchingMachine`, which makes every decision; this class only does what the decisions say.
 ///
-/// The thread waits for a batch to fill (or the oldest request's delay to pass), then takes a compute slot, then takes
-/// the batch: requests arriving while it waits for the slot still join. Whoever removes a request from the queue
-/// (the thread, its timeout or its cancellation) is the one that resumes it, so each is answered exactly once.
+/// Two dedicated threads per version: the driver thread sleeps until the machine's next instant (or an event) and
+/// answers expired requests even while an execution runs; the compute thread takes a compute slot, the batch, runs
+/// the model and answers the rows. Whoever removes a request from the machine (the driver, the compute thread or the
+/// request's cancellation) is the one that resumes it, so each is answered exactly once.
 final class DynamicBatcher: @unchecked Sendable {
     /// Limits read from the model config.
-    struct Policy: Sendable {
-        /// Rows per execution; 1 or less runs requests one by one.
-        var maxBatchRows: Int
-        /// Longest wait after the oldest queued request before a partial batch runs.
-        var maxDelayNanos: UInt64
-        /// Row counts that run without waiting further.
-        var preferredRows: Set<Int>
-        /// Requests allowed in the queue.
-        var maxQueue: Int
-    }
+    typealias Policy = BatchingMachine.Policy
 
-    /// One queued request; mutable parts are touched only under `condition`.
-    private final class Request: @unchecked Sendable {
-        let id: UInt64
+    /// A queued request's inputs and its waiting task; guarded by `lock`.
+    private struct Waiter {
         let feeds: [String: Tensor]
         let rows: Int
-        let shapeKey: [[Int]]
         let enqueued: UInt64
-        let deadline: UInt64?
         let timeoutMicroseconds: Int
         let continuation: CheckedContinuation<[String: Tensor], Error>
-        var timer: Task<Void, Never>?
+    }
 
-        init(id: UInt64, feeds: [String: Tensor], rows: Int, shapeKey: [[Int]], enqueued: UInt64, timeoutNanos: UInt64?,
-             continuation: CheckedContinuation<[String: Tensor], Error>) {
-            self.id = id
-            self.feeds = feeds
-            self.rows = rows
-            self.shapeKey = shapeKey
-            self.enqueued = enqueued
-            deadline = timeoutNanos.map { enqueued &+ $0 }
-            timeoutMicroseconds = Int((timeoutNanos ?? 0) / 1000)
-            self.continuation = continuation
-        }
-
-        func finish(_ result: Result<[String: Tensor], Error>) {
-            timer?.cancel()
-            continuation.resume(with: result)
-        }
+    /// What one pass of the compute thread did while holding the compute slot.
+    private enum Pass {
+        /// The batch ran once, concatenated, and its outputs keep one row per input row.
+        case batched(outputs: [String: Tensor])
+        /// Each request got its own result (a single request, a failure, or outputs that do not keep rows).
+        case separate([Result<[String: Tensor], Error>])
     }
 
     let model: String
     let version: Int
-    private let policy: Policy
     private let gate: ComputeGate
     private let instruments: VersionInstruments
     private let inputNames: [String]
-    private let condition = NSCondition()
-    private var queue: [Request] = []
+    private let compute: BlockingExecutor
+    private let lock = Lock()
+    private let wake = Condition()
+    // Guarded by `lock`.
+    private var machine: BatchingMachine
+    private var waiters: [UInt64: Waiter] = [:]
     private var nextID: UInt64 = 0
-    private var closed = false
     private var runtime: (any ModelRuntime)?
 
-    /// Starts the batcher thread; it holds the runtime until `close()`.
+    /// Starts the batcher's threads; it holds the runtime until `close()` and the queue drained.
     init(model: String, version: Int, runtime: any ModelRuntime, inputNames: [String], policy: Policy, gate: ComputeGate,
          instruments: VersionInstruments) {
         self.model = model
         self.version = version
         self.runtime = runtime
         self.inputNames = inputNames.sorted()
-        self.policy = policy
         self.gate = gate
         self.instruments = instruments
-        let thread = Thread { [self] in self.serve() }
-        thread.name = "osprey-batch-\(model)-\(version)"
-        thread.start()
+        machine = BatchingMachine(policy: policy)
+        compute = BlockingExecutor(name: "osprey-run-\(version)")
+        gate.batcherStarted()
+        DedicatedThread.start(name: "osprey-batch-\(version)") { [self] in drive() }
     }
 
-    /// Stops accepting requests; the thread drains what is queued, drops the runtime and exits.
+    /// Stops accepting requests; what is queued still runs, then the runtime is dropped and the threads exit.
     func close() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        condition.unlock()
+        lock.withLock {
+            machine.close()
+            wake.signal()
+        }
     }
 
     /// Queues validated feeds of `rows` rows and waits for their own rows of the outputs.
     func submit(_ feeds: [String: Tensor], rows: Int, timeoutNanos: UInt64?) async throws -> [String: Tensor] {
-        let id = reserveID()
+        let id = lock.withLock { () -> UInt64 in
+            nextID &+= 1
+            return nextID
+        }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String: Tensor], Error>) in
                 enqueue(id: id, feeds: feeds, rows: rows, timeoutNanos: timeoutNanos, continuation: continuation)
             }
         } onCancel: {
-            remove(id: id, error: CancellationError())
+            drop(id: id)
         }
     }
 
     /// Requests currently queued.
-    var queueDepth: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return queue.count
-    }
-
-    private func reserveID() -> UInt64 {
-        condition.lock()
-        defer { condition.unlock() }
-        nextID &+= 1
-        return nextID
-    }
+    var queueDepth: Int { lock.withLock { machine.queueDepth } }
 
     private func enqueue(id: UInt64, feeds: [String: Tensor], rows: Int, timeoutNanos: UInt64?,
                          continuation: CheckedContinuation<[String: Tensor], Error>) {
         let shapeKey = inputNames.map { Array(feeds[$0]?.shape.dropFirst() ?? []) }
-        let request = Request(id: id, feeds: feeds, rows: rows, shapeKey: shapeKey, enqueued: monotonicNanos(),
-                              timeoutNanos: timeoutNanos, continuation: continuation)
-        if Task.isCancelled {
-            // The cancellation handler already ran (and found nothing to remove).
-            continuation.resume(throwing: CancellationError())
-            return
-        }
-        condition.lock()
-        if closed {
-            condition.unlock()
-            continuation.resume(throwing: ServingError.shuttingDown(model: model, version: version))
-            return
-        }
-        if queue.count >= policy.maxQueue {
-            condition.unlock()
-            continuation.resume(throwing: ServingError.queueFull(model: model, version: version, capacity: policy.maxQueue))
-            return
-        }
-        if let timeoutNanos {
-            // Answers the request at its deadline even while the thread is busy executing another batch.
-            request.timer = Task { [weak self] in
-                try? await Task.sleep(nanoseconds: timeoutNanos)
-                if Task.isCancelled { return }
-                self?.remove(id: id, error: nil)
+        let now = SystemClock.nanoseconds()
+        let entry = BatchingMachine.Entry(id: id, rows: rows, shapeKey: shapeKey, enqueued: now, deadline: timeoutNanos.map { now &+ $0 })
+        let waiter = Waiter(feeds: feeds, rows: rows, enqueued: now, timeoutMicroseconds: Int((timeoutNanos ?? 0) / 1000),
+                            continuation: continuation)
+        let refusal: Error? = lock.withLock {
+            // Checked under the lock: a cancellation handler that ran first found nothing to drop.
+            if Task.isCancelled { return CancellationError() }
+            switch machine.submit(entry) {
+            case .closed?: return ServingError.shuttingDown(model: model, version: version)
+            case .queueFull?: return ServingError.queueFull(model: model, version: version, capacity: machine.policy.maxQueue)
+            case nil: break
             }
+            waiters[id] = waiter
+            instruments.queueDepthChanged(machine.queueDepth)
+            wake.signal()
+            return nil
         }
-        queue.append(request)
-        instruments.queueDepthChanged(queue.count)
-        condition.signal()
-        condition.unlock()
+        if let refusal { continuation.resume(throwing: refusal) }
     }
 
-    /// Removes a still-queued request and answers it with `error`, or with `.timeout` when `error` is nil.
-    private func remove(id: UInt64, error: Error?) {
-        condition.lock()
-        guard let index = queue.firstIndex(where: { $0.id == id }) else {
-            condition.unlock()
-            return
+    /// Drops a cancelled request's rows if still queued and answers it with `CancellationError`.
+    private func drop(id: UInt64) {
+        let waiter: Waiter? = lock.withLock {
+            guard machine.cancel(id: id) else { return nil }
+            instruments.queueDepthChanged(machine.queueDepth)
+            wake.signal()
+            return waiters.removeValue(forKey: id)
         }
-        let request = queue.remove(at: index)
-        instruments.queueDepthChanged(queue.count)
-        condition.unlock()
-        request.finish(.failure(error ?? ServingError.timeout(model: model, version: version, microseconds: request.timeoutMicroseconds)))
+        waiter?.continuation.resume(throwing: CancellationError())
     }
 
-    // MARK: - Batcher thread
+    // MARK: - Driver thread
 
-    private func serve() {
-        while waitForBatch() {
-            gate.acquire()
-            let batch = takeBatch()
-            if batch.isEmpty {
-                gate.release()
-                continue
-            }
-            execute(batch)
-        }
-        condition.lock()
-        runtime = nil
-        condition.unlock()
-    }
-
-    /// Blocks until a batch is worth running; false once closed with nothing queued.
-    private func waitForBatch() -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
+    /// Polls the machine whenever something happened or its next instant came, until it says finished.
+    private func drive() {
+        lock.lock()
         while true {
-            let now = monotonicNanos()
-            expireLocked(now: now)
-            if queue.isEmpty {
-                if closed { return false }
-                condition.wait()
+            let decision = machine.poll(now: SystemClock.nanoseconds())
+            let expired = decision.expired.compactMap { waiters.removeValue(forKey: $0) }
+            if !expired.isEmpty { instruments.queueDepthChanged(machine.queueDepth) }
+            if decision.startExecution { compute.execute { [self] in executeNextBatch() } }
+            if !expired.isEmpty {
+                lock.unlock()
+                answerTimedOut(expired)
+                lock.lock()
                 continue
             }
-            if isReadyLocked(now: now) { return true }
-            var wake = queue[0].enqueued &+ policy.maxDelayNanos
-            for request in queue { if let deadline = request.deadline, deadline < wake { wake = deadline } }
-            let seconds = Double(wake > now ? wake - now : 0) / 1e9
-            _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
+            if decision.finished { break }
+            if let wakeAt = decision.wakeAt { wake.wait(lock, until: wakeAt) } else { wake.wait(lock) }
+        }
+        runtime = nil
+        lock.unlock()
+        compute.shutdown()
+        gate.batcherFinished()
+    }
+
+    private func answerTimedOut(_ expired: [Waiter]) {
+        for waiter in expired {
+            waiter.continuation.resume(throwing: ServingError.timeout(model: model, version: version,
+                                                                      microseconds: waiter.timeoutMicroseconds))
         }
     }
 
-    private func isReadyLocked(now: UInt64) -> Bool {
-        if policy.maxBatchRows <= 1 || closed { return true }
-        if now >= queue[0].enqueued &+ policy.maxDelayNanos { return true }
-        let key = queue[0].shapeKey
-        var rows = 0
-        for request in queue where request.shapeKey == key {
-            if rows + request.rows > policy.maxBatchRows { return true }
-            rows += request.rows
-            if rows == policy.maxBatchRows || policy.preferredRows.contains(rows) { return true }
-        }
-        return false
-    }
+    // MARK: - Compute thread
 
-    /// Answers queued requests whose deadline has passed; they are never executed.
-    private func expireLocked(now: UInt64) {
-        guard queue.contains(where: { ($0.deadline ?? .max) <= now }) else { return }
-        var kept: [Request] = []
-        for request in queue {
-            if let deadline = request.deadline, deadline <= now {
-                request.finish(.failure(ServingError.timeout(model: model, version: version, microseconds: request.timeoutMicroseconds)))
-            } else {
-                kept.append(request)
+    /// Takes the compute slot (the only place it is taken), then the batch, runs it, frees the slot, answers the rows.
+    private func executeNextBatch() {
+        var expired: [Waiter] = []
+        var batch: [Waiter] = []
+        var pass = Pass.separate([])
+        var timing = (start: UInt64(0), concatenated: UInt64(0), computed: UInt64(0))
+        gate.withSlot {
+            let runtime: (any ModelRuntime)?
+            (batch, expired, runtime) = lock.withLock {
+                let taken = machine.takeBatch(now: SystemClock.nanoseconds())
+                instruments.queueDepthChanged(machine.queueDepth)
+                return (taken.batch.compactMap { waiters.removeValue(forKey: $0.id) },
+                        taken.expired.compactMap { waiters.removeValue(forKey: $0) }, self.runtime)
+            }
+            guard !batch.isEmpty else { return }
+            guard let runtime else {
+                pass = .separate(batch.map { _ in .failure(ServingError.shuttingDown(model: model, version: version)) })
+                return
+            }
+            timing.start = SystemClock.nanoseconds()
+            pass = run(batch, on: runtime, timing: &timing)
+        }
+        lock.withLock {
+            machine.executionFinished()
+            wake.signal()
+        }
+        answerTimedOut(expired)
+        guard !batch.isEmpty else { return }
+        let results: [Result<[String: Tensor], Error>]
+        switch pass {
+        case .separate(let separate):
+            results = separate
+        case .batched(let outputs):
+            var offset = 0
+            results = batch.map { waiter in
+                let range = offset..<(offset + waiter.rows)
+                offset += waiter.rows
+                return .success(outputs.mapValues { $0.rows(range) })
             }
         }
-        queue = kept
-        instruments.queueDepthChanged(queue.count)
+        let split = SystemClock.nanoseconds()
+        if timing.start != 0 {
+            instruments.executed(rows: batch.reduce(0) { $0 + $1.rows }, queueNanos: batch.map { timing.start &- $0.enqueued },
+                                 inputNanos: timing.concatenated &- timing.start, inferNanos: timing.computed &- timing.concatenated,
+                                 outputNanos: split &- timing.computed)
+        }
+        for (waiter, result) in zip(batch, results) { waiter.continuation.resume(with: result) }
     }
 
-    /// Removes the oldest request and every later compatible one that still fits.
-    private func takeBatch() -> [Request] {
-        condition.lock()
-        defer { condition.unlock() }
-        expireLocked(now: monotonicNanos())
-        guard !queue.isEmpty else { return [] }
-        if policy.maxBatchRows <= 1 {
-            let first = queue.removeFirst()
-            instruments.queueDepthChanged(queue.count)
-            return [first]
-        }
-        let key = queue[0].shapeKey
-        var rows = 0
-        var taken: [Request] = []
-        var kept: [Request] = []
-        for request in queue {
-            if request.shapeKey == key && (taken.isEmpty || rows + request.rows <= policy.maxBatchRows) {
-                taken.append(request)
-                rows += request.rows
-            } else {
-                kept.append(request)
-            }
-        }
-        queue = kept
-        instruments.queueDepthChanged(queue.count)
-        return taken
-    }
-
-    /// Runs one batch (holding a compute slot, released here) and answers each request with its own rows.
-    private func execute(_ batch: [Request]) {
-        let start = monotonicNanos()
-        let queueWaits = batch.map { start &- $0.enqueued }
-        condition.lock()
-        let runtime = self.runtime
-        condition.unlock()
-        guard let runtime else {
-            gate.release()
-            for request in batch { request.finish(.failure(ServingError.shuttingDown(model: model, version: version))) }
-            return
-        }
+    /// Runs `batch` once, concatenated along the batch axis; falls back to one run per request when an output does not
+    /// keep one row per input row.
+    private func run(_ batch: [Waiter], on runtime: any ModelRuntime,
+                     timing: inout (start: UInt64, concatenated: UInt64, computed: UInt64)) -> Pass {
         let totalRows = batch.reduce(0) { $0 + $1.rows }
         var feeds = batch[0].feeds
         if batch.count > 1 {
-            for name in inputNames { feeds[name] = Tensor.concatenatingRows(batch.map { $0.feeds[name]! }) }
+            for name in inputNames { feeds[name] = Tensor.concatenatingRows(batch.compactMap { $0.feeds[name] }) }
         }
-        let concatenated = monotonicNanos()
+        timing.concatenated = SystemClock.nanoseconds()
         let outcome = runGuarded(runtime, feeds)
-        let computed = monotonicNanos()
-
-        var results: [Result<[String: Tensor], Error>]
+        timing.computed = SystemClock.nanoseconds()
         switch outcome {
         case .failure(let error):
-            gate.release()
-            results = Array(repeating: .failure(error), count: batch.count)
+            return .separate(Array(repeating: .failure(error), count: batch.count))
         case .success(let outputs) where batch.count == 1:
-            gate.release()
-            results = [.success(outputs)]
+            return .separate([.success(outputs)])
         case .success(let outputs):
-            if outputs.values.contains(where: { $0.rank == 0 || $0.shape[0] != totalRows }) {
+            guard outputs.values.allSatisfy({ $0.rank > 0 && $0.shape[0] == totalRows }) else {
                 // The model does not keep rows independent on this output; run each request alone instead.
-                results = batch.map { runGuarded(runtime, $0.feeds) }
-                gate.release()
-            } else {
-                gate.release()
-                var offset = 0
-                results = batch.map { request in
-                    let range = offset..<(offset + request.rows)
-                    offset += request.rows
-                    return .success(outputs.mapValues { $0.rows(range) })
-                }
+                return .separate(batch.map { runGuarded(runtime, $0.feeds) })
             }
+            return .batched(outputs: outputs)
         }
-        let split = monotonicNanos()
-        instruments.executed(rows: totalRows, queueNanos: queueWaits, inputNanos: concatenated &- start,
-                             inferNanos: computed &- concatenated, outputNanos: split &- computed)
-        for (request, result) in zip(batch, results) { request.finish(result) }
     }
 
     private func runGuarded(_ runtime: any ModelRuntime, _ feeds: [String: Tensor]) -> Result<[String: Tensor], Error> {

@@ -1,3 +1,4 @@
+import Infrastructure
 import Engine
 import Foundation
 import Imaging
@@ -46,7 +47,7 @@ extension ServedVersion {
     ///
     /// Each image is written straight into its row of the batch tensor; throws `ImageInputError` naming the image.
     public func imageBatch(_ images: [[UInt8]], plan: ImageInputPlan, maxPixels: Int, maxBytes: Int = DecodeOptions.defaultMaxBytes,
-                           workers: WorkerPool) async throws -> Tensor {
+                           workers: BlockingExecutor) async throws -> Tensor {
         let config = plan.preprocessing
         let rows = try await withThrowingTaskGroup(of: (Int, Tensor).self) { group in
             for (index, bytes) in images.enumerated() {
@@ -71,7 +72,7 @@ extension ServedVersion {
     ///
     /// The scores come from the model's first output; softmax is applied when the config says the model
     /// emits logits, or when it does not say and the rows are not already probability distributions.
-    public func classify(_ images: [[UInt8]], maxPixels: Int, maxBytes: Int = DecodeOptions.defaultMaxBytes, workers: WorkerPool,
+    public func classify(_ images: [[UInt8]], maxPixels: Int, maxBytes: Int = DecodeOptions.defaultMaxBytes, workers: BlockingExecutor,
                          timeout: Duration? = nil) async throws -> Tensor {
         guard let plan = try imageInputPlan() else {
             let shapes = inputs.map { "\($0.name) \($0.dtype)[\($0.shape.map(\.description).joined(separator: ", "))]" }

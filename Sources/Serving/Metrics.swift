@@ -1,3 +1,4 @@
+import Infrastructure
 import Foundation
 
 /// A Prometheus metric registry: lock-guarded, so any thread records without awaiting; exports text format 0.0.4.

@@ -35,8 +35,11 @@ public struct ModelIndexEntry: Sendable, Equatable {
 
 /// Registry settings.
 public struct RegistryOptions: Sendable {
-    /// Model executions allowed at once in the process (each on a batcher thread); 1 suits a 2-core box.
-    public var computeSlots: Int
+    /// Limits model executions in the process to `computeSlots` at once (1 suits a 2-core box: the engine's own
+    /// threads use the cores); shared by every version's batcher and the warm-up runs.
+    public let computeGate: ComputeGate
+    /// Model executions allowed at once in the process.
+    public var computeSlots: Int { computeGate.slots }
     /// How often `run()` rescans the repository for added, removed or replaced models and versions; nil disables polling.
     public var pollInterval: Duration?
     /// Run each new version once on zero inputs before marking it READY.
@@ -54,7 +57,7 @@ public struct RegistryOptions: Sendable {
     /// Options with one compute slot, no polling, warm-up on, no memory limit, stale uploads removed after an hour.
     public init(computeSlots: Int = 1, pollInterval: Duration? = nil, warmUp: Bool = true, requiredModels: [String]? = nil,
                 maxModelMemory: Int? = nil, staleUploadAge: Double = 3600, singleModel: String? = nil) {
-        self.computeSlots = computeSlots
+        computeGate = ComputeGate(slots: computeSlots)
         self.pollInterval = pollInterval
         self.warmUp = warmUp
         self.requiredModels = requiredModels

@@ -1,3 +1,4 @@
+import Infrastructure
 import Foundation
 import Engine
 import Tensor
@@ -61,8 +62,8 @@ public actor ModelRegistry {
     private let repository: ModelRepository
     private let loader: ModelLoader
     private let options: RegistryOptions
-    private let logger: ServingLogger
-    private let worker = BlockingWorker(name: "osprey-loader")
+    private let logger: Logger
+    private let worker = BlockingExecutor(name: "osprey-loader")
     private let gate: ComputeGate
     private var models: [String: ModelRecord] = [:]
     private var nextToken: UInt64 = 0
@@ -78,14 +79,14 @@ public actor ModelRegistry {
 
     /// A registry over `repositoryPath`; call `loadAll()` to load the models, `run()` to poll for changes.
     public init(repositoryPath: String, loader: @escaping ModelLoader, options: RegistryOptions = RegistryOptions(),
-                metrics: Metrics? = nil, logger: @escaping ServingLogger = { _, _ in }) {
+                metrics: Metrics? = nil, logger: Logger = .disabled) {
         self.repositoryPath = repositoryPath
         repository = ModelRepository(root: repositoryPath, singleModel: options.singleModel)
         self.loader = loader
         self.options = options
         self.metrics = metrics
         self.logger = logger
-        gate = ComputeGate(slots: options.computeSlots)
+        gate = options.computeGate
     }
 
     /// True for names a model directory may have: 1-64 characters of `[A-Za-z0-9_.-]`, not `.` or `..`.
@@ -544,7 +545,7 @@ public actor ModelRegistry {
         let result: Result<ServedVersion, ServingError>
         do {
             let served = try await worker.run { () throws -> ServedVersion in
-                let started = monotonicNanos()
+                let started = SystemClock.nanoseconds()
                 let runtime: any ModelRuntime
                 do {
                     runtime = try loader(path)
@@ -556,7 +557,7 @@ public actor ModelRegistry {
                     activationBytes = try Self.warmUp(runtime, model: model, version: version,
                                                       rows: ServedVersion.executionRows(config: config, runtime: runtime), gate: gate)
                 }
-                let seconds = Double(monotonicNanos() - started) / 1e9
+                let seconds = Double(SystemClock.nanoseconds() - started) / 1e9
                 do {
                     return try ServedVersion(name: model, version: version, config: config, labels: labels, runtime: runtime,
                                              gate: gate, metrics: metrics, loadSeconds: seconds,

@@ -1,3 +1,4 @@
+import Infrastructure
 import Foundation
 
 /// A count and the total time it took, in nanoseconds (Triton's `{count, ns}` pair).

@@ -31,31 +31,3 @@ extension ModelRuntime {
 
 /// Builds a runtime from a model file path; blocking, called only on the registry's loader thread.
 public typealias ModelLoader = @Sendable (_ path: String) throws -> any ModelRuntime
-
-/// Severity of a log line passed to a `ServingLogger`.
-public enum LogLevel: Int, Sendable, Comparable, CustomStringConvertible {
-    /// Diagnostic detail.
-    case debug
-    /// Normal lifecycle events (loads, swaps).
-    case info
-    /// Something went wrong but serving continues unchanged.
-    case warning
-    /// A failure that leaves a model or version unavailable.
-    case error
-
-    /// Orders by severity.
-    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
-
-    /// `debug`, `info`, `warning` or `error`.
-    public var description: String {
-        switch self {
-        case .debug: return "debug"
-        case .info: return "info"
-        case .warning: return "warning"
-        case .error: return "error"
-        }
-    }
-}
-
-/// Receives Serving's log lines; Serving knows nothing of where they go.
-public typealias ServingLogger = @Sendable (LogLevel, String) -> Void

@@ -1,3 +1,4 @@
+import Infrastructure
 import Engine
 import Tensor
 
@@ -93,13 +94,13 @@ public final class ServedVersion: Sendable {
     /// `timeout` bounds the time spent queued (nil: the config's `default_timeout_microseconds`); an expired request
     /// fails with `.timeout` and is not executed. Throws `.invalidInput`, `.queueFull`, `.timeout`, `.executionFailed`.
     public func infer(_ feeds: [String: Tensor], outputs requested: [String]? = nil, timeout: Duration? = nil) async throws -> [String: Tensor] {
-        let started = monotonicNanos()
+        let started = SystemClock.nanoseconds()
         instruments.requestStarted()
         var rows = 0
         do {
             rows = try validate(feeds)
             if let requested { try validateOutputNames(requested) }
-            let timeoutNanos = timeout.map(nanoseconds) ?? defaultTimeoutNanos
+            let timeoutNanos = timeout.map(\.clampedNanoseconds) ?? defaultTimeoutNanos
             let results = try await batcher.submit(feeds, rows: rows, timeoutNanos: timeoutNanos)
             let answer: [String: Tensor]
             if let requested {
@@ -114,10 +115,10 @@ public final class ServedVersion: Sendable {
             } else {
                 answer = results
             }
-            instruments.requestFinished(success: true, rows: rows, nanoseconds: monotonicNanos() &- started)
+            instruments.requestFinished(success: true, rows: rows, nanoseconds: SystemClock.nanoseconds() &- started)
             return answer
         } catch {
-            instruments.requestFinished(success: false, rows: rows, nanoseconds: monotonicNanos() &- started)
+            instruments.requestFinished(success: false, rows: rows, nanoseconds: SystemClock.nanoseconds() &- started)
             throw error
         }
     }

@@ -1,6 +1,6 @@
-import Foundation
 import HTTP
 import Imaging
+import Infrastructure
 import Serving
 
 /// Settings of the HTTP-facing service that are not the HTTP server's own.
@@ -45,7 +45,7 @@ public final class OspreyService: Sendable {
 
     /// Assembles the service; `log` receives one line per unmapped (500) error.
     /// `readiness` is the server's drain switch: shutdown clears it so `/v2/health/ready` fails while requests finish.
-    public init(registry: ModelRegistry, metrics: Metrics, workers: WorkerPool, options: ServiceOptions = ServiceOptions(),
+    public init(registry: ModelRegistry, metrics: Metrics, workers: BlockingExecutor, options: ServiceOptions = ServiceOptions(),
                 readiness: ReadinessFlag = ReadinessFlag(), log: @escaping @Sendable (String) -> Void = Router.logToStandardError) {
         context = ServiceContext(registry: registry, metrics: metrics, workers: workers, options: options,
                                  readiness: readiness, state: ServiceState())
@@ -97,7 +97,7 @@ public final class OspreyService: Sendable {
 struct ServiceContext: Sendable {
     let registry: ModelRegistry
     let metrics: Metrics
-    let workers: WorkerPool
+    let workers: BlockingExecutor
     let options: ServiceOptions
     let readiness: ReadinessFlag
     let state: ServiceState
@@ -106,10 +106,9 @@ struct ServiceContext: Sendable {
 }
 
 /// Mutable service state read from any thread: a lock, no awaiting.
-final class ServiceState: @unchecked Sendable {
-    private let lock = NSLock()
-    private var counter: @Sendable () -> Int = { 0 }
+final class ServiceState: Sendable {
+    private let counter = Locked<@Sendable () -> Int>({ 0 })
 
-    func setConnectionCounter(_ c: @escaping @Sendable () -> Int) { lock.withLock { counter = c } }
-    func connectionCount() -> Int { lock.withLock { counter }() }
+    func setConnectionCounter(_ c: @escaping @Sendable () -> Int) { counter.withLock { $0 = c } }
+    func connectionCount() -> Int { counter.withLock { $0 }() }
 }

@@ -2,25 +2,17 @@
 import Glibc
 #endif
 
-/// Wall-clock formatting for `Date:` headers and log timestamps.
-enum WallClock {
+/// Wall-clock time and its formatting for `Date:` headers and log timestamps (durations use `SystemClock`).
+public enum WallClock {
     /// Seconds since the epoch.
-    static func now() -> Int {
+    public static func now() -> Int {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return ts.tv_sec
     }
 
-    /// Monotonic nanoseconds, for request durations.
-    @inline(__always)
-    static func monotonicNanoseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
-
     /// The current time as `2026-11-29T12:00:00.123Z`.
-    static func iso8601Now() -> [UInt8] {
+    public static func iso8601Now() -> [UInt8] {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         var out = iso8601(seconds: ts.tv_sec)
@@ -35,7 +27,7 @@ enum WallClock {
     }
 
     /// `seconds` as `2026-11-29T12:00:00Z`.
-    static func iso8601(seconds: Int) -> [UInt8] {
+    public static func iso8601(seconds: Int) -> [UInt8] {
         let t = brokenDown(seconds)
         var out: [UInt8] = []
         out.reserveCapacity(24)
@@ -49,7 +41,7 @@ enum WallClock {
     }
 
     /// `seconds` as an IMF-fixdate (RFC 9110 5.6.7): `Sun, 06 Nov 1994 08:49:37 GMT`.
-    static func imfFixdate(seconds: Int) -> [UInt8] {
+    public static func imfFixdate(seconds: Int) -> [UInt8] {
         let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         let t = brokenDown(seconds)
@@ -84,15 +76,19 @@ enum WallClock {
 }
 
 /// Per-loop cache of the formatted `Date:` value and log timestamp, refreshed at most once a second.
-struct DateCache {
-    private(set) var second = -1
+public struct DateCache {
+    /// The wall-clock second the strings were formatted for.
+    public private(set) var second = -1
     /// The IMF-fixdate for the cached second.
-    private(set) var httpDate: [UInt8] = []
+    public private(set) var httpDate: [UInt8] = []
     /// The ISO 8601 timestamp for the cached second.
-    private(set) var iso8601: [UInt8] = []
+    public private(set) var iso8601: [UInt8] = []
+
+    /// An empty cache (call `refresh()` before reading).
+    public init() {}
 
     /// Refreshes the cached strings when the wall clock has moved to a new second.
-    mutating func refresh() {
+    public mutating func refresh() {
         let now = WallClock.now()
         guard now != second else { return }
         second = now
