@@ -2,6 +2,7 @@ import API
 import Engine
 import Foundation
 import HTTP
+import Infrastructure
 import Serving
 
 /// `osprey serve`: the model repository behind the HTTP server, with graceful shutdown on SIGTERM/SIGINT.
@@ -60,41 +61,30 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     // So the memory a hot swap releases goes back to the system: RSS returns to its level before the swap.
     CompiledModel.returnLargeFreesToSystem()
     let metrics = Metrics()
-    let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader,
-                                 options: RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) },
-                                                          requiredModels: options.requiredModels, maxModelMemory: options.maxModelMemory,
-                                                          staleUploadAge: options.staleUploadAge, singleModel: options.singleModel),
-                                 metrics: metrics, logger: servingLogger(logger))
+    let registryOptions = RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) },
+                                          requiredModels: options.requiredModels, maxModelMemory: options.maxModelMemory,
+                                          staleUploadAge: options.staleUploadAge, singleModel: options.singleModel)
+    let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader, options: registryOptions, metrics: metrics, logger: logger)
     // Not ready until the repository has been scanned: before that the empty routing table looks "all loaded".
     let readiness = ReadinessFlag(ready: false)
-    let service = OspreyService(registry: registry, metrics: metrics, workers: WorkerPool(threads: options.computeThreads),
+    // Request work (decoding, hashing) gets one thread per compute thread; executions are limited by the compute gate.
+    let service = OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "osprey-worker", threads: options.computeThreads),
                                 options: options.service, readiness: readiness,
                                 log: { line in logger.error(line) })
     let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder,
                             admission: service.admission)
     service.setConnectionCounter { server.openConnections }
-    // Models load in the background: the server answers (not ready) at once, so probes and clients see progress.
-    Task {
-        await registry.loadAll()
-        readiness.set(true)
-        if server.isShuttingDown { readiness.set(false) }
-        logger.info("model repository loaded", [("path", repository), ("ready", String(registry.isReady))])
-        await registry.run()
-    }
-    return try serve(server: server, readiness: readiness, drainDelay: options.drainDelay, shutdownTimeout: options.shutdownTimeout,
-                     logger: logger)
-}
-
-/// Serving's log lines through the server's logger.
-private func servingLogger(_ logger: Logger) -> ServingLogger {
-    { level, message in
-        switch level {
-        case .debug: logger.debug(message)
-        case .info: logger.info(message)
-        case .warning: logger.warn(message)
-        case .error: logger.error(message)
-        }
-    }
+    // Started in this order, stopped in the reverse one: HTTP drains first, then polling stops, then the versions
+    // are unloaded and their batchers finish. Models load in the background: the server answers (not ready) at once.
+    let http = HTTPService(server: server, readiness: readiness, drainDelay: options.drainDelay, shutdownTimeout: options.shutdownTimeout,
+                           logger: logger)
+    let lifecycle = ServiceGroup(services: [
+        ModelService(registry: registry, gate: registryOptions.computeGate, logger: logger),
+        RepositoryService(registry: registry, readiness: readiness, path: repository, isShuttingDown: { http.draining.opened }, logger: logger),
+        http,
+    ], logger: logger)
+    return try await serve(lifecycle, readiness: readiness, drainDelay: options.drainDelay, shutdownTimeout: options.shutdownTimeout,
+                           logger: logger)
 }
 
 /// `osprey serve` flags parsed into a server configuration.

@@ -1,37 +1,28 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Dispatch
 import HTTP
+import Infrastructure
 
-/// Runs `server` until SIGTERM or SIGINT, then shuts it down gracefully; returns the exit status.
+/// Runs `lifecycle` until SIGTERM or SIGINT, then lets it shut down in order; returns the exit status.
 ///
-/// The first signal flips `readiness` to not-ready at once; the listener stays open and serving for `drainDelay`
-/// seconds (so a load balancer or Kubernetes can take the instance out of rotation before connections are refused),
-/// then closes and gives in-flight requests `shutdownTimeout` seconds; a second signal exits immediately.
-func serve(server: HTTPServer, readiness: ReadinessFlag, drainDelay: Double, shutdownTimeout: Double, logger: Logger) throws -> Int32 {
+/// The first signal starts the shutdown (readiness down at once, the drain delay, then in-flight requests get
+/// `shutdownTimeout` seconds; see `HTTPService`); a second signal exits immediately.
+func serve(_ lifecycle: ServiceGroup, readiness: ReadinessFlag, drainDelay: Double, shutdownTimeout: Double, logger: Logger) async throws -> Int32 {
     let waiter = try SignalWaiter(signals: [SIGINT, SIGTERM]) { signal, count in
         let name = signal == SIGTERM ? "SIGTERM" : "SIGINT"
         if count == 1 {
             readiness.set(false)
             logger.info("shutting down", [("signal", name), ("drain_delay_seconds", String(drainDelay)),
                                           ("grace_seconds", String(shutdownTimeout))])
-            // Off the signal thread, so a second signal during the delay still exits at once.
-            DispatchQueue.global().asyncAfter(deadline: .now() + drainDelay) {
-                if drainDelay > 0 { logger.info("drain delay over, closing the listener") }
-                server.beginShutdown(gracePeriod: shutdownTimeout)
-            }
+            lifecycle.triggerShutdown()
         } else {
             logger.warn("second signal, exiting now", [("signal", name)])
             exit(1)
         }
     }
-    let port = try server.start()
-    let host = server.configuration.host
-    let shown = host.contains(":") ? "[\(host)]" : host
-    logger.info("listening on http://\(shown):\(port)", [("io_threads", String(server.configuration.ioThreads))])
     waiter.start()
-    server.waitUntilStopped()
+    try await lifecycle.run()
     logger.info("stopped")
     return 0
 }
@@ -43,9 +34,9 @@ nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
 /// dedicated thread reads. (A mask + sigwait would miss threads the runtime started before the mask was set.)
 private final class SignalWaiter: @unchecked Sendable {
     private let readEnd: Int32
-    private let handler: (Int32, Int) -> Void
+    private let handler: @Sendable (Int32, Int) -> Void
 
-    init(signals: [Int32], handler: @escaping (Int32, Int) -> Void) throws {
+    init(signals: [Int32], handler: @escaping @Sendable (Int32, Int) -> Void) throws {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw UsageError(description: "cannot create the signal pipe") }
         _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
@@ -65,15 +56,9 @@ private final class SignalWaiter: @unchecked Sendable {
         }
     }
 
+    /// Starts the thread that turns signals into handler calls.
     func start() {
-        var thread = pthread_t()
-        let argument = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(&thread, nil, { argument in
-            let waiter = Unmanaged<SignalWaiter>.fromOpaque(argument!).takeRetainedValue()
-            waiter.loop()
-            return nil
-        }, argument)
-        pthread_detach(thread)
+        DedicatedThread.start(name: "osprey-signals") { [self] in loop() }
     }
 
     private func loop() {

@@ -7,7 +7,7 @@ struct Command: Sendable {
     let name: String
     let summary: String
     let help: String
-    let run: @Sendable (ArraySlice<String>) throws -> Int32
+    let run: @Sendable (ArraySlice<String>) async throws -> Int32
 }
 
 let commands: [Command] = [serveCommand, inspectCommand, predictCommand, probeCommand]
@@ -23,7 +23,7 @@ let topHelp = """
     Run 'osprey <command> --help' for a command's options.
     """
 
-func main() -> Int32 {
+func main() async -> Int32 {
     let args = CommandLine.arguments.dropFirst()
     guard let name = args.first, name != "--help", name != "-h", name != "help" else {
         Console.out(topHelp)
@@ -39,7 +39,7 @@ func main() -> Int32 {
         return 0
     }
     do {
-        return try command.run(rest)
+        return try await command.run(rest)
     } catch let error as UsageError {
         Console.err("osprey \(name): \(error.description)\n\n\(command.help)")
         return 2
@@ -49,4 +49,4 @@ func main() -> Int32 {
     }
 }
 
-exit(main())
+exit(await main())

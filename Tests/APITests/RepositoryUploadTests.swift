@@ -1,3 +1,4 @@
+import Infrastructure
 import Foundation
 import HTTP
 import Serving
@@ -14,7 +15,7 @@ import Testing
         let metrics = Metrics()
         let registry = ModelRegistry(repositoryPath: temp.path, loader: engineLoader, options: options, metrics: metrics)
         await registry.loadAll()
-        return (OspreyService(registry: registry, metrics: metrics, workers: WorkerPool(threads: 2)), temp)
+        return (OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "test-worker", threads: 2)), temp)
     }
 
     static func text(_ response: HTTPResponse) -> String { String(decoding: response.body, as: UTF8.self) }

@@ -1,3 +1,4 @@
+import Infrastructure
 import Foundation
 import HTTP
 import Serving
@@ -18,7 +19,7 @@ import Testing
         let metrics = Metrics()
         let registry = ModelRegistry(repositoryPath: temp.path, loader: engineLoader, metrics: metrics)
         await registry.loadAll()
-        let service = OspreyService(registry: registry, metrics: metrics, workers: WorkerPool(threads: 2),
+        let service = OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "test-worker", threads: 2),
                                     options: ServiceOptions(adminToken: adminToken))
         return (service, temp)
     }

@@ -1,3 +1,4 @@
+import Infrastructure
 import XCTest
 @testable import HTTP
 

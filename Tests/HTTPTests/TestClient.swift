@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import Infrastructure
 import Glibc
 #endif
 import Foundation
@@ -132,8 +133,8 @@ let echoResponder: HTTPResponder = { request in
 
 /// Polls `condition` until true or `timeout` seconds pass.
 func eventually(timeout: Double = 3, _ condition: () -> Bool) -> Bool {
-    let deadline = WallClock.monotonicNanoseconds() + UInt64(timeout * 1e9)
-    while WallClock.monotonicNanoseconds() < deadline {
+    let deadline = SystemClock.nanoseconds() + UInt64(timeout * 1e9)
+    while SystemClock.nanoseconds() < deadline {
         if condition() { return true }
         usleep(5_000)
     }

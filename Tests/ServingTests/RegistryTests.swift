@@ -1,3 +1,4 @@
+import Infrastructure
 import Foundation
 import XCTest
 import Tensor

@@ -1,3 +1,4 @@
+import Infrastructure
 import Foundation
 import XCTest
 import Engine
@@ -57,19 +58,14 @@ enum FakeError: Error { case corrupt(String), runFailed }
 
 /// Keeps weak references to every runtime the fake loader made.
 final class LoadedRuntimes: @unchecked Sendable {
-    private let lock = NSLock()
-    private var entries: [(path: String, runtime: Weak)] = []
+    private let entries = Locked<[(path: String, runtime: Weak)]>([])
     final class Weak { weak var value: ScaleRuntime?; init(_ v: ScaleRuntime) { value = v } }
 
-    func add(_ path: String, _ runtime: ScaleRuntime) {
-        lock.lock(); defer { lock.unlock() }
-        entries.append((path, Weak(runtime)))
-    }
+    func add(_ path: String, _ runtime: ScaleRuntime) { entries.withLock { $0.append((path, Weak(runtime))) } }
 
     /// The most recent runtime loaded from `<model>/<version>/model.onnx`, weakly held.
     func latest(_ model: String, _ version: Int) -> Weak? {
-        lock.lock(); defer { lock.unlock() }
-        return entries.last { $0.path.hasSuffix("/\(model)/\(version)/model.onnx") }?.runtime
+        entries.withLock { $0.last { $0.path.hasSuffix("/\(model)/\(version)/model.onnx") }?.runtime }
     }
 }
 
@@ -126,21 +122,14 @@ final class TempRepository {
 }
 
 /// Collects log lines.
-final class LogSink: @unchecked Sendable {
-    private let lock = NSLock()
-    private var lines: [(LogLevel, String)] = []
+final class LogSink: Sendable {
+    private let lines = Locked<[(LogLevel, String)]>([])
 
-    var logger: ServingLogger { { level, message in self.append(level, message) } }
+    var logger: Logger { Logger(level: .debug) { level, message, _ in self.append(level, message) } }
 
-    func append(_ level: LogLevel, _ message: String) {
-        lock.lock(); defer { lock.unlock() }
-        lines.append((level, message))
-    }
+    func append(_ level: LogLevel, _ message: String) { lines.withLock { $0.append((level, message)) } }
 
-    func messages(atLeast level: LogLevel) -> [String] {
-        lock.lock(); defer { lock.unlock() }
-        return lines.filter { $0.0 >= level }.map(\.1)
-    }
+    func messages(atLeast level: LogLevel) -> [String] { lines.withLock { $0.filter { $0.0 >= level }.map(\.1) } }
 }
 
 /// One request of `rows` rows whose row r is [marker + r, marker + r, ...].
