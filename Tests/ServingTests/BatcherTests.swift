@@ -39,9 +39,9 @@ final class BatcherTests: XCTestCase {
         let runtime = ScaleRuntime(scale: 2, sleepMilliseconds: 30)
         let version = try makeVersion(runtime)
         XCTAssertEqual(version.maxBatchSize, 32)
-        let start = Date()
+        let start = SystemClock.nanoseconds()
         _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 1)])
-        XCTAssertLessThan(Date().timeIntervalSince(start), 1.0)
+        XCTAssertLessThan(Double(SystemClock.nanoseconds() - start) / 1e9, 1.0)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for i in 0..<12 {
                 group.addTask {
@@ -88,11 +88,13 @@ final class BatcherTests: XCTestCase {
     }
 
     func testMaxQueueDelayIsHonoured() async throws {
+        // The decision is BatchingMachineTests.testALoneRequestWaitsForCompanyUpToTheDelay (fake clock); here the
+        // driver's real timer answers a lone request once the delay is over.
         let runtime = ScaleRuntime(scale: 1)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 80000}}"#)
-        let start = Date()
+        let start = SystemClock.nanoseconds()
         _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 1)])
-        let elapsed = Date().timeIntervalSince(start)
+        let elapsed = Double(SystemClock.nanoseconds() - start) / 1e9
         XCTAssertGreaterThanOrEqual(elapsed, 0.075, "a lone request waits for company up to the delay")
         XCTAssertLessThan(elapsed, 1.5)
     }
@@ -100,15 +102,15 @@ final class BatcherTests: XCTestCase {
     func testFullBatchOrPreferredSizeRunsWithoutWaitingForTheDelay() async throws {
         let runtime = ScaleRuntime(scale: 1)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 5000000, "preferred_batch_size": [2]}}"#)
-        let start = Date()
+        let start = SystemClock.nanoseconds()
         async let a = version.infer(["x": rowsTensor(rows: 1, marker: 1)])
         async let b = version.infer(["x": rowsTensor(rows: 1, marker: 2)])
         _ = try await (a, b)
-        XCTAssertLessThan(Date().timeIntervalSince(start), 2.0)
+        XCTAssertLessThan(Double(SystemClock.nanoseconds() - start) / 1e9, 2.0)
         // A request that fills max_batch_size alone also runs at once.
-        let full = Date()
+        let full = SystemClock.nanoseconds()
         _ = try await version.infer(["x": rowsTensor(rows: 8, marker: 3)])
-        XCTAssertLessThan(Date().timeIntervalSince(full), 2.0)
+        XCTAssertLessThan(Double(SystemClock.nanoseconds() - full) / 1e9, 2.0)
     }
 
     func testUnbatchedModelsRunRequestsOneByOne() async throws {
@@ -151,16 +153,17 @@ final class BatcherTests: XCTestCase {
     }
 
     func testQueueFullIsRefusedImmediately() async throws {
-        let runtime = ScaleRuntime(scale: 1, sleepMilliseconds: 400)
+        let hold = Latch()
+        let runtime = ScaleRuntime(scale: 1, hold: hold)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 1, "dynamic_batching": {"max_queue_size": 2}}"#)
         let running = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
         // Wait until the first request executes, so the queue is empty again.
-        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        await runtime.started.wait()
         let queued1 = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 2)]) }
         let queued2 = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 3)]) }
-        let filled = await eventually { version.queueDepth == 2 }
-        XCTAssertTrue(filled)
-        let start = Date()
+        while version.queueDepth < 2 { await Task.yield() }
+        XCTAssertEqual(version.queueDepth, 2)
+        let start = SystemClock.nanoseconds()
         do {
             _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 4)])
             XCTFail("expected queueFull")
@@ -169,53 +172,61 @@ final class BatcherTests: XCTestCase {
             XCTAssertEqual(v, 1)
             XCTAssertEqual(capacity, 2)
         }
-        XCTAssertLessThan(Date().timeIntervalSince(start), 0.3, "refused without waiting")
+        XCTAssertLessThan(Double(SystemClock.nanoseconds() - start) / 1e9, 0.3, "refused without waiting")
+        hold.open()
         for task in [running, queued1, queued2] { _ = try await task.value }
         XCTAssertEqual(version.statistics.fail.count, 1)
     }
 
     func testTimedOutRequestsAreAnsweredAndNeverExecuted() async throws {
-        let runtime = ScaleRuntime(scale: 1, sleepMilliseconds: 600)
+        let hold = Latch()
+        let runtime = ScaleRuntime(scale: 1, hold: hold)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 1}"#)
         let running = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
-        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
-        let start = Date()
+        await runtime.started.wait()
+        let start = SystemClock.nanoseconds()
         do {
             _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 99)], timeout: .milliseconds(30))
             XCTFail("expected timeout")
         } catch ServingError.timeout(_, _, let microseconds) {
             XCTAssertEqual(microseconds, 30000)
         }
-        let waited = Date().timeIntervalSince(start)
+        // The running batch is held until now: the answer came at the deadline, not after it.
+        let waited = Double(SystemClock.nanoseconds() - start) / 1e9
         XCTAssertLessThan(waited, 0.45, "answered at its deadline, not after the running batch")
+        hold.open()
         _ = try await running.value
-        try await Task.sleep(nanoseconds: 50_000_000)
+        XCTAssertEqual(version.queueDepth, 0)
         XCTAssertFalse(runtime.executedRowMarkers.withLock { $0 }.contains(99), "an expired request is not executed")
     }
 
     func testConfigDefaultTimeoutApplies() async throws {
-        let runtime = ScaleRuntime(scale: 1, sleepMilliseconds: 200)
+        let hold = Latch()
+        let runtime = ScaleRuntime(scale: 1, hold: hold)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 1, "dynamic_batching": {"default_timeout_microseconds": 20000}}"#)
         let first = Task { try? await version.infer(["x": rowsTensor(rows: 1, marker: 1)], timeout: .seconds(5)) }
-        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        await runtime.started.wait()
         do {
             _ = try await version.infer(["x": rowsTensor(rows: 1, marker: 2)])
             XCTFail("expected timeout")
         } catch ServingError.timeout {}
+        hold.open()
         _ = await first.value
     }
 
     func testCancelledRequestLeavesTheQueue() async throws {
-        let runtime = ScaleRuntime(scale: 1, sleepMilliseconds: 200)
+        let hold = Latch()
+        let runtime = ScaleRuntime(scale: 1, hold: hold)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 1}"#)
         let first = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
-        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        await runtime.started.wait()
         let second = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 77)]) }
-        let queued = await eventually { version.queueDepth == 1 }
-        XCTAssertTrue(queued)
+        while version.queueDepth < 1 { await Task.yield() }
+        XCTAssertEqual(version.queueDepth, 1)
         second.cancel()
         let result = await second.result
         XCTAssertThrowsError(try result.get()) { XCTAssertTrue($0 is CancellationError, "\($0)") }
+        hold.open()
         _ = try await first.value
         XCTAssertFalse(runtime.executedRowMarkers.withLock { $0 }.contains(77))
     }
@@ -273,10 +284,11 @@ final class BatcherTests: XCTestCase {
     }
 
     func testComputeGateSerializesExecutionsAcrossVersions() async throws {
-        final class Overlap: @unchecked Sendable {
-            let lock = NSLock(); var running = 0; var maximum = 0
-            func enter() { lock.lock(); running += 1; maximum = max(maximum, running); lock.unlock() }
-            func leave() { lock.lock(); running -= 1; lock.unlock() }
+        final class Overlap: Sendable {
+            let counts = Locked((running: 0, maximum: 0))
+            var maximum: Int { counts.withLock { $0.maximum } }
+            func enter() { counts.withLock { $0.running += 1; $0.maximum = max($0.maximum, $0.running) } }
+            func leave() { counts.withLock { $0.running -= 1 } }
         }
         final class TrackingRuntime: ModelRuntime, @unchecked Sendable {
             let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(4)])]
@@ -353,17 +365,20 @@ final class BatcherTests: XCTestCase {
 extension BatcherTests {
     /// Issue 11, defect 5: rows of requests cancelled while queued are dropped, never computed, and the others still batch.
     func testCancelledRowsOfABatchAreDroppedNotComputed() async throws {
-        let runtime = ScaleRuntime(scale: 2, sleepMilliseconds: 300)
+        let hold = Latch()
+        let runtime = ScaleRuntime(scale: 2, hold: hold)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 1000}}"#)
         let busy = Task { try await version.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
-        while runtime.started.wait(timeout: .now()) == .timedOut { try await Task.sleep(nanoseconds: 1_000_000) }
+        await runtime.started.wait()
         var tasks: [Task<[String: Tensor], Error>] = []
         for i in 0..<6 {
             tasks.append(Task { try await version.infer(["x": rowsTensor(rows: 1, marker: Float(100 + i))]) })
         }
-        let queued = await eventually { version.queueDepth == 6 }
-        XCTAssertTrue(queued)
+        while version.queueDepth < 6 { await Task.yield() }
+        XCTAssertEqual(version.queueDepth, 6)
         for i in stride(from: 0, to: 6, by: 2) { tasks[i].cancel() }
+        for i in stride(from: 0, to: 6, by: 2) { _ = await tasks[i].result }
+        hold.open()
         for (i, task) in tasks.enumerated() {
             let result = await task.result
             if i % 2 == 0 {
@@ -376,4 +391,5 @@ extension BatcherTests {
         let executed = runtime.executedRowMarkers.withLock { $0 }
         XCTAssertEqual(executed.filter { $0 >= 100 }.sorted(), [101, 103, 105], "cancelled rows were computed: \(executed)")
     }
+
 }

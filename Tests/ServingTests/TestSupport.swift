@@ -20,12 +20,15 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
     let batches = Locked<[Int]>([])
     /// First value of every executed row.
     let executedRowMarkers = Locked<[Float]>([])
-    /// Signalled when a run starts.
-    let started = DispatchSemaphore(value: 0)
+    /// Opened when the first run starts.
+    let started = Latch()
+    /// When set, every run blocks until it opens (an execution that lasts exactly as long as a test needs).
+    let hold: Latch?
 
     init(scale: Float, sleepMilliseconds: Int = 0, fixedBatch: Bool = false, failRuns: Bool = false, constantBytes: Int = 0,
-         activationBytesPerRow: Int = 0) {
+         activationBytesPerRow: Int = 0, hold: Latch? = nil) {
         self.scale = scale
+        self.hold = hold
         self.constantBytes = constantBytes
         self.activationBytesPerRow = activationBytesPerRow
         self.sleepMilliseconds = sleepMilliseconds
@@ -36,7 +39,8 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
     }
 
     func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
-        started.signal()
+        started.open()
+        hold?.wait()
         let x = feeds["x"]!
         batches.withLock { $0.append(x.shape[0]) }
         let values = x.scalars(as: Float.self)
