@@ -27,7 +27,7 @@ let package = Package(
         .target(name: "Infrastructure"),
         .target(name: "Tensor", swiftSettings: fast),
         .target(name: "ONNX", dependencies: ["Tensor"], swiftSettings: fast),
-        .target(name: "Engine", dependencies: ["Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
+        .target(name: "Engine", dependencies: ["Infrastructure", "Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
         .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
         .target(name: "HTTP", dependencies: ["Infrastructure", "CLibUV", "CHTTPParser"]),
         .target(name: "Serving", dependencies: ["Infrastructure", "Engine", "Imaging"]),

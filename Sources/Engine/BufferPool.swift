@@ -1,4 +1,5 @@
 import Foundation
+import Infrastructure
 import Tensor
 
 /// Bytes held by the engine's activation buffer pool (see `CompiledModel.bufferPoolStatistics`).
@@ -30,7 +31,7 @@ final class BufferPool: @unchecked Sendable {
     /// Smaller requests go to malloc, which serves them from its own free lists without page faults.
     static let minimumBytes = 64 * 1024
 
-    private let lock = NSLock()
+    private let lock = Lock()
     /// Free blocks (size, pointer, last use), unordered: the pool holds tens of blocks, so scans are cheap.
     private var free: [(size: Int, pointer: UnsafeMutableRawPointer, used: Int)] = []
     private var clock = 0

@@ -1,4 +1,5 @@
 import Foundation
+import Infrastructure
 import ONNX
 import Tensor
 
@@ -22,7 +23,7 @@ struct ExecutionStep: Sendable {
 
 /// Values that depend only on the input shapes, computed on the first run of each shape signature.
 final class ShapePlanCache: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var plans: [[[Int]]: [Int: Tensor]] = [:]
     private let limit = 64
 
@@ -112,9 +113,9 @@ struct ExecutionPlan: Sendable {
             }
             // Hand over the last reference so elementwise kernels can write in place.
             for id in step.releases where step.inputs.filter({ $0 == id }).count == 1 { values[id] = nil }
-            let started = timings == nil ? 0 : monotonicSeconds()
+            let started = timings == nil ? 0 : SystemClock.seconds()
             let results = try step.kernel(&args)
-            if let timings { timings.pointee[i] += monotonicSeconds() - started }
+            if let timings { timings.pointee[i] += SystemClock.seconds() - started }
             for (k, id) in step.outputs.enumerated() where id >= 0 {
                 guard k < results.count else { throw EngineError(.executionFailed, "\(step.label): output \(k) was not produced") }
                 values[id] = results[k]
@@ -177,11 +178,4 @@ enum OutputProbe {
             return spec
         }
     }
-}
-
-/// Monotonic clock in seconds (profiling only).
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }

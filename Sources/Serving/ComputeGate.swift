@@ -6,7 +6,8 @@ public final class ComputeGate: Sendable {
     private struct State {
         var free: Int
         var batchers = 0
-        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+        var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter: UInt64 = 0
     }
 
     /// Maximum concurrent executions.
@@ -52,8 +53,8 @@ public final class ComputeGate: Sendable {
         let waiters: [CheckedContinuation<Void, Never>] = lock.withLock {
             state.batchers -= 1
             guard state.batchers == 0 else { return [] }
-            defer { state.idleWaiters = [] }
-            return state.idleWaiters
+            defer { state.idleWaiters = [:] }
+            return Array(state.idleWaiters.values)
         }
         for waiter in waiters { waiter.resume() }
     }
@@ -61,14 +62,23 @@ public final class ComputeGate: Sendable {
     /// Batchers running on this gate.
     public var runningBatchers: Int { lock.withLock { state.batchers } }
 
-    /// Suspends until no batcher runs on this gate (every version closed and drained).
+    /// Suspends until no batcher runs on this gate (every version closed and drained), or the task is cancelled.
     public func batchersFinished() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let idle = lock.withLock {
-                if state.batchers > 0 { state.idleWaiters.append(continuation) }
-                return state.batchers == 0
+        let id = lock.withLock { () -> UInt64 in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = lock.withLock {
+                    let wait = state.batchers > 0 && !Task.isCancelled
+                    if wait { state.idleWaiters[id] = continuation }
+                    return !wait
+                }
+                if resumeNow { continuation.resume() }
             }
-            if idle { continuation.resume() }
+        } onCancel: {
+            lock.withLock { state.idleWaiters.removeValue(forKey: id) }?.resume()
         }
     }
 }

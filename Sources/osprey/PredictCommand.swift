@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Engine
+import Infrastructure
 import Tensor
 
 /// `osprey predict`: runs a model once (or `--repeat N` times) on `.npy` inputs and writes `.npy` outputs.
@@ -49,9 +50,9 @@ let predictCommand = Command(
     var timings: [Double] = []
     var cpuTimings: [Double] = []
     for _ in 0..<repeats {
-        let start = PredictInputs.now(), cpuStart = PredictInputs.threadCPU()
+        let start = SystemClock.seconds(), cpuStart = PredictInputs.threadCPU()
         results = try model.run(feeds)
-        timings.append(PredictInputs.now() - start)
+        timings.append(SystemClock.seconds() - start)
         cpuTimings.append(PredictInputs.threadCPU() - cpuStart)
     }
     if repeats > 1 {
@@ -127,13 +128,6 @@ enum PredictInputs {
         var safe = String(output.map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") ? $0 : "_" })
         if safe.isEmpty || safe.hasPrefix(".") { safe = "_" + safe }
         return safe + ".npy"
-    }
-
-    /// Monotonic seconds.
-    static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// CPU seconds of the calling thread (with one compute thread, the run's cost regardless of other load).

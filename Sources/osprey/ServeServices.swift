@@ -65,15 +65,34 @@ struct ModelService: Service {
     let name = "models"
     let registry: ModelRegistry
     let gate: ComputeGate
+    /// Longest wait for the batchers (a version still referenced by a request that outlived the HTTP drain).
+    let timeout: Double
     let logger: Logger
 
     /// The batchers run on their own threads.
     func run() async throws {}
 
-    /// Unloads every version, then waits until every batcher has finished.
+    /// Unloads every version, then waits (at most `timeout`) until every batcher has finished.
     func shutdown() async {
         await registry.unloadAll()
-        await gate.batchersFinished()
-        logger.info("models unloaded")
+        let gate = self.gate
+        let finished = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await gate.batchersFinished()
+                return !Task.isCancelled
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if finished {
+            logger.info("models unloaded")
+        } else {
+            logger.warn("models unloaded; batchers still running at exit", [("batchers", String(gate.runningBatchers))])
+        }
     }
 }

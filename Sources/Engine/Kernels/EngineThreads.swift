@@ -1,5 +1,6 @@
 import COpenBLAS
 import Foundation
+import Infrastructure
 import Synchronization
 
 /// Thread budget of the engine: OpenBLAS's pool and Osprey's own kernels share it so the cores are never oversubscribed.
@@ -53,10 +54,10 @@ final class ComputePool: @unchecked Sendable {
         return pool
     }()
 
-    private var mutex = pthread_mutex_t()
-    private var workAvailable = pthread_cond_t()
-    private var workFinished = pthread_cond_t()
-    private var submitMutex = pthread_mutex_t()
+    private let mutex = Lock()
+    private let workAvailable = Condition()
+    private let workFinished = Condition()
+    private let submitMutex = Lock()
     // State below is guarded by `mutex`.
     private var generation = 0
     private var job: ((Int) -> Void)?
@@ -70,40 +71,33 @@ final class ComputePool: @unchecked Sendable {
     private let remaining = Atomic<Int>(0)
     private let threadCount = Atomic<Int>(1)
 
-    private init() {
-        pthread_mutex_init(&mutex, nil)
-        pthread_mutex_init(&submitMutex, nil)
-        pthread_cond_init(&workAvailable, nil)
-        pthread_cond_init(&workFinished, nil)
-    }
+    private init() {}
 
     /// Threads that take part in a run, the caller included.
     var threads: Int { threadCount.load(ordering: .relaxed) }
 
     /// Sets the budget; workers are spawned lazily and extra ones sit idle when the budget shrinks.
     func resize(threads: Int) {
-        pthread_mutex_lock(&submitMutex)
-        pthread_mutex_lock(&mutex)
+        submitMutex.lock()
+        mutex.lock()
         while spawned < threads - 1 {
             let id = spawned
             spawned += 1
-            let thread = Thread { [self] in self.workerLoop(id: id) }
-            thread.name = "osprey-compute-\(id)"
-            thread.start()
+            DedicatedThread.start(name: "osprey-compute-\(id)") { [self] in self.workerLoop(id: id) }
         }
         threadCount.store(threads, ordering: .relaxed)
-        pthread_mutex_unlock(&mutex)
-        pthread_mutex_unlock(&submitMutex)
+        mutex.unlock()
+        submitMutex.unlock()
     }
 
     func run(_ count: Int, _ body: (Int) -> Void) {
         let workers = min(threads - 1, count - 1)
-        if workers <= 0 || pthread_mutex_trylock(&submitMutex) != 0 {
+        if workers <= 0 || !submitMutex.tryLock() {
             for index in 0..<count { body(index) }
             return
         }
         withoutActuallyEscaping(body) { escaping in
-            pthread_mutex_lock(&mutex)
+            mutex.lock()
             job = escaping
             jobCount = count
             participants = workers
@@ -112,20 +106,20 @@ final class ComputePool: @unchecked Sendable {
             nextIndex.store(0, ordering: .relaxed)
             generation &+= 1
             published.store(generation, ordering: .releasing)
-            pthread_cond_broadcast(&workAvailable)
-            pthread_mutex_unlock(&mutex)
+            workAvailable.broadcast()
+            mutex.unlock()
 
             drain(escaping, count: count)
 
             // Workers usually finish within microseconds of the caller: poll briefly before sleeping on the condition.
             var spins = 0
             while remaining.load(ordering: .acquiring) > 0 && spins < Self.spinLimit { spins += 1 }
-            pthread_mutex_lock(&mutex)
-            while pending > 0 { pthread_cond_wait(&workFinished, &mutex) }
+            mutex.lock()
+            while pending > 0 { workFinished.wait(mutex) }
             job = nil
-            pthread_mutex_unlock(&mutex)
+            mutex.unlock()
         }
-        pthread_mutex_unlock(&submitMutex)
+        submitMutex.unlock()
     }
 
     private func drain(_ body: (Int) -> Void, count: Int) {
@@ -138,23 +132,23 @@ final class ComputePool: @unchecked Sendable {
 
     private func workerLoop(id: Int) {
         var seen = 0
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
         while true {
             if generation == seen {
                 // Layers follow each other within tens of microseconds: a short bounded poll avoids the futex wake-up
                 // per layer, and stays short so a contended box loses little to it.
-                pthread_mutex_unlock(&mutex)
+                mutex.unlock()
                 var spins = 0
                 while published.load(ordering: .acquiring) == seen && spins < Self.spinLimit { spins += 1 }
-                pthread_mutex_lock(&mutex)
+                mutex.lock()
             }
-            while generation == seen { pthread_cond_wait(&workAvailable, &mutex) }
+            while generation == seen { workAvailable.wait(mutex) }
             seen = generation
             guard id < participants else { continue }
             takeShare()
             pending -= 1
             remaining.wrappingSubtract(1, ordering: .releasing)
-            if pending == 0 { pthread_cond_signal(&workFinished) }
+            if pending == 0 { workFinished.signal() }
         }
     }
 
@@ -167,8 +161,8 @@ final class ComputePool: @unchecked Sendable {
     private func takeShare() {
         guard let body = job else { return }
         let count = jobCount
-        pthread_mutex_unlock(&mutex)
+        mutex.unlock()
         drain(body, count: count)
-        pthread_mutex_lock(&mutex)
+        mutex.lock()
     }
 }
