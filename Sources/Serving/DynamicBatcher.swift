@@ -4,10 +4,11 @@ import Tensor
 /// Queues the requests of one served version, coalesces compatible ones into batches and runs them: the thin driver
 /// around `BatchingMachine`, which makes every decision; this class only does what the decisions say.
 ///
-/// Two dedicated threads per version: the driver thread sleeps until the machine's next instant (or an event) and
-/// answers expired requests even while an execution runs; the compute thread takes a compute slot, the batch, runs
-/// the model and answers the rows. Whoever removes a request from the machine (the driver, the compute thread or the
-/// request's cancellation) is the one that resumes it, so each is answered exactly once.
+/// Whoever changes the machine (a submitting task, a cancellation, the compute thread finishing) polls it at once and
+/// does what it says, so a ready batch starts without a thread hop. Two dedicated threads per version: the compute
+/// thread takes a compute slot, the batch, runs the model and answers the rows; the timer thread sleeps until the
+/// machine's next instant (a batch delay or a deadline), so requests expire on time even while an execution runs.
+/// Whoever removes a request from the machine is the one that resumes it, so each is answered exactly once.
 final class DynamicBatcher: @unchecked Sendable {
     /// Limits read from the model config.
     typealias Policy = BatchingMachine.Policy
@@ -42,6 +43,11 @@ final class DynamicBatcher: @unchecked Sendable {
     private var waiters: [UInt64: Waiter] = [:]
     private var nextID: UInt64 = 0
     private var runtime: (any ModelRuntime)?
+    /// When the timer thread will poll next on its own (0 while it is awake, so no one needs to wake it).
+    private var timerWake: UInt64 = 0
+    /// The instant of the last poll's decision.
+    private var nextWake: UInt64?
+    private var finished = false
 
     /// Starts the batcher's threads; it holds the runtime until `close()` and the queue drained.
     init(model: String, version: Int, runtime: any ModelRuntime, inputNames: [String], policy: Policy, gate: ComputeGate,
@@ -55,15 +61,16 @@ final class DynamicBatcher: @unchecked Sendable {
         machine = BatchingMachine(policy: policy)
         compute = BlockingExecutor(name: "osprey-run-\(version)")
         gate.batcherStarted()
-        DedicatedThread.start(name: "osprey-batch-\(version)") { [self] in drive() }
+        DedicatedThread.start(name: "osprey-batch-\(version)") { [self] in runTimer() }
     }
 
     /// Stops accepting requests; what is queued still runs, then the runtime is dropped and the threads exit.
     func close() {
-        lock.withLock {
+        let expired = lock.withLock {
             machine.close()
-            wake.signal()
+            return pollLocked()
         }
+        answerTimedOut(expired)
     }
 
     /// Queues validated feeds of `rows` rows and waits for their own rows of the outputs.
@@ -91,51 +98,64 @@ final class DynamicBatcher: @unchecked Sendable {
         let entry = BatchingMachine.Entry(id: id, rows: rows, shapeKey: shapeKey, enqueued: now, deadline: timeoutNanos.map { now &+ $0 })
         let waiter = Waiter(feeds: feeds, rows: rows, enqueued: now, timeoutMicroseconds: Int((timeoutNanos ?? 0) / 1000),
                             continuation: continuation)
-        let refusal: Error? = lock.withLock {
+        let (refusal, expired) = lock.withLock { () -> (Error?, [Waiter]) in
             // Checked under the lock: a cancellation handler that ran first found nothing to drop.
-            if Task.isCancelled { return CancellationError() }
+            if Task.isCancelled { return (CancellationError(), []) }
             switch machine.submit(entry) {
-            case .closed?: return ServingError.shuttingDown(model: model, version: version)
-            case .queueFull?: return ServingError.queueFull(model: model, version: version, capacity: machine.policy.maxQueue)
+            case .closed?: return (ServingError.shuttingDown(model: model, version: version), [])
+            case .queueFull?: return (ServingError.queueFull(model: model, version: version, capacity: machine.policy.maxQueue), [])
             case nil: break
             }
             waiters[id] = waiter
             instruments.queueDepthChanged(machine.queueDepth)
-            wake.signal()
-            return nil
+            return (nil, pollLocked())
         }
         if let refusal { continuation.resume(throwing: refusal) }
+        answerTimedOut(expired)
     }
 
     /// Drops a cancelled request's rows if still queued and answers it with `CancellationError`.
     private func drop(id: UInt64) {
-        let waiter: Waiter? = lock.withLock {
-            guard machine.cancel(id: id) else { return nil }
+        let (waiter, expired) = lock.withLock { () -> (Waiter?, [Waiter]) in
+            guard machine.cancel(id: id) else { return (nil, []) }
             instruments.queueDepthChanged(machine.queueDepth)
-            wake.signal()
-            return waiters.removeValue(forKey: id)
+            return (waiters.removeValue(forKey: id), pollLocked())
         }
         waiter?.continuation.resume(throwing: CancellationError())
+        answerTimedOut(expired)
     }
 
-    // MARK: - Driver thread
+    /// Polls the machine and does what it decided (with `lock` held): starts an execution on the compute thread,
+    /// wakes the timer thread when the next instant moved earlier. Returns the expired requests, to be answered
+    /// after unlocking.
+    private func pollLocked() -> [Waiter] {
+        let decision = machine.poll(now: SystemClock.nanoseconds())
+        let expired = decision.expired.compactMap { waiters.removeValue(forKey: $0) }
+        if !expired.isEmpty { instruments.queueDepthChanged(machine.queueDepth) }
+        if decision.startExecution { compute.execute { [self] in executeNextBatch() } }
+        if decision.finished { finished = true }
+        if decision.finished || (decision.wakeAt ?? .max) < timerWake { wake.signal() }
+        nextWake = decision.wakeAt
+        return expired
+    }
 
-    /// Polls the machine whenever something happened or its next instant came, until it says finished.
-    private func drive() {
+    // MARK: - Timer thread
+
+    /// Polls the machine at its next instant (or when woken because that instant moved earlier), until it says finished.
+    private func runTimer() {
         lock.lock()
         while true {
-            let decision = machine.poll(now: SystemClock.nanoseconds())
-            let expired = decision.expired.compactMap { waiters.removeValue(forKey: $0) }
-            if !expired.isEmpty { instruments.queueDepthChanged(machine.queueDepth) }
-            if decision.startExecution { compute.execute { [self] in executeNextBatch() } }
+            let expired = pollLocked()
             if !expired.isEmpty {
                 lock.unlock()
                 answerTimedOut(expired)
                 lock.lock()
                 continue
             }
-            if decision.finished { break }
-            if let wakeAt = decision.wakeAt { wake.wait(lock, until: wakeAt) } else { wake.wait(lock) }
+            if finished { break }
+            timerWake = nextWake ?? .max
+            if let wakeAt = nextWake { wake.wait(lock, until: wakeAt) } else { wake.wait(lock) }
+            timerWake = 0
         }
         runtime = nil
         lock.unlock()
@@ -174,11 +194,11 @@ final class DynamicBatcher: @unchecked Sendable {
             timing.start = SystemClock.nanoseconds()
             pass = run(batch, on: runtime, timing: &timing)
         }
-        lock.withLock {
+        let expiredAfter = lock.withLock {
             machine.executionFinished()
-            wake.signal()
+            return pollLocked()
         }
-        answerTimedOut(expired)
+        answerTimedOut(expired + expiredAfter)
         guard !batch.isEmpty else { return }
         let results: [Result<[String: Tensor], Error>]
         switch pass {
