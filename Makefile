@@ -5,7 +5,7 @@ TEST_PACKAGES := libonnx-testdata prometheus
 SWIFT ?= swift
 ARGS ?=
 
-.PHONY: run test test-deep test-container build deps test-deps clean
+.PHONY: run test test-deep test-container build deps test-deps spec clean
 
 ## Install missing Debian packages (idempotent, silent when all are present).
 deps:
@@ -37,6 +37,10 @@ test-deep: test-deps
 ## The runtime image built from Debian packages and run under podman (skipped, with the reason, where containers cannot run).
 test-container: deps
 	.ci/container-check
+
+## Regenerate the embedded copy of openapi.yaml (served at GET /openapi.yaml) after editing the spec.
+spec:
+	.ci/embed-spec
 
 clean:
 	rm -rf .build

@@ -1,0 +1,24 @@
+import Foundation
+import Testing
+@testable import API
+
+/// The console page and the spec are embedded in the binary; these check that what is served is what the repo holds.
+@Suite struct ConsoleTests {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func embeddedSpecIsOpenAPIYAMLByteForByte() throws {
+        let file = try Data(contentsOf: Self.repositoryRoot.appendingPathComponent("openapi.yaml"))
+        #expect(Array(EmbeddedSpec.text.utf8) == Array(file), "openapi.yaml changed: run `make spec` (.ci/embed-spec)")
+    }
+
+    @Test func pageLoadsNothingFromOutside() {
+        let page = String(decoding: ConsolePage.bytes, as: UTF8.self)
+        // No CDN, font or script from another origin: the page must work on clusters with no internet.
+        for external in ["http://", "https://", "//cdn", "<script src", "<link rel=\"stylesheet\""] {
+            #expect(!page.contains(external), "page references \(external)")
+        }
+        #expect(page.hasPrefix("<!doctype html>"))
+        #expect(page.contains("</html>"))
+    }
+}
