@@ -27,6 +27,7 @@ test: test-deps
 	.ci/robustness
 	.ci/repository-faults
 	.ci/deploy-check
+	.ci/console
 
 ## Long checks, not part of `make test`: schemathesis against openapi.yaml, the fuzzers, swift test under ASan and TSan,
 ## and the runtime image under podman.

@@ -21,4 +21,14 @@ import Testing
         #expect(page.hasPrefix("<!doctype html>"))
         #expect(page.contains("</html>"))
     }
+
+    @Test func pageUsesOnlyRoutesTheServerHas() {
+        let page = String(decoding: ConsolePage.bytes, as: UTF8.self)
+        let patterns = Set(Routes.all.map(\.pattern))
+        // Every fixed path the script fetches is a documented route.
+        for path in ["/v2/models", "/v2/health/ready", "/v2/repository/index", "/metrics"] {
+            #expect(page.contains("\"\(path)\""), "page no longer fetches \(path)")
+            #expect(patterns.contains(path), "\(path) is not a route")
+        }
+    }
 }

@@ -58,7 +58,38 @@ tags:
     description: Model repository management
   - name: observability
     description: Statistics and Prometheus metrics
+  - name: console
+    description: The web console and this specification
 paths:
+  /:
+    get:
+      operationId: console
+      tags: [console]
+      summary: Web console
+      description: |
+        One self-contained page (no external assets) showing every model with its versions, states, failure reasons,
+        traffic split and cascade; an image panel that classifies a dropped or picked picture with the top-k classes
+        as bars, the latency and who answered; live figures from `/metrics` every 3 s; and the admin actions (pin,
+        unpin, load, unload, traffic) behind a token field.
+      responses:
+        '200':
+          description: The page.
+          content:
+            text/html:
+              schema:
+                type: string
+  /openapi.yaml:
+    get:
+      operationId: openAPISpec
+      tags: [console]
+      summary: This specification
+      responses:
+        '200':
+          description: openapi.yaml as built into the server.
+          content:
+            application/yaml:
+              schema:
+                type: string
   /v2:
     get:
       operationId: serverMetadata
@@ -110,6 +141,21 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/Readiness'
+  /v2/models:
+    get:
+      operationId: modelList
+      tags: [metadata]
+      summary: Models, versions and states (public, read-only)
+      description: |
+        Every model of the repository with its default version, whether that version is pinned, and each version's
+        state. Failure reasons are left out (they are for operators: `POST /v2/repository/index`).
+      responses:
+        '200':
+          description: The models, sorted by name; versions in ascending order.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/ModelList'
   /v2/models/{model}:
     get:
       operationId: modelMetadata
@@ -830,6 +876,34 @@ components:
           schema:
             $ref: '#/components/schemas/Error'
   schemas:
+    ModelList:
+      type: object
+      required: [models]
+      properties:
+        models:
+          type: array
+          items:
+            type: object
+            required: [name, default_version, pinned, versions]
+            properties:
+              name:
+                type: string
+              default_version:
+                type: [string, 'null']
+                description: The version unversioned routes use; null when none is READY.
+              pinned:
+                type: boolean
+              versions:
+                type: array
+                items:
+                  type: object
+                  required: [version, state]
+                  properties:
+                    version:
+                      type: string
+                    state:
+                      type: string
+                      enum: [LOADING, READY, UNAVAILABLE, FAILED]
     Error:
       type: object
       required: [error]
