@@ -1,3 +1,5 @@
+import Infrastructure
+
 /// Every operation of the Osprey HTTP API; raw values are the `operationId`s in openapi.yaml.
 public enum OperationID: String, CaseIterable, Sendable {
     /// GET /v2
@@ -114,7 +116,7 @@ public enum Routes {
     /// A router with Osprey's routes, each bound to `handlers[operation]`; operations without a
     /// handler answer 501 (see `Router.unhandledOperations`).
     public static func makeRouter(handlers: [OperationID: RouteHandler],
-                                  log: @escaping @Sendable (String) -> Void = Router.logToStandardError) -> Router {
+                                  log: @escaping @Sendable (String) -> Void = { Logger().error($0) }) -> Router {
         var router = Router(log: log)
         for spec in all {
             router.register(method: spec.method, path: spec.pattern, operation: spec.operation, handler: handlers[spec.operation])

@@ -1,5 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CKernelShim
-import Dispatch
+import Infrastructure
 
 /// Below this many bytes released, returning memory to the system is not worth the allocator's locks.
 private let trimThresholdBytes = 1 << 20
@@ -11,7 +14,10 @@ private let trimThresholdBytes = 1 << 20
 func releaseUnusedMemory(afterReleasing constantBytes: Int) {
     let pooled = BufferPool.shared.trim()
     guard pooled + constantBytes >= trimThresholdBytes else { return }
-    DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + .milliseconds(20)) { _ = osprey_release_free_heap() }
+    DedicatedThread.start(name: "osprey-trim") {
+        usleep(20_000)
+        _ = osprey_release_free_heap()
+    }
 }
 
 extension CompiledModel {

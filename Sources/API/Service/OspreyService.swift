@@ -46,7 +46,7 @@ public final class OspreyService: Sendable {
     /// Assembles the service; `log` receives one line per unmapped (500) error.
     /// `readiness` is the server's drain switch: shutdown clears it so `/v2/health/ready` fails while requests finish.
     public init(registry: ModelRegistry, metrics: Metrics, workers: BlockingExecutor, options: ServiceOptions = ServiceOptions(),
-                readiness: ReadinessFlag = ReadinessFlag(), log: @escaping @Sendable (String) -> Void = Router.logToStandardError) {
+                readiness: ReadinessFlag = ReadinessFlag(), log: @escaping @Sendable (String) -> Void = { Logger().error($0) }) {
         context = ServiceContext(registry: registry, metrics: metrics, workers: workers, options: options,
                                  readiness: readiness, state: ServiceState())
         router = Routes.makeRouter(handlers: ServiceContext.handlers(context), log: log)
