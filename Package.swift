@@ -19,20 +19,24 @@ let package = Package(
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         // Compiler builtins Swift cannot reach (cache prefetch) as static inline C, and the integer GEMM whose
         // vpmaddwd has no Swift SIMD spelling (target attributes pick AVX2 at run time).
         .target(name: "CKernelShim", cSettings: [.unsafeFlags(["-O3"], .when(configuration: .release))]),
 
         .target(name: "Tensor", swiftSettings: fast),
-        .target(name: "ONNX", dependencies: ["Tensor"], swiftSettings: fast),
+        // The protobuf wire format, shared by ONNX model decoding and gRPC messages.
+        .target(name: "Protobuf", swiftSettings: fast),
+        .target(name: "ONNX", dependencies: ["Tensor", "Protobuf"], swiftSettings: fast),
         .target(name: "Engine", dependencies: ["Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
         .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
         .target(name: "HTTP", dependencies: ["CLibUV", "CHTTPParser"]),
         .target(name: "Serving", dependencies: ["Engine", "Imaging"]),
-        .target(name: "API", dependencies: ["HTTP", "Serving"]),
+        .target(name: "API", dependencies: ["HTTP", "Serving", "Protobuf"]),
         .executableTarget(name: "osprey", dependencies: ["API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),
 
         .testTarget(name: "TensorTests", dependencies: ["Tensor"]),
+        .testTarget(name: "ProtobufTests", dependencies: ["Protobuf"]),
         .testTarget(name: "ONNXTests", dependencies: ["ONNX"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine"]),
         .testTarget(name: "ImagingTests", dependencies: ["Imaging"]),

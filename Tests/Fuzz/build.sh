@@ -41,15 +41,17 @@ harness() {
             quiet swiftc "${FLAGS[@]}" -module-name Fuzz$target "$ROOT"/Tests/Fuzz/harness/$target.swift -lAPI -lHTTP -lTensor "${LINK[@]}" -o "$BIN/fuzz-$target" ;;
         onnx)
             library Tensor Sources/Tensor/*.swift
+            library Protobuf Sources/Protobuf/*.swift
             library ONNX Sources/ONNX/*.swift
             echo "building fuzz-onnx"
-            quiet swiftc "${FLAGS[@]}" -module-name FuzzONNX "$ROOT"/Tests/Fuzz/harness/onnx.swift -lONNX -lTensor "${LINK[@]}" -o "$BIN/fuzz-onnx" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name FuzzONNX "$ROOT"/Tests/Fuzz/harness/onnx.swift -lONNX -lProtobuf -lTensor "${LINK[@]}" -o "$BIN/fuzz-onnx" ;;
         engine)
             library Tensor Sources/Tensor/*.swift
+            library Protobuf Sources/Protobuf/*.swift
             library ONNX Sources/ONNX/*.swift
             library Engine $(find Sources/Engine -name '*.swift')
             echo "building fuzz-engine"
-            quiet swiftc "${FLAGS[@]}" -module-name FuzzEngine "$ROOT"/Tests/Fuzz/harness/engine.swift -lEngine -lONNX -lTensor "${LINK[@]}" -o "$BIN/fuzz-engine" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name FuzzEngine "$ROOT"/Tests/Fuzz/harness/engine.swift -lEngine -lONNX -lProtobuf -lTensor "${LINK[@]}" -o "$BIN/fuzz-engine" ;;
         imaging)
             library Tensor Sources/Tensor/*.swift
             library Imaging Sources/Imaging/*.swift
