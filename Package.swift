@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "ONNX", dependencies: ["Tensor", "Protobuf"], swiftSettings: fast),
         .target(name: "Engine", dependencies: ["Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
         .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
-        .target(name: "HTTP", dependencies: ["CLibUV", "CHTTPParser"]),
+        .target(name: "HTTP", dependencies: ["CLibUV", "CHTTPParser", "CNGHTTP2"]),
         .target(name: "Serving", dependencies: ["Engine", "Imaging"]),
         .target(name: "API", dependencies: ["HTTP", "Serving", "Protobuf"]),
         .executableTarget(name: "osprey", dependencies: ["API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),

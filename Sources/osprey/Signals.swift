@@ -30,6 +30,7 @@ func serve(server: HTTPServer, readiness: ReadinessFlag, drainDelay: Double, shu
     let host = server.configuration.host
     let shown = host.contains(":") ? "[\(host)]" : host
     logger.info("listening on http://\(shown):\(port)", [("io_threads", String(server.configuration.ioThreads))])
+    if let grpcPort = server.grpcPort { logger.info("listening for gRPC on \(shown):\(grpcPort)", [("protocol", "h2c")]) }
     waiter.start()
     server.waitUntilStopped()
     logger.info("stopped")

@@ -32,7 +32,7 @@ extension ServiceContext {
 
     /// Each decoded input as the tensor the model expects (`bindInputs`: names, lossless widening, shapes); for a
     /// model with an image input, a BYTES tensor of encoded PNG/JPEG images is first preprocessed exactly as `classify` does.
-    private func modelFeeds(_ decoded: V2InferenceRequest, for served: ServedVersion) async throws -> [String: Tensor] {
+    func modelFeeds(_ decoded: V2InferenceRequest, for served: ServedVersion) async throws -> [String: Tensor] {
         var request = decoded
         for (index, input) in decoded.inputs.enumerated() where input.tensor.dtype == .string {
             guard let plan = try served.imageInputPlan(), plan.input.name == input.name else { continue }
@@ -45,7 +45,7 @@ extension ServiceContext {
     }
 
     /// The `timeout` request parameter (microseconds, as Triton's), if given.
-    private func requestTimeout(_ decoded: V2InferenceRequest) throws -> Duration? {
+    func requestTimeout(_ decoded: V2InferenceRequest) throws -> Duration? {
         guard let value = decoded.parameters["timeout"] else { return nil }
         guard let micros = value.intValue, micros >= 0 else {
             throw APIError.badRequest("parameter 'timeout': expected a non-negative integer (microseconds), got \(value.kindName)")
@@ -55,7 +55,7 @@ extension ServiceContext {
 
     /// Runs codec work of `size` bytes inline when small, else on a worker thread: parsing megabytes of JSON
     /// would otherwise stall one of the few cooperative threads every other request needs.
-    private func offloaded<T: Sendable>(_ size: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
+    func offloaded<T: Sendable>(_ size: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
         size < 64 * 1024 ? try work() : try await workers.run(work)
     }
 }
