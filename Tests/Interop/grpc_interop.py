@@ -48,7 +48,13 @@ class GRPCServer(Server):
     def __init__(self, binary, repository, *extra):
         super().__init__(binary, repository, "--grpc-port", "0", *extra)
         marker = "listening for gRPC on 127.0.0.1:"
-        lines = [line for line in self.log if marker in line]
+        # The log pump may lag behind the readiness probe: give it a moment to read the line.
+        deadline = time.time() + 30
+        lines = []
+        while not lines and time.time() < deadline:
+            lines = [line for line in list(self.log) if marker in line]
+            if not lines:
+                time.sleep(0.02)
         if not lines:
             self.stop()
             raise RuntimeError("server did not log its gRPC port:\n" + "\n".join(self.log[-20:]))
