@@ -40,8 +40,8 @@ let package = Package(
         .testTarget(name: "ONNXTests", dependencies: ["ONNX"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine"]),
         .testTarget(name: "ImagingTests", dependencies: ["Imaging"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "CNGHTTP2"]),
         .testTarget(name: "ServingTests", dependencies: ["Serving"]),
-        .testTarget(name: "APITests", dependencies: ["API"]),
+        .testTarget(name: "APITests", dependencies: ["API", "Protobuf"]),
     ]
 )
