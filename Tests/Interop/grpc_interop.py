@@ -319,6 +319,78 @@ def graceful_drain(binary, repository):
         server.stop()
 
 
+def h2_frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def h2_headers(stream, path="/inference.GRPCInferenceService/ServerLive", end_stream=False):
+    block = b""
+    for name, value in [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "x"),
+                        ("content-type", "application/grpc"), ("te", "trailers")]:
+        block += b"\x00" + bytes([len(name)]) + name.encode() + bytes([len(value)]) + value.encode()
+    return h2_frame(1, 0x04 | (0x01 if end_stream else 0), stream, block)
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0)
+
+
+def raw_exchange(server, data, wait=1.0):
+    """Sends `data` on a fresh connection and returns what arrived until the server closed or `wait` passed."""
+    with socket.create_connection(("127.0.0.1", server.grpc_port), timeout=wait) as conn:
+        try:
+            conn.sendall(data)
+        except OSError:
+            pass
+        received = b""
+        try:
+            while True:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return received, True
+                received += chunk
+        except socket.timeout:
+            return received, False
+        except OSError:
+            return received, True
+
+
+def hostile_clients(binary, repository):
+    """Garbage prefaces, oversized frames, stream floods and resets mid-request never crash the server or leak
+    connections; idle HTTP/2 connections are closed after --idle-timeout."""
+    server = GRPCServer(binary, repository, "--idle-timeout", "1", "--read-timeout", "1")
+    try:
+        _, closed = raw_exchange(server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        expect(closed, "an HTTP/1.1 request on the gRPC port is closed")
+        _, closed = raw_exchange(server, PREFACE + h2_frame(0, 0, 1, b"\x00" * 16) + b"\x01\x00\x00\x00" * 4096)
+        expect(closed, "garbage after the preface closes the connection")
+        huge = PREFACE + h2_headers(1) + (1 << 20).to_bytes(3, "big") + bytes([0, 0]) + (1).to_bytes(4, "big") + b"\x00" * 65536
+        received, closed = raw_exchange(server, huge)
+        expect(closed and b"\x07" in received, "a frame over SETTINGS_MAX_FRAME_SIZE gets GOAWAY and a close")
+        flood = PREFACE + b"".join(h2_headers(2 * i + 1) for i in range(1000))
+        received, _ = raw_exchange(server, flood, wait=2.0)
+        expect(len(received) > 0, "the stream flood is answered (refused streams), not ignored")
+        reset = PREFACE + h2_headers(1, "/inference.GRPCInferenceService/ModelInfer") + h2_frame(0, 0, 1, b"\x00\x00\x00\x01\x00")
+        reset += h2_frame(3, 0, 1, (8).to_bytes(4, "big"))
+        raw_exchange(server, reset, wait=0.5)
+        # An idle connection (preface only) is closed by the sweep after --idle-timeout.
+        started = time.time()
+        _, closed = raw_exchange(server, PREFACE, wait=5.0)
+        expect(closed and time.time() - started < 4.5, f"idle connection closed after {time.time() - started:.1f}s")
+        # Still serving, and every hostile connection is gone.
+        expect(grpc_client(server).is_server_live(), "server still live")
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            metrics = server.request("GET", "/metrics")[2].decode()
+            line = [l for l in metrics.splitlines() if l.startswith("osprey_http_open_connections ")]
+            if line and float(line[0].split()[1]) <= 1:
+                break
+            time.sleep(0.1)
+        expect(line and float(line[0].split()[1]) <= 1, f"open connections after the hostile clients: {line}")
+        expect(server.proc.poll() is None, "server process alive")
+    finally:
+        server.stop()
+
+
 def main():
     binary, models = sys.argv[1], sys.argv[2]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -350,6 +422,7 @@ def main():
         suite.run("gRPC admin token in authorization metadata", admin_token, binary, repository)
         suite.run("gRPC port in use stops the start", port_in_use, binary, repository)
         suite.run("gRPC graceful drain on SIGTERM", graceful_drain, binary, repository)
+        suite.run("hostile HTTP/2 clients: garbage, huge frames, stream flood, RST_STREAM, idle", hostile_clients, binary, repository)
     except Exception as error:  # noqa: BLE001 - a setup failure is one more failure
         suite.failed += 1
         print(f"FAIL setup: {error}", flush=True)
