@@ -295,7 +295,7 @@ final class EventLoop {
         logBuffer.removeAll()
     }
 
-    private func peerAddress(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> String {
+    func peerAddress(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> String {
         var storage = sockaddr_storage()
         var length = Int32(MemoryLayout<sockaddr_storage>.size)
         let status = withUnsafeMutablePointer(to: &storage) {

@@ -99,25 +99,15 @@ extension ServiceContext {
         }
     }
 
-    /// ModelInfer: the same path as `POST .../infer` from the decoded tensors on (binding, image inputs, batcher),
-    /// so an HTTP and a gRPC request can share one execution; the earlier of `grpc-timeout` and the `timeout`
-    /// parameter bounds the queue wait.
+    /// ModelInfer: the same path as `POST .../infer` from the decoded request on (`runInference`), so an HTTP and a
+    /// gRPC request can share one execution.
     private func grpcInfer(_ call: GRPCRequest) async throws -> [UInt8] {
         let limits = options.decodeLimits
         let message = call.message
         let decoded = try await offloaded(message.count) { try GRPCInferRequestDecoder.decode(message, limits: limits) }
         let served = try registry.resolve(model: decoded.modelName, version: try Self.grpcVersion(decoded.modelVersion))
-        let request = decoded.request
-        let feeds = try await modelFeeds(request, for: served)
-        let requested = request.requestedOutputs.map(\.name)
-        var timeout = try requestTimeout(request)
-        if let deadline = call.timeout { timeout = min(timeout ?? deadline, deadline) }
-        let results = try await served.infer(feeds, outputs: requested.isEmpty ? nil : requested, timeout: timeout, protocol: .grpc)
-        let produced = served.outputs.compactMap { spec in results[spec.name].map { (name: spec.name, tensor: $0) } }
-        let labels = served.labels.isEmpty ? [:] : Dictionary(uniqueKeysWithValues: served.outputs.map { ($0.name, served.labels) })
-        let outputs = try V2Codec.makeOutputs(modelOutputs: produced, request: request, labels: labels)
-        let response = V2InferenceResponse(modelName: served.name, modelVersion: String(served.version), id: request.id, outputs: outputs)
-        let outputBytes = outputs.reduce(0) { $0 + $1.tensor.byteCount }
+        let response = try await runInference(decoded.request, on: served, deadline: call.timeout, protocol: .grpc)
+        let outputBytes = response.outputs.reduce(0) { $0 + $1.tensor.byteCount }
         return try await offloaded(outputBytes) { GRPCInferResponseEncoder.encode(response) }
     }
 

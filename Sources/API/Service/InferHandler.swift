@@ -11,15 +11,24 @@ extension ServiceContext {
         let decoded = try await offloaded(request.body.count) {
             try V2Codec.decodeInferRequest(body: request.body, headers: request.headers, limits: limits)
         }
+        let response = try await runInference(decoded, on: served, protocol: .http)
+        let outputBytes = response.outputs.reduce(0) { $0 + $1.tensor.byteCount }
+        return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+    }
+
+    /// A decoded request through `served`, for either front end: image inputs, binding, the batcher, output
+    /// selection. `deadline` (gRPC's `grpc-timeout`) and the `timeout` parameter bound the queue wait, the earlier wins.
+    func runInference(_ decoded: V2InferenceRequest, on served: ServedVersion, deadline: Duration? = nil,
+                      protocol proto: InferenceProtocol) async throws -> V2InferenceResponse {
         let feeds = try await modelFeeds(decoded, for: served)
         let requested = decoded.requestedOutputs.map(\.name)
-        let results = try await served.infer(feeds, outputs: requested.isEmpty ? nil : requested, timeout: try requestTimeout(decoded))
+        var timeout = try requestTimeout(decoded)
+        if let deadline { timeout = min(timeout ?? deadline, deadline) }
+        let results = try await served.infer(feeds, outputs: requested.isEmpty ? nil : requested, timeout: timeout, protocol: proto)
         let produced = served.outputs.compactMap { spec in results[spec.name].map { (name: spec.name, tensor: $0) } }
         let labels = served.labels.isEmpty ? [:] : Dictionary(uniqueKeysWithValues: served.outputs.map { ($0.name, served.labels) })
         let outputs = try V2Codec.makeOutputs(modelOutputs: produced, request: decoded, labels: labels)
-        let response = V2InferenceResponse(modelName: served.name, modelVersion: String(served.version), id: decoded.id, outputs: outputs)
-        let outputBytes = outputs.reduce(0) { $0 + $1.tensor.byteCount }
-        return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+        return V2InferenceResponse(modelName: served.name, modelVersion: String(served.version), id: decoded.id, outputs: outputs)
     }
 
     /// Compressed bodies (tritonclient's `request_compression_algorithm`) are not decoded: 415 naming the encoding,
@@ -32,7 +41,7 @@ extension ServiceContext {
 
     /// Each decoded input as the tensor the model expects (`bindInputs`: names, lossless widening, shapes); for a
     /// model with an image input, a BYTES tensor of encoded PNG/JPEG images is first preprocessed exactly as `classify` does.
-    func modelFeeds(_ decoded: V2InferenceRequest, for served: ServedVersion) async throws -> [String: Tensor] {
+    private func modelFeeds(_ decoded: V2InferenceRequest, for served: ServedVersion) async throws -> [String: Tensor] {
         var request = decoded
         for (index, input) in decoded.inputs.enumerated() where input.tensor.dtype == .string {
             guard let plan = try served.imageInputPlan(), plan.input.name == input.name else { continue }
@@ -45,7 +54,7 @@ extension ServiceContext {
     }
 
     /// The `timeout` request parameter (microseconds, as Triton's), if given.
-    func requestTimeout(_ decoded: V2InferenceRequest) throws -> Duration? {
+    private func requestTimeout(_ decoded: V2InferenceRequest) throws -> Duration? {
         guard let value = decoded.parameters["timeout"] else { return nil }
         guard let micros = value.intValue, micros >= 0 else {
             throw APIError.badRequest("parameter 'timeout': expected a non-negative integer (microseconds), got \(value.kindName)")

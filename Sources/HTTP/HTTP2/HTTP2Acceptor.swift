@@ -60,7 +60,7 @@ final class HTTP2Acceptor {
         }
         uv_tcp_nodelay(handle, 1)
         nextID += 1
-        let connection = HTTP2Connection(id: nextID, acceptor: self, handle: handle, remote: peerName(handle),
+        let connection = HTTP2Connection(id: nextID, acceptor: self, handle: handle, remote: owner.peerAddress(handle),
                                          maxHeaderBytes: context.configuration.maxHeaderBytes)
         connections[connection.id] = connection
         connection.start()
@@ -132,16 +132,6 @@ final class HTTP2Acceptor {
             uv_close(handleOf(listener), HTTP2Acceptor.freeTCPCallback)
             self.listener = nil
         }
-    }
-
-    private func peerName(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> String {
-        var storage = sockaddr_storage()
-        var length = Int32(MemoryLayout<sockaddr_storage>.size)
-        let status = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(handle, $0, &length) }
-        }
-        guard status == 0 else { return "-" }
-        return formatAddress(&storage)
     }
 
     // MARK: - C callbacks
