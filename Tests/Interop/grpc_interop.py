@@ -29,6 +29,17 @@ import fixtures  # noqa: E402
 from interop import MODEL, Server, Suite, example_images, expect  # noqa: E402
 
 INT_MODEL = "int64_add"
+ECHO_MODEL = "echo"
+
+
+def echo_model():
+    """ONNX bytes: y = Identity(x) for FP32 x of any [rows, cols] (no batching), for multi-megabyte round trips."""
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "echo",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", "cols"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", "cols"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
 
 
 def int64_add_model():
@@ -164,6 +175,20 @@ def infer_bytes(server, models):
     expect(top.shape == (1, 3) and top[0][0].decode().split(":")[1] == "4", f"classification output {top}")
 
 
+def large_tensors(server):
+    """16 MiB in and 16 MiB out in one call, several at once: flow-control windows and DATA splitting both ways."""
+    x = np.random.default_rng(11).random((1024, 4096), dtype=np.float32)
+
+    def one(_):
+        client = tgrpc.InferenceServerClient(url=server.grpc_url)
+        tensor = tgrpc.InferInput("x", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        return np.array_equal(client.infer(ECHO_MODEL, [tensor]).as_numpy("y"), x)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        expect(all(pool.map(one, range(3))), "16 MiB tensors come back unchanged")
+
+
 def async_infer(server):
     client = grpc_client(server)
     answers = queue.Queue()
@@ -216,9 +241,9 @@ def errors_and_codes(server):
                                      outputs=[tgrpc.InferRequestedOutput("missing")]), "INVALID_ARGUMENT", "missing")
     # Methods Osprey does not serve answer UNIMPLEMENTED.
     expect_code(lambda: client.get_system_shared_memory_status(), "UNIMPLEMENTED")
-    # A request over --grpc-max-message-bytes (1 MiB on this server) is RESOURCE_EXHAUSTED.
-    big = tgrpc.InferInput("image", [8192, 1, 8, 8], "FP32")
-    big.set_data_from_numpy(np.zeros((8192, 1, 8, 8), np.float32))
+    # A request over --grpc-max-message-bytes (20 MiB on this server) is RESOURCE_EXHAUSTED.
+    big = tgrpc.InferInput("image", [90000, 1, 8, 8], "FP32")
+    big.set_data_from_numpy(np.zeros((90000, 1, 8, 8), np.float32))
     expect_code(lambda: client.infer(MODEL, [big]), "RESOURCE_EXHAUSTED", "--grpc-max-message-bytes")
     # Compressed requests are refused with UNIMPLEMENTED.
     expect_code(lambda: client.infer(MODEL, [digits_input(np.zeros((1, 1, 8, 8), np.float32))], compression_algorithm="gzip"),
@@ -405,13 +430,19 @@ def main():
             f.write(int64_add_model())
         with open(os.path.join(repository, INT_MODEL, "config.json"), "w") as f:
             f.write('{"max_batch_size": 8}')
-        server = GRPCServer(binary, repository, "--grpc-max-message-bytes", "1MiB")
+        os.makedirs(os.path.join(repository, ECHO_MODEL, "1"))
+        with open(os.path.join(repository, ECHO_MODEL, "1", "model.onnx"), "wb") as f:
+            f.write(echo_model())
+        with open(os.path.join(repository, ECHO_MODEL, "config.json"), "w") as f:
+            f.write('{"max_batch_size": 0}')
+        server = GRPCServer(binary, repository, "--grpc-max-message-bytes", "20MiB")
         print(f"osprey on ports {server.port} (HTTP) and {server.grpc_port} (gRPC)", flush=True)
         suite.run("gRPC health, server and model metadata", health_and_metadata, server)
         suite.run("gRPC model config (Triton's ModelConfig)", model_config, server)
         suite.run("gRPC infer FP32 (vs numpy reference and HTTP)", infer_fp32, server, models)
         suite.run("gRPC infer INT64, raw and typed contents", infer_int64_typed_and_raw, server)
         suite.run("gRPC infer BYTES input and classification output", infer_bytes, server, models)
+        suite.run("gRPC 16 MiB tensors both ways, 3 at once", large_tensors, server)
         suite.run("gRPC async_infer (16 in flight, ids echoed)", async_infer, server)
         suite.run("HTTP and gRPC requests share the batcher", shared_batch, server)
         suite.run("gRPC errors and their status codes", errors_and_codes, server)

@@ -5,8 +5,9 @@ import CNGHTTP2
 /// It knows no sockets: bytes go in through `receive`, bytes to send come out of `takeOutput`, and complete unary
 /// calls come out through `onCall`; so tests can drive it byte by byte. Confined to one thread (the loop's).
 final class HTTP2Session {
-    /// A request stream being received.
-    private struct Stream {
+    /// A request stream being received; a class, so the growing body is appended in place (a struct taken out of
+    /// the dictionary would copy it on every DATA frame).
+    private final class Stream {
         var headers: [(name: String, value: String)] = []
         var headerBytes = 0
         var framer: GRPCMessageFramer
@@ -19,6 +20,11 @@ final class HTTP2Session {
         var startedAt: UInt64
         var path = ""
         var requestID = "-"
+
+        init(framer: GRPCMessageFramer, startedAt: UInt64) {
+            self.framer = framer
+            self.startedAt = startedAt
+        }
     }
 
     /// A call ready for the responder; `stream` identifies it when answering.
@@ -121,7 +127,7 @@ final class HTTP2Session {
     /// Answers `stream`: headers, the framed message and trailers, or Trailers-Only when there is no message.
     /// A stream the client already reset is ignored.
     func respond(stream id: Int32, _ response: GRPCResponse) {
-        guard var stream = streams[id] else { return }
+        guard let stream = streams[id] else { return }
         var trailers = [("grpc-status", String(response.status.code.rawValue))]
         if !response.status.message.isEmpty { trailers.append(("grpc-message", GRPCStatus.percentEncode(response.status.message))) }
         if response.status.code == .unimplemented { trailers.append(("grpc-accept-encoding", "identity")) }
@@ -131,13 +137,11 @@ final class HTTP2Session {
         if response.status.code == .ok, let message = response.message {
             stream.outgoing = GRPCMessageFramer.frame(message)
             stream.trailers = trailers
-            streams[id] = stream
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: HTTP2Session.readData)
             submit(base + [("grpc-accept-encoding", "identity")]) { nv in
                 nghttp2_submit_response(session, id, nv.baseAddress, nv.count, &provider)
             }
         } else {
-            streams[id] = stream
             submit(base + trailers) { nv in nghttp2_submit_response(session, id, nv.baseAddress, nv.count, nil) }
         }
     }
@@ -168,34 +172,29 @@ final class HTTP2Session {
     }
 
     private func onHeader(_ id: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard var stream = streams[id] else { return 0 }
+        guard let stream = streams[id] else { return 0 }
         stream.headerBytes += name.count + value.count + 32
         guard stream.headerBytes <= maxHeaderBytes else {
-            streams[id] = stream
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
         }
         stream.headers.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
-        streams[id] = stream
         return 0
     }
 
     private func onData(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
-        guard var stream = streams[id], !stream.answered else { return }
+        guard let stream = streams[id], !stream.answered else { return }
         do throws(GRPCFramingError) {
             try stream.framer.append(bytes)
-            streams[id] = stream
         } catch {
-            streams[id] = stream
             respond(stream: id, .error(error.status))
         }
     }
 
     private func onRequestComplete(_ id: Int32) {
-        guard var stream = streams[id], !stream.answered else { return }
+        guard let stream = streams[id], !stream.answered else { return }
         func header(_ name: String) -> String? { stream.headers.first { $0.name == name }?.value }
         let path = header(":path") ?? ""
         stream.path = path.isEmpty ? "-" : path
-        streams[id] = stream
         if header(":method") != "POST" {
             respond(stream: id, .error(GRPCStatus(.unimplemented, "gRPC calls use POST, got \(header(":method") ?? "none")")))
             return
@@ -234,7 +233,6 @@ final class HTTP2Session {
                                   remoteAddress: remoteAddress, requestID: RequestID.generate())
         stream.framer = GRPCMessageFramer(maxMessageBytes: 0)
         stream.requestID = request.requestID
-        streams[id] = stream
         onCall(Call(stream: id, request: request, startedAt: stream.startedAt))
     }
 
@@ -247,7 +245,7 @@ final class HTTP2Session {
     }
 
     private func readData(_ id: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>) -> Int {
-        guard var stream = streams[id] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        guard let stream = streams[id] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         let count = min(length, stream.outgoing.count - stream.sent)
         stream.outgoing.withUnsafeBytes { source in
             UnsafeMutableRawPointer(buffer).copyMemory(from: source.baseAddress! + stream.sent, byteCount: count)
@@ -258,10 +256,8 @@ final class HTTP2Session {
             stream.outgoing = []
             stream.sent = 0
             let trailers = stream.trailers
-            streams[id] = stream
             submit(trailers) { nv in nghttp2_submit_trailer(session, id, nv.baseAddress, nv.count) }
         } else {
-            streams[id] = stream
         }
         return count
     }
