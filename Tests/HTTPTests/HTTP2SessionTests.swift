@@ -102,7 +102,7 @@ private final class Harness {
         session = HTTP2Session(endpoint: GRPCEndpoint(port: 0, maxMessageBytes: maxMessageBytes) { _ in .ok([]) },
                                maxHeaderBytes: 16 * 1024, remoteAddress: "127.0.0.1:5")
         session.onCall = { [unowned self] in calls.append($0) }
-        session.onStreamFinished = { [unowned self] path, status, _, _ in finished.append((path, status)) }
+        session.onStreamFinished = { [unowned self] _, path, status, _, _ in finished.append((path, status)) }
     }
 
     /// Feeds `chunks` in order; false when the session rejected the bytes.
@@ -260,6 +260,24 @@ private final class Harness {
         #expect(harness.session.isAlive, "stream 1 still awaits its answer")
         harness.session.respond(stream: 1, .ok([]))
         _ = harness.output()
+        #expect(harness.finished.count == 1 && harness.finished[0].1 == .ok)
+    }
+
+    @Test func serverStreamSendsMessagesAsTheyComeThenTrailers() {
+        let harness = Harness()
+        harness.feed([request[...]])
+        _ = harness.output()
+        harness.session.send(stream: 1, message: [1])
+        let first = harness.output()
+        #expect(first.header(1, block: 0, ":status") == "200")
+        #expect(first.data[1] == [0, 0, 0, 0, 1, 1])
+        #expect(!first.ended.contains(1), "the stream stays open for more messages")
+        harness.session.send(stream: 1, message: [2, 3])
+        #expect(harness.output().data[1] == [0, 0, 0, 0, 2, 2, 3])
+        harness.session.finish(stream: 1, .ok)
+        let last = harness.output()
+        #expect(last.header(1, block: 0, "grpc-status") == "0")
+        #expect(last.ended.contains(1))
         #expect(harness.finished.count == 1 && harness.finished[0].1 == .ok)
     }
 }

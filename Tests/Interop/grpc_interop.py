@@ -304,8 +304,20 @@ def health_service(server):
         raise AssertionError("unknown service answered")
     except grpc.RpcError as error:
         expect(error.code() == grpc.StatusCode.NOT_FOUND, f"unknown service {error.code()}")
-    first = next(stub.Watch(health_pb2.HealthCheckRequest(service="")))
+    watch = stub.Watch(health_pb2.HealthCheckRequest(service=INT_MODEL))
+    first = next(watch)
     expect(first.status == serving, f"Watch {first}")
+    # Unloading the model is reported on the open Watch stream.
+    grpc_client(server).unload_model(INT_MODEL)
+    try:
+        second = next(watch)
+        expect(second.status == health_pb2.HealthCheckResponse.NOT_SERVING, f"Watch after unload {second}")
+    finally:
+        grpc_client(server).load_model(INT_MODEL)
+    expect(next(watch).status == serving, "Watch after reload")
+    watch.cancel()
+    unknown = next(stub.Watch(health_pb2.HealthCheckRequest(service="no_such_model")))
+    expect(unknown.status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN, f"Watch of an unknown service {unknown}")
     channel.close()
 
 
@@ -326,9 +338,13 @@ def port_in_use(binary, repository):
 
 
 def graceful_drain(binary, repository):
-    """SIGTERM while gRPC calls are in flight: they finish with OK (GOAWAY first), then the server exits 0."""
+    """SIGTERM while gRPC calls are in flight: they finish with OK (GOAWAY first), then the server exits 0;
+    an open health Watch stream does not hold the drain up."""
     server = GRPCServer(binary, repository, "--shutdown-timeout", "30")
     try:
+        channel = grpc.insecure_channel(server.grpc_url)
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""))
+        next(watch)
         client = grpc_client(server)
         images = np.zeros((1, 1, 8, 8), np.float32)
         client.infer(MODEL, [digits_input(images)])
@@ -339,7 +355,10 @@ def graceful_drain(binary, repository):
         # Calls that reached the server before GOAWAY finish; later ones may be refused as UNAVAILABLE, never cut.
         for failure in failures:
             expect(isinstance(failure, InferenceServerException) and failure.status() == "StatusCode.UNAVAILABLE", f"in-flight call failed: {failure}")
+        started = time.time()
         expect(server.proc.wait(timeout=60) == 0, f"exit status {server.proc.returncode}")
+        expect(time.time() - started < 10, f"drain took {time.time() - started:.1f}s with a Watch open")
+        channel.close()
     finally:
         server.stop()
 

@@ -34,6 +34,7 @@ extension ServiceContext {
             return .error(GRPCStatus(.unimplemented, "method '\(call.path)' is not implemented"))
         }
         do {
+            if method == .healthWatch { return try healthWatch(call) }
             return .ok(try await answer(method, call))
         } catch {
             return .error(GRPCErrorMapping.status(for: error))
@@ -88,15 +89,42 @@ extension ServiceContext {
             try await registry.unload(model: try GRPCMessages.decodeLoadRequest(call.message).model)
             return []
         case .healthCheck, .healthWatch:
-            // Watch is answered like Check (one status, then OK): Kubernetes' gRPC probe and grpc_health_probe use Check.
             let service = try GRPCMessages.decodeHealthRequest(call.message)
-            if service.isEmpty { return GRPCMessages.encodeHealth(isReady ? .serving : .notServing) }
-            guard registry.index().contains(where: { $0.name == service }) else {
+            guard let status = health(of: service) else {
                 throw GRPCStatus(.notFound, "unknown service '\(service)': expected \"\" (the server) or a model name")
             }
-            let ready = readiness.isReady && (try? registry.resolve(model: service, version: nil)) != nil
-            return GRPCMessages.encodeHealth(ready ? .serving : .notServing)
+            return GRPCMessages.encodeHealth(status)
         }
+    }
+
+    /// SERVING or NOT_SERVING for the server (`""`) or a model (a READY version, not draining); nil for other names.
+    private func health(of service: String) -> HealthStatus? {
+        if service.isEmpty { return isReady ? .serving : .notServing }
+        guard registry.index().contains(where: { $0.name == service }) else { return nil }
+        let ready = readiness.isReady && (try? registry.resolve(model: service, version: nil)) != nil
+        return ready ? .serving : .notServing
+    }
+
+    /// grpc.health.v1.Health/Watch: the current status, then each change (checked every half second) until the
+    /// client leaves or the server drains; an unknown service is SERVICE_UNKNOWN, as the protocol asks.
+    private func healthWatch(_ call: GRPCRequest) throws -> GRPCResponse {
+        let service = try GRPCMessages.decodeHealthRequest(call.message)
+        let context = self
+        let first = health(of: service) ?? .serviceUnknown
+        let updates = AsyncStream<[UInt8]> { continuation in
+            let poller = Task {
+                var last = first
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(500))
+                    let now = context.health(of: service) ?? .serviceUnknown
+                    if now != last { continuation.yield(GRPCMessages.encodeHealth(now)) }
+                    last = now
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in poller.cancel() }
+        }
+        return .streaming(GRPCMessages.encodeHealth(first), updates: updates)
     }
 
     /// ModelInfer: the same path as `POST .../infer` from the decoded request on (`runInference`), so an HTTP and a

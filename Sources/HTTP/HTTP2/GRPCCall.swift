@@ -31,6 +31,9 @@ public struct GRPCResponse: Sendable {
     public var status: GRPCStatus
     /// The response message (only sent with OK).
     public var message: [UInt8]?
+    /// Server streaming: further messages after `message`, sent as they come; the call ends with `status` when the
+    /// sequence ends. The task iterating it is cancelled when the client goes away.
+    public var updates: AsyncStream<[UInt8]>?
 
     /// A response value.
     public init(status: GRPCStatus = .ok, message: [UInt8]? = nil) {
@@ -40,6 +43,13 @@ public struct GRPCResponse: Sendable {
 
     /// OK with `message`.
     public static func ok(_ message: [UInt8]) -> GRPCResponse { GRPCResponse(status: .ok, message: message) }
+    /// A server-streaming answer: `first`, then every element of `updates`, then OK.
+    public static func streaming(_ first: [UInt8], updates: AsyncStream<[UInt8]>) -> GRPCResponse {
+        var response = GRPCResponse(status: .ok, message: first)
+        response.updates = updates
+        return response
+    }
+
     /// An error status with no message (sent Trailers-Only).
     public static func error(_ status: GRPCStatus) -> GRPCResponse { GRPCResponse(status: status, message: nil) }
 }

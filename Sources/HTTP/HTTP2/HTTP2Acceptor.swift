@@ -11,6 +11,17 @@ final class HTTP2Acceptor {
     private let asyncHandle: UnsafeMutablePointer<uv_async_t>
     private let mailbox: HTTP2Mailbox
     private var connections: [UInt64: HTTP2Connection] = [:]
+    /// Responder tasks of calls still open, by connection and stream: cancelled when the client resets the stream
+    /// (that ends a server-streaming call's update sequence).
+    private var tasks: [CallKey: Task<Void, Never>] = [:]
+
+    /// Calls that turned out to be server streaming (they never end on their own, so a drain ends them).
+    private var streamingCalls: Set<CallKey> = []
+
+    private struct CallKey: Hashable {
+        var connection: UInt64
+        var stream: Int32
+    }
     private var nextID: UInt64 = 0
     private var draining = false
     private var closed = false
@@ -72,28 +83,44 @@ final class HTTP2Acceptor {
         let mailbox = self.mailbox
         let request = call.request
         let stream = call.stream
-        Task {
+        tasks[CallKey(connection: connection, stream: stream)] = Task {
             let response = await responder(request)
-            mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, response: response))
+            guard let updates = response.updates, response.status.code == .ok else {
+                mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, event: .response(response)))
+                return
+            }
+            mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, event: .message(response.message ?? [])))
+            for await message in updates {
+                mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, event: .message(message)))
+            }
+            mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, event: .end(.ok)))
         }
     }
 
-    /// One access line per finished stream, with its gRPC status.
-    func streamFinished(path: String, status: GRPCStatusCode?, startedAt: UInt64, requestID: String, remote: String) {
+    /// One access line per finished stream, with its gRPC status; a responder still running for it is cancelled.
+    func streamFinished(connection: UInt64, stream: Int32, path: String, status: GRPCStatusCode?, startedAt: UInt64,
+                        requestID: String, remote: String) {
+        let key = CallKey(connection: connection, stream: stream)
+        tasks.removeValue(forKey: key)?.cancel()
+        streamingCalls.remove(key)
         owner.logAccess(method: "POST", path: path, status: status == nil ? 499 : 200, bytes: 0, startedAt: startedAt,
                         requestID: requestID, remote: remote, grpcStatus: status.map(\.rawValue) ?? GRPCStatusCode.cancelled.rawValue)
     }
 
     private func drainMailbox() {
         for answer in mailbox.take() {
+            if case .message = answer.event { streamingCalls.insert(CallKey(connection: answer.connection, stream: answer.stream)) }
             // The client may have gone; then the answer is dropped.
-            connections[answer.connection]?.complete(stream: answer.stream, answer.response)
+            connections[answer.connection]?.complete(stream: answer.stream, answer.event)
         }
     }
 
     /// Called from a connection's close callback.
     func connectionClosed(_ connection: HTTP2Connection) {
         connections.removeValue(forKey: connection.id)
+        // nghttp2 reports no stream closes when a session is deleted: end what still runs for this connection.
+        for key in tasks.keys where key.connection == connection.id { tasks.removeValue(forKey: key)?.cancel() }
+        streamingCalls = streamingCalls.filter { $0.connection != connection.id }
         owner.context.openConnections.subtract(1, ordering: .relaxed)
         if draining { owner.http2Drained() }
     }
@@ -104,6 +131,8 @@ final class HTTP2Acceptor {
         draining = true
         closeListener()
         for connection in Array(connections.values) { connection.beginDrain() }
+        // Server streams (health Watch) end with OK now, so the drain waits only for unary calls.
+        for key in streamingCalls { tasks[key]?.cancel() }
     }
 
     /// The grace period ran out: closes every connection.

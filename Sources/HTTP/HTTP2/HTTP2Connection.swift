@@ -27,8 +27,9 @@ final class HTTP2Connection {
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         let connectionID = id
         session.onCall = { [unowned acceptor] call in acceptor.dispatch(call, connection: connectionID) }
-        session.onStreamFinished = { [unowned acceptor] path, status, startedAt, requestID in
-            acceptor.streamFinished(path: path, status: status, startedAt: startedAt, requestID: requestID, remote: remote)
+        session.onStreamFinished = { [unowned acceptor] stream, path, status, startedAt, requestID in
+            acceptor.streamFinished(connection: connectionID, stream: stream, path: path, status: status, startedAt: startedAt,
+                                    requestID: requestID, remote: remote)
         }
     }
 
@@ -45,9 +46,13 @@ final class HTTP2Connection {
     var openStreams: Int { session.openStreams }
 
     /// Delivers an answer computed off the loop.
-    func complete(stream: Int32, _ response: GRPCResponse) {
+    func complete(stream: Int32, _ event: HTTP2Mailbox.Answer.Event) {
         guard !closing else { return }
-        session.respond(stream: stream, response)
+        switch event {
+        case .response(let response): session.respond(stream: stream, response)
+        case .message(let message): session.send(stream: stream, message: message)
+        case .end(let status): session.finish(stream: stream, status)
+        }
         lastActivity = WallClock.monotonicNanoseconds()
         flush()
     }

@@ -3,11 +3,17 @@ import CLibUV
 /// The door into a loop for gRPC answers computed elsewhere: a locked queue plus `uv_async_send`
 /// (several sends may fold into one callback, so the loop takes everything each time).
 final class HTTP2Mailbox: Sendable {
-    /// The answer to stream `stream` of connection `connection`.
+    /// What to do on stream `stream` of connection `connection`.
     struct Answer: Sendable {
+        /// A unary answer, one message of a server stream, or the end of a server stream.
+        enum Event: Sendable {
+            case response(GRPCResponse)
+            case message([UInt8])
+            case end(GRPCStatus)
+        }
         var connection: UInt64
         var stream: Int32
-        var response: GRPCResponse
+        var event: Event
     }
 
     private struct Queue {

@@ -17,6 +17,10 @@ final class HTTP2Session {
         var outgoing: [UInt8] = []
         var sent = 0
         var trailers: [(String, String)] = []
+        /// False while a server-streaming call may still add messages (the data provider defers meanwhile).
+        var finished = true
+        /// Headers of a server-streaming response went out.
+        var streaming = false
         var startedAt: UInt64
         var path = ""
         var requestID = "-"
@@ -41,8 +45,8 @@ final class HTTP2Session {
     private var streams: [Int32: Stream] = [:]
     /// A complete call; the owner dispatches it to the responder.
     var onCall: (Call) -> Void = { _ in }
-    /// A stream finished (answered, reset or cancelled): path, gRPC status sent (nil when none was), start time, request id.
-    var onStreamFinished: (_ path: String, _ status: GRPCStatusCode?, _ startedAt: UInt64, _ requestID: String) -> Void = { _, _, _, _ in }
+    /// A stream finished (answered, reset or cancelled): its id, path, gRPC status sent (nil when none was), start time, request id.
+    var onStreamFinished: (_ stream: Int32, _ path: String, _ status: GRPCStatusCode?, _ startedAt: UInt64, _ requestID: String) -> Void = { _, _, _, _, _ in }
     /// The status each stream was answered with, for the access log when it closes.
     private var answeredStatus: [Int32: GRPCStatusCode] = [:]
 
@@ -127,10 +131,8 @@ final class HTTP2Session {
     /// Answers `stream`: headers, the framed message and trailers, or Trailers-Only when there is no message.
     /// A stream the client already reset is ignored.
     func respond(stream id: Int32, _ response: GRPCResponse) {
-        guard let stream = streams[id] else { return }
-        var trailers = [("grpc-status", String(response.status.code.rawValue))]
-        if !response.status.message.isEmpty { trailers.append(("grpc-message", GRPCStatus.percentEncode(response.status.message))) }
-        if response.status.code == .unimplemented { trailers.append(("grpc-accept-encoding", "identity")) }
+        guard let stream = streams[id], !stream.streaming else { return }
+        let trailers = Self.trailers(for: response.status)
         stream.answered = true
         answeredStatus[id] = response.status.code
         let base = [(":status", "200"), ("content-type", "application/grpc")]
@@ -144,6 +146,44 @@ final class HTTP2Session {
         } else {
             submit(base + trailers) { nv in nghttp2_submit_response(session, id, nv.baseAddress, nv.count, nil) }
         }
+    }
+
+    /// Server streaming: the first call sends the headers; each message follows as soon as the windows allow.
+    func send(stream id: Int32, message: [UInt8]) {
+        guard let stream = streams[id], !stream.answered || stream.streaming else { return }
+        stream.outgoing += GRPCMessageFramer.frame(message)
+        if stream.streaming {
+            nghttp2_session_resume_data(session, id)
+            return
+        }
+        stream.answered = true
+        stream.streaming = true
+        stream.finished = false
+        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: HTTP2Session.readData)
+        submit([(":status", "200"), ("content-type", "application/grpc"), ("grpc-accept-encoding", "identity")]) { nv in
+            nghttp2_submit_response(session, id, nv.baseAddress, nv.count, &provider)
+        }
+    }
+
+    /// Ends a server-streaming response with `status` in the trailers (Trailers-Only when no message was sent).
+    func finish(stream id: Int32, _ status: GRPCStatus) {
+        guard let stream = streams[id] else { return }
+        guard stream.streaming else {
+            respond(stream: id, .error(status))
+            return
+        }
+        answeredStatus[id] = status.code
+        stream.trailers = Self.trailers(for: status)
+        stream.finished = true
+        nghttp2_session_resume_data(session, id)
+    }
+
+    /// `grpc-status`, and `grpc-message` when there is one.
+    private static func trailers(for status: GRPCStatus) -> [(String, String)] {
+        var trailers = [("grpc-status", String(status.code.rawValue))]
+        if !status.message.isEmpty { trailers.append(("grpc-message", GRPCStatus.percentEncode(status.message))) }
+        if status.code == .unimplemented { trailers.append(("grpc-accept-encoding", "identity")) }
+        return trailers
     }
 
     /// Calls `body` with `headers` as nghttp2_nv values (nghttp2 copies them during the call).
@@ -241,23 +281,30 @@ final class HTTP2Session {
     private func onStreamClosed(_ id: Int32) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         let status = answeredStatus.removeValue(forKey: id)
-        onStreamFinished(stream.path.isEmpty ? "-" : stream.path, status, stream.startedAt, stream.requestID)
+        onStreamFinished(id, stream.path.isEmpty ? "-" : stream.path, status, stream.startedAt, stream.requestID)
     }
 
     private func readData(_ id: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let stream = streams[id] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         let count = min(length, stream.outgoing.count - stream.sent)
-        stream.outgoing.withUnsafeBytes { source in
-            UnsafeMutableRawPointer(buffer).copyMemory(from: source.baseAddress! + stream.sent, byteCount: count)
+        if count > 0 {
+            stream.outgoing.withUnsafeBytes { source in
+                UnsafeMutableRawPointer(buffer).copyMemory(from: source.baseAddress! + stream.sent, byteCount: count)
+            }
         }
         stream.sent += count
+        if stream.sent == stream.outgoing.count && !stream.finished {
+            // A streaming call with nothing queued: wait for `send` or `finish` to resume the provider.
+            stream.outgoing = []
+            stream.sent = 0
+            return count > 0 ? count : Int(NGHTTP2_ERR_DEFERRED.rawValue)
+        }
         if stream.sent == stream.outgoing.count {
             flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) | UInt32(NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue)
             stream.outgoing = []
             stream.sent = 0
             let trailers = stream.trailers
             submit(trailers) { nv in nghttp2_submit_trailer(session, id, nv.baseAddress, nv.count) }
-        } else {
         }
         return count
     }
