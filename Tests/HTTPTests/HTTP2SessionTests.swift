@@ -102,7 +102,7 @@ private final class Harness {
         session = HTTP2Session(endpoint: GRPCEndpoint(port: 0, maxMessageBytes: maxMessageBytes) { _ in .ok([]) },
                                maxHeaderBytes: 16 * 1024, remoteAddress: "127.0.0.1:5")
         session.onCall = { [unowned self] in calls.append($0) }
-        session.onStreamFinished = { [unowned self] _, path, status, _, _ in finished.append((path, status)) }
+        session.onStreamFinished = { [unowned self] _, path, status, _, _, _ in finished.append((path, status)) }
     }
 
     /// Feeds `chunks` in order; false when the session rejected the bytes.

@@ -98,12 +98,12 @@ final class HTTP2Acceptor {
     }
 
     /// One access line per finished stream, with its gRPC status; a responder still running for it is cancelled.
-    func streamFinished(connection: UInt64, stream: Int32, path: String, status: GRPCStatusCode?, startedAt: UInt64,
-                        requestID: String, remote: String) {
+    func streamFinished(connection: UInt64, stream: Int32, path: String, status: GRPCStatusCode?, bytes: Int,
+                        startedAt: UInt64, requestID: String, remote: String) {
         let key = CallKey(connection: connection, stream: stream)
         tasks.removeValue(forKey: key)?.cancel()
         streamingCalls.remove(key)
-        owner.logAccess(method: "POST", path: path, status: status == nil ? 499 : 200, bytes: 0, startedAt: startedAt,
+        owner.logAccess(method: "POST", path: path, status: status == nil ? 499 : 200, bytes: bytes, startedAt: startedAt,
                         requestID: requestID, remote: remote, grpcStatus: status.map(\.rawValue) ?? GRPCStatusCode.cancelled.rawValue)
     }
 

@@ -27,9 +27,9 @@ final class HTTP2Connection {
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         let connectionID = id
         session.onCall = { [unowned acceptor] call in acceptor.dispatch(call, connection: connectionID) }
-        session.onStreamFinished = { [unowned acceptor] stream, path, status, startedAt, requestID in
-            acceptor.streamFinished(connection: connectionID, stream: stream, path: path, status: status, startedAt: startedAt,
-                                    requestID: requestID, remote: remote)
+        session.onStreamFinished = { [unowned acceptor] stream, path, status, bytes, startedAt, requestID in
+            acceptor.streamFinished(connection: connectionID, stream: stream, path: path, status: status, bytes: bytes,
+                                    startedAt: startedAt, requestID: requestID, remote: remote)
         }
     }
 

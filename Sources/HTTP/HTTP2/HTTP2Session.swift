@@ -24,6 +24,8 @@ final class HTTP2Session {
         var startedAt: UInt64
         var path = ""
         var requestID = "-"
+        /// Response message bytes (with their prefixes) handed to nghttp2, for the access log.
+        var bytesOut = 0
 
         init(framer: GRPCMessageFramer, startedAt: UInt64) {
             self.framer = framer
@@ -45,8 +47,10 @@ final class HTTP2Session {
     private var streams: [Int32: Stream] = [:]
     /// A complete call; the owner dispatches it to the responder.
     var onCall: (Call) -> Void = { _ in }
-    /// A stream finished (answered, reset or cancelled): its id, path, gRPC status sent (nil when none was), start time, request id.
-    var onStreamFinished: (_ stream: Int32, _ path: String, _ status: GRPCStatusCode?, _ startedAt: UInt64, _ requestID: String) -> Void = { _, _, _, _, _ in }
+    /// A stream finished (answered, reset or cancelled): its id, path, gRPC status sent (nil when none was), response
+    /// bytes, start time, request id.
+    var onStreamFinished: (_ stream: Int32, _ path: String, _ status: GRPCStatusCode?, _ bytes: Int, _ startedAt: UInt64,
+                           _ requestID: String) -> Void = { _, _, _, _, _, _ in }
     /// The status each stream was answered with, for the access log when it closes.
     private var answeredStatus: [Int32: GRPCStatusCode] = [:]
 
@@ -138,6 +142,7 @@ final class HTTP2Session {
         let base = [(":status", "200"), ("content-type", "application/grpc")]
         if response.status.code == .ok, let message = response.message {
             stream.outgoing = GRPCMessageFramer.frame(message)
+            stream.bytesOut = stream.outgoing.count
             stream.trailers = trailers
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: HTTP2Session.readData)
             submit(base + [("grpc-accept-encoding", "identity")]) { nv in
@@ -152,6 +157,7 @@ final class HTTP2Session {
     func send(stream id: Int32, message: [UInt8]) {
         guard let stream = streams[id], !stream.answered || stream.streaming else { return }
         stream.outgoing += GRPCMessageFramer.frame(message)
+        stream.bytesOut += 5 + message.count
         if stream.streaming {
             nghttp2_session_resume_data(session, id)
             return
@@ -281,7 +287,7 @@ final class HTTP2Session {
     private func onStreamClosed(_ id: Int32) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         let status = answeredStatus.removeValue(forKey: id)
-        onStreamFinished(id, stream.path.isEmpty ? "-" : stream.path, status, stream.startedAt, stream.requestID)
+        onStreamFinished(id, stream.path.isEmpty ? "-" : stream.path, status, stream.bytesOut, stream.startedAt, stream.requestID)
     }
 
     private func readData(_ id: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>) -> Int {
