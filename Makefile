@@ -1,6 +1,6 @@
 # Osprey: `make run` serves the default model repository, `make test` runs the whole suite.
 SHELL := /bin/bash
-SYSTEM_PACKAGES := libuv1-dev libhttp-parser-dev libopenblas-dev libpng-dev libturbojpeg0-dev pkg-config
+SYSTEM_PACKAGES := libuv1-dev libhttp-parser-dev libnghttp2-dev libopenblas-dev libpng-dev libturbojpeg0-dev pkg-config
 TEST_PACKAGES := libonnx-testdata prometheus
 SWIFT ?= swift
 ARGS ?=
@@ -20,6 +20,8 @@ build: deps
 run: build
 	.build/release/osprey serve --model-repository models $(ARGS)
 
+# Test servers take a free gRPC port (the default 8081 may be taken on a shared machine).
+test test-deep: export OSPREY_GRPC_PORT ?= 0
 test: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build

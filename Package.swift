@@ -19,6 +19,7 @@ let package = Package(
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CTurboJPEG", pkgConfig: "libturbojpeg", providers: [.apt(["libturbojpeg0-dev"])]),
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         // Compiler builtins Swift cannot reach (cache prefetch) as static inline C, and the integer GEMM whose
         // vpmaddwd has no Swift SIMD spelling (target attributes pick AVX2 at run time).
         .target(name: "CKernelShim", cSettings: [.unsafeFlags(["-O3"], .when(configuration: .release))]),
@@ -26,21 +27,24 @@ let package = Package(
         // Locks, the monotonic clock, the logger, the blocking executor and the service lifecycle: Glibc only.
         .target(name: "Infrastructure"),
         .target(name: "Tensor", swiftSettings: fast),
-        .target(name: "ONNX", dependencies: ["Tensor"], swiftSettings: fast),
+        // The protobuf wire format, shared by ONNX model decoding and gRPC messages.
+        .target(name: "Protobuf", swiftSettings: fast),
+        .target(name: "ONNX", dependencies: ["Tensor", "Protobuf"], swiftSettings: fast),
         .target(name: "Engine", dependencies: ["Infrastructure", "Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
         .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
-        .target(name: "HTTP", dependencies: ["Infrastructure", "CLibUV", "CHTTPParser"]),
+        .target(name: "HTTP", dependencies: ["Infrastructure", "CLibUV", "CHTTPParser", "CNGHTTP2"]),
         .target(name: "Serving", dependencies: ["Infrastructure", "Engine", "Imaging"]),
-        .target(name: "API", dependencies: ["Infrastructure", "HTTP", "Serving"]),
+        .target(name: "API", dependencies: ["Infrastructure", "HTTP", "Serving", "Protobuf"]),
         .executableTarget(name: "osprey", dependencies: ["Infrastructure", "API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),
 
         .testTarget(name: "InfrastructureTests", dependencies: ["Infrastructure"]),
         .testTarget(name: "TensorTests", dependencies: ["Tensor"]),
+        .testTarget(name: "ProtobufTests", dependencies: ["Protobuf"]),
         .testTarget(name: "ONNXTests", dependencies: ["ONNX"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine"]),
         .testTarget(name: "ImagingTests", dependencies: ["Imaging"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "Infrastructure"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "Infrastructure", "CNGHTTP2"]),
         .testTarget(name: "ServingTests", dependencies: ["Serving", "Infrastructure"]),
-        .testTarget(name: "APITests", dependencies: ["API", "Infrastructure"]),
+        .testTarget(name: "APITests", dependencies: ["API", "Infrastructure", "Protobuf"]),
     ]
 )

@@ -54,6 +54,8 @@ final class EventLoop {
     @exclusivity(unchecked) private var nextConnectionID: UInt64 = 0
     @exclusivity(unchecked) private var draining = false
     @exclusivity(unchecked) private var stopping = false
+    /// The gRPC (HTTP/2) listener and its connections, when a gRPC port is configured.
+    @exclusivity(unchecked) private var http2: HTTP2Acceptor?
     /// Shared by every connection of this loop: each read is parsed (and copied out) before the next one.
     let readBuffer = UnsafeMutableRawPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
     @exclusivity(unchecked) private(set) var dateCache = DateCache()
@@ -61,8 +63,8 @@ final class EventLoop {
     @exclusivity(unchecked) private var logBuffer = ByteWriter(capacity: 64 * 1024)
     private let logAccessLines: Bool
 
-    /// Sets up the loop and starts listening on `fd` (already bound and listening).
-    init(index: Int, context: ServerContext, listenFD: Int32) throws {
+    /// Sets up the loop and starts listening on `fd` (already bound and listening), and on `grpc.fd` for gRPC.
+    init(index: Int, context: ServerContext, listenFD: Int32, grpc: (endpoint: GRPCEndpoint, fd: Int32)? = nil) throws {
         self.index = index
         self.context = context
         logAccessLines = context.logger.enabled(.info)
@@ -96,6 +98,12 @@ final class EventLoop {
         guard status == 0 else {
             abandon()
             throw HTTPServerError.loopFailed("listen: \(uvMessage(status))")
+        }
+        if let grpc {
+            do { http2 = try HTTP2Acceptor(endpoint: grpc.endpoint, owner: self, loop: loop, listenFD: grpc.fd) } catch {
+                abandon()
+                throw error
+            }
         }
     }
 
@@ -206,6 +214,7 @@ final class EventLoop {
             self.listener = nil
         }
         for connection in Array(connections.values) { connection.beginDrain() }
+        http2?.beginDrain()
         let timer = UnsafeMutablePointer<uv_timer_t>.allocate(capacity: 1)
         uv_timer_init(loop, timer)
         timer.pointee.data = Unmanaged.passUnretained(self).toOpaque()
@@ -216,10 +225,14 @@ final class EventLoop {
 
     private func graceExpired() {
         for connection in Array(connections.values) { connection.close() }
+        http2?.closeAll()
     }
 
+    /// The last gRPC connection closed while draining.
+    func http2Drained() { if draining { stopIfDrained() } }
+
     private func stopIfDrained() {
-        guard connections.isEmpty else { return }
+        guard connections.isEmpty, http2?.isDrained ?? true else { return }
         beginStopping()
     }
 
@@ -229,6 +242,7 @@ final class EventLoop {
         stopping = true
         draining = true
         mailbox.close()
+        http2?.close()
         if let listener {
             uv_close(handleOf(listener), EventLoop.freeTCPCallback)
             self.listener = nil
@@ -250,13 +264,15 @@ final class EventLoop {
         for connection in Array(connections.values) {
             connection.apply(policy.action(for: connection.phase, now: now))
         }
+        http2?.sweep(now: now)
     }
 
     /// Re-formats the cached `Date:` value when the second changed.
     func refreshDate() { dateCache.refresh() }
 
     /// Appends one access line; it is written after this loop iteration.
-    func logAccess(method: String, path: String, status: Int, bytes: Int, startedAt: UInt64, requestID: String, remote: String) {
+    func logAccess(method: String, path: String, status: Int, bytes: Int, startedAt: UInt64, requestID: String, remote: String,
+                   grpcStatus: Int? = nil) {
         guard logAccessLines else { return }
         refreshDate()
         let elapsed = SystemClock.nanoseconds() &- startedAt
@@ -265,6 +281,7 @@ final class EventLoop {
         line.field("method", method)
         line.field("path", path)
         line.number("status", status)
+        if let grpcStatus { line.number("grpc_status", grpcStatus) }
         line.number("bytes", bytes)
         line.milliseconds("duration_ms", nanoseconds: elapsed)
         line.field("request_id", requestID)
@@ -279,7 +296,7 @@ final class EventLoop {
         logBuffer.removeAll()
     }
 
-    private func peerAddress(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> String {
+    func peerAddress(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> String {
         var storage = sockaddr_storage()
         var length = Int32(MemoryLayout<sockaddr_storage>.size)
         let status = withUnsafeMutablePointer(to: &storage) {

@@ -42,6 +42,7 @@ public final class HTTPServer: Sendable {
         var phase = Phase.idle
         var mailboxes: [Mailbox] = []
         var port: Int?
+        var grpcPort: Int?
     }
 
     /// The settings the server runs with.
@@ -50,12 +51,14 @@ public final class HTTPServer: Sendable {
     private let state = Locked(State())
     private let stoppedLatch = Latch()
     private let runningLoops = Atomic<Int>(0)
+    private let grpc: GRPCEndpoint?
 
     /// A server that will answer with `responder`; `inlineResponder` (if any) is tried first, on the loop thread;
     /// `admission` (if any) may refuse a request with a body from its headers, before the body is read.
     public init(configuration: HTTPServerConfiguration = HTTPServerConfiguration(), responder: @escaping HTTPResponder,
-                inlineResponder: HTTPInlineResponder? = nil, admission: HTTPAdmission? = nil) {
+                inlineResponder: HTTPInlineResponder? = nil, admission: HTTPAdmission? = nil, grpc: GRPCEndpoint? = nil) {
         self.configuration = configuration
+        self.grpc = grpc
         context = ServerContext(configuration: configuration, responder: responder, inlineResponder: inlineResponder,
                                 admission: admission)
     }
@@ -70,20 +73,32 @@ public final class HTTPServer: Sendable {
             let count = max(1, configuration.ioThreads)
             let (fds, port) = try ListenSockets.open(host: configuration.host, port: configuration.port,
                                                      count: count, backlog: configuration.backlog)
+            var grpcFDs: [Int32] = [], grpcPort: Int?
+            if let grpc {
+                do {
+                    (grpcFDs, grpcPort) = try ListenSockets.open(host: configuration.host, port: grpc.port, count: count, backlog: configuration.backlog)
+                } catch {
+                    for fd in fds { Glibc.close(fd) }
+                    throw error
+                }
+            }
             var loops: [EventLoop] = []
             do {
                 for (index, fd) in fds.enumerated() {
-                    loops.append(try EventLoop(index: index, context: context, listenFD: fd))
+                    let second = grpc.map { (endpoint: $0, fd: grpcFDs[index]) }
+                    loops.append(try EventLoop(index: index, context: context, listenFD: fd, grpc: second))
                 }
             } catch {
                 for loop in loops { loop.abandon() }
                 for fd in fds.dropFirst(loops.count) { Glibc.close(fd) }
+                for fd in grpcFDs.dropFirst(loops.count) { Glibc.close(fd) }
                 throw error
             }
             runningLoops.store(loops.count, ordering: .sequentiallyConsistent)
             for loop in loops { spawnThread(for: loop) }
             state.mailboxes = loops.map(\.mailbox)
             state.port = port
+            state.grpcPort = grpcPort
             state.phase = .running
             return port
         }
@@ -91,6 +106,9 @@ public final class HTTPServer: Sendable {
 
     /// The bound port once started (the real one when configured with 0).
     public var port: Int? { state.withLock { $0.port } }
+
+    /// The bound gRPC port once started, nil when no gRPC endpoint is configured.
+    public var grpcPort: Int? { state.withLock { $0.grpcPort } }
 
     /// Open client connections across all loops.
     public var openConnections: Int { context.openConnections.load(ordering: .relaxed) }

@@ -1,3 +1,4 @@
+import Protobuf
 import Tensor
 
 /// `AttributeProto` decoding: typed values, old files without `type`, and function attribute references.

@@ -1,3 +1,5 @@
+import Protobuf
+
 /// `FunctionProto` decoding (model-local functions, inlined by `FunctionInliner`).
 extension ProtoDecoder {
     /// A model-local `FunctionProto`.

@@ -1,3 +1,4 @@
+import Protobuf
 import Tensor
 
 /// Decodes `ModelProto`, `GraphProto`, `NodeProto`, `AttributeProto` and `ValueInfoProto` into the IR.

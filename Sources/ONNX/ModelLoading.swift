@@ -17,7 +17,7 @@ extension Model {
     /// Decodes a serialized `ModelProto` from memory the caller keeps alive for the call (no copy of the input).
     public init(serializedBuffer bytes: UnsafeRawBufferPointer, externalDataDirectory: String? = nil) throws {
         let decoder = ProtoDecoder(tensors: TensorDecoder(externalDataDirectory: externalDataDirectory))
-        self = try decoder.decodeModel(bytes)
+        self = try asONNXError { try decoder.decodeModel(bytes) }
     }
 
     /// Reads and decodes the `.onnx` file at `path`; external data is looked up beside it.
@@ -29,7 +29,7 @@ extension Model {
 
 /// Decodes a serialized `TensorProto` (e.g. an ONNX test-data `.pb` file) into its name and a dense tensor.
 public func decodeTensorProto(_ bytes: [UInt8], externalDataDirectory: String? = nil) throws -> (name: String, tensor: Tensor) {
-    try bytes.withUnsafeBytes { try TensorDecoder(externalDataDirectory: externalDataDirectory).decodeTensor($0) }
+    try asONNXError { try bytes.withUnsafeBytes { try TensorDecoder(externalDataDirectory: externalDataDirectory).decodeTensor($0) } }
 }
 
 /// The directory part of `path` (`.` when it has none).

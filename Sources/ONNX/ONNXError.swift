@@ -1,3 +1,5 @@
+import Protobuf
+
 /// Why decoding an ONNX model or tensor failed; the message names the field, tensor or node involved.
 public struct ONNXError: Error, CustomStringConvertible, Sendable {
     /// The kind of failure.
@@ -45,5 +47,27 @@ func withContext<T>(_ context: @autoclosure () -> String, _ body: () throws -> T
         return try body()
     } catch let error as ONNXError {
         throw error.within(context())
+    } catch let error as ProtobufError {
+        throw ONNXError(error).within(context())
+    }
+}
+
+/// Runs `body`, turning a `ProtobufError` from the shared wire reader into the `ONNXError` callers expect.
+@inline(__always)
+func asONNXError<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as ProtobufError {
+        throw ONNXError(error)
+    }
+}
+
+extension ONNXError {
+    /// The ONNX error for a wire-level failure (same code, same message).
+    init(_ error: ProtobufError) {
+        switch error.code {
+        case .truncated: self.init(.truncated, error.message)
+        case .malformed: self.init(.malformed, error.message)
+        }
     }
 }

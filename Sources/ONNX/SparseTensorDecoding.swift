@@ -1,3 +1,4 @@
+import Protobuf
 import Tensor
 
 /// `SparseTensorProto` decoding: COO values and indices expanded into a dense tensor.

@@ -1,3 +1,4 @@
+import Protobuf
 import Tensor
 
 /// Decodes `TensorProto` and `SparseTensorProto` messages into dense `Tensor`s.

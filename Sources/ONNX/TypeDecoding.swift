@@ -1,3 +1,4 @@
+import Protobuf
 import Tensor
 
 /// `ValueInfoProto` and `TypeProto` decoding: element types, shapes and symbolic dimensions.

@@ -73,9 +73,8 @@ public struct ModelStatistics: Sendable, Equatable {
 /// Statistics and Prometheus series of one served version, recorded synchronously from any thread.
 final class VersionInstruments: Sendable {
     private let statistics: Locked<ModelStatistics>
-    private let requestsSuccess: Counter?
-    private let requestsFailure: Counter?
-    private let requestDuration: Histogram?
+    /// Per protocol: the success and failure counters and the duration histogram.
+    private let requestInstruments: [InferenceProtocol: (success: Counter?, failure: Counter?, duration: Histogram?)]
     private let queueDuration: Histogram?
     private let computeDuration: Histogram?
     private let batchSize: Histogram?
@@ -86,9 +85,15 @@ final class VersionInstruments: Sendable {
         statistics = Locked(ModelStatistics(name: model, version: version))
         let labels = ["model": model, "version": String(version)]
         func with(_ extra: [String: String]) -> [String: String] { labels.merging(extra) { $1 } }
-        requestsSuccess = metrics?.counter("osprey_inference_requests_total", help: "Inference requests by outcome.", labels: with(["outcome": "success"]))
-        requestsFailure = metrics?.counter("osprey_inference_requests_total", help: "Inference requests by outcome.", labels: with(["outcome": "failure"]))
-        requestDuration = metrics?.histogram("osprey_inference_request_duration_seconds", help: "Time from admission to result, in seconds.", labels: labels)
+        var perProtocol: [InferenceProtocol: (success: Counter?, failure: Counter?, duration: Histogram?)] = [:]
+        for proto in InferenceProtocol.allCases {
+            let p = ["protocol": proto.rawValue]
+            perProtocol[proto] = (
+                metrics?.counter("osprey_inference_requests_total", help: "Inference requests by outcome and protocol.", labels: with(p.merging(["outcome": "success"]) { $1 })),
+                metrics?.counter("osprey_inference_requests_total", help: "Inference requests by outcome and protocol.", labels: with(p.merging(["outcome": "failure"]) { $1 })),
+                metrics?.histogram("osprey_inference_request_duration_seconds", help: "Time from admission to result, in seconds.", labels: with(p)))
+        }
+        requestInstruments = perProtocol
         queueDuration = metrics?.histogram("osprey_inference_queue_duration_seconds", help: "Time requests waited in the batch queue, in seconds.", labels: labels)
         computeDuration = metrics?.histogram("osprey_inference_compute_duration_seconds", help: "Model execution time per batch, in seconds.", labels: labels)
         batchSize = metrics?.histogram("osprey_inference_batch_size", help: "Rows per model execution.", labels: labels,
@@ -103,7 +108,7 @@ final class VersionInstruments: Sendable {
     func requestStarted() { inFlight?.increment() }
 
     /// Records a finished request (success or not) with its end-to-end time.
-    func requestFinished(success: Bool, rows: Int, nanoseconds ns: UInt64) {
+    func requestFinished(success: Bool, rows: Int, nanoseconds ns: UInt64, protocol proto: InferenceProtocol = .http) {
         inFlight?.decrement()
         let now = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
         statistics.withLock {
@@ -115,8 +120,9 @@ final class VersionInstruments: Sendable {
             }
             $0.lastInferenceMilliseconds = now
         }
-        (success ? requestsSuccess : requestsFailure)?.increment()
-        requestDuration?.observe(Double(ns) / 1e9)
+        let instruments = requestInstruments[proto]
+        (success ? instruments?.success : instruments?.failure)?.increment()
+        instruments?.duration?.observe(Double(ns) / 1e9)
     }
 
     func queueDepthChanged(_ depth: Int) { queueDepth?.set(Double(depth)) }
@@ -147,4 +153,12 @@ final class VersionInstruments: Sendable {
         computeDuration?.observe(Double(inferNanos) / 1e9)
         batchSize?.observe(Double(rows))
     }
+}
+
+/// The front end a request arrived through (the `protocol` label of the request metrics).
+public enum InferenceProtocol: String, Sendable, CaseIterable {
+    /// KServe V2 over HTTP/1.1 (JSON or the binary extension).
+    case http
+    /// KServe V2 over gRPC.
+    case grpc
 }

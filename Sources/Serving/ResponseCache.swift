@@ -1,7 +1,5 @@
 import Infrastructure
 
-import Infrastructure
-
 /// The key of a cached response: SHA-256 over everything that decides the answer.
 ///
 /// A 256-bit digest rather than a 64-bit hash (Triton's): two different requests never share an entry in practice,

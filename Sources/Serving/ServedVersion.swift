@@ -93,7 +93,9 @@ public final class ServedVersion: Sendable {
     ///
     /// `timeout` bounds the time spent queued (nil: the config's `default_timeout_microseconds`); an expired request
     /// fails with `.timeout` and is not executed. Throws `.invalidInput`, `.queueFull`, `.timeout`, `.executionFailed`.
-    public func infer(_ feeds: [String: Tensor], outputs requested: [String]? = nil, timeout: Duration? = nil) async throws -> [String: Tensor] {
+    /// `protocol` labels the request metrics.
+    public func infer(_ feeds: [String: Tensor], outputs requested: [String]? = nil, timeout: Duration? = nil,
+                      protocol proto: InferenceProtocol = .http) async throws -> [String: Tensor] {
         let started = SystemClock.nanoseconds()
         instruments.requestStarted()
         var rows = 0
@@ -115,10 +117,10 @@ public final class ServedVersion: Sendable {
             } else {
                 answer = results
             }
-            instruments.requestFinished(success: true, rows: rows, nanoseconds: SystemClock.nanoseconds() &- started)
+            instruments.requestFinished(success: true, rows: rows, nanoseconds: SystemClock.nanoseconds() &- started, protocol: proto)
             return answer
         } catch {
-            instruments.requestFinished(success: false, rows: rows, nanoseconds: SystemClock.nanoseconds() &- started)
+            instruments.requestFinished(success: false, rows: rows, nanoseconds: SystemClock.nanoseconds() &- started, protocol: proto)
             throw error
         }
     }

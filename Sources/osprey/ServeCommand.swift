@@ -16,6 +16,9 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     Options:
       --host ADDR              address to bind, IPv4 or IPv6 literal (default 127.0.0.1)
       --port N                 TCP port, 0 picks a free one (default 8080)
+      --grpc-port N|off        KServe V2 over gRPC (HTTP/2 cleartext), 0 picks a free one (default 8081)
+      --grpc-max-message-bytes SIZE
+                               gRPC request message limit, else RESOURCE_EXHAUSTED (default: --max-body-bytes)
       --model-repository DIR   directory of models (default models)
       --io-threads N           event-loop threads sharing the port (default 1)
       --max-header-bytes SIZE  request line + headers limit, else 431 (default 16KiB)
@@ -71,8 +74,10 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     let service = OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "osprey-worker", threads: options.computeThreads),
                                 options: options.service, readiness: readiness,
                                 log: { line in logger.error(line) })
+    let grpc = options.grpcPort.map { GRPCEndpoint(port: $0, maxMessageBytes: options.grpcMaxMessageBytes ?? options.configuration.maxBodyBytes,
+                                                   responder: service.grpcResponder) }
     let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder,
-                            admission: service.admission)
+                            admission: service.admission, grpc: grpc)
     service.setConnectionCounter { server.openConnections }
     // Started in this order, stopped in the reverse one: HTTP drains first, then polling stops, then the versions
     // are unloaded and their batchers finish. Models load in the background: the server answers (not ready) at once.
@@ -100,11 +105,15 @@ struct ServeOptions {
     var singleModel: String?
     var maxModelMemory: Int?
     var staleUploadAge = 3600.0
+    /// nil: no gRPC listener (`--grpc-port off`).
+    var grpcPort: Int? = 8081
+    var grpcMaxMessageBytes: Int?
 
     static let valueFlags: Set<String> = ["host", "port", "model-repository", "io-threads", "max-header-bytes", "max-body-bytes",
                                           "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "drain-delay", "log-format", "log-level",
                                           "threads", "admin-token", "poll-interval", "max-image-pixels",
-                                          "require-models", "max-model-memory", "stale-upload-age", "model-name"]
+                                          "require-models", "max-model-memory", "stale-upload-age", "model-name",
+                                          "grpc-port", "grpc-max-message-bytes"]
 
     init(_ args: ArraySlice<String>) throws {
         let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags.union(ServeOptions.requestLimitFlags), booleanFlags: [])
@@ -115,6 +124,19 @@ struct ServeOptions {
         configuration.port = try arguments.int("port", default: configuration.port, minimum: 0)
         guard configuration.port <= 65535 else { throw UsageError(description: "--port expects 0...65535, got \(configuration.port)") }
         modelRepository = arguments.string("model-repository") ?? modelRepository
+        if let text = arguments.string("grpc-port") {
+            if text.lowercased() == "off" {
+                grpcPort = nil
+            } else {
+                guard let port = Int(text), (0...65535).contains(port) else {
+                    throw UsageError(description: "--grpc-port expects 0...65535 or off, got '\(text)'")
+                }
+                grpcPort = port
+            }
+        }
+        if arguments.string("grpc-max-message-bytes") != nil {
+            grpcMaxMessageBytes = try arguments.bytes("grpc-max-message-bytes", default: 0)
+        }
         configuration.ioThreads = try arguments.int("io-threads", default: configuration.ioThreads, minimum: 1)
         configuration.maxHeaderBytes = try arguments.bytes("max-header-bytes", default: configuration.maxHeaderBytes)
         configuration.maxBodyBytes = try arguments.bytes("max-body-bytes", default: configuration.maxBodyBytes)

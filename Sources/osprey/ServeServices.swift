@@ -21,6 +21,7 @@ struct HTTPService: Service {
         let host = server.configuration.host
         let shown = host.contains(":") ? "[\(host)]" : host
         logger.info("listening on http://\(shown):\(port)", [("io_threads", String(server.configuration.ioThreads))])
+        if let grpcPort = server.grpcPort { logger.info("listening for gRPC on \(shown):\(grpcPort)", [("protocol", "h2c")]) }
         await server.stopped()
     }
 

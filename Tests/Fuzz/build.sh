@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer executable per target into Tests/Fuzz/out/bin (no SwiftPM: module sources compiled with swiftc).
-# Usage: Tests/Fuzz/build.sh [TARGET...]   targets: http v2 multipart classify onnx engine imaging (default: all)
+# Usage: Tests/Fuzz/build.sh [TARGET...]   targets: http v2 multipart classify grpc onnx engine imaging (default: all)
 # Each module is built once as an instrumented static library (-sanitize=fuzzer,address adds coverage + ASan);
 # the HTTP target compiles the harness into the HTTP module itself because RequestParser is internal.
 set -euo pipefail
@@ -9,9 +9,9 @@ ROOT=$(pwd)
 OUT=$ROOT/Tests/Fuzz/out/build
 BIN=$ROOT/Tests/Fuzz/out/bin
 mkdir -p "$OUT" "$BIN"
-FLAGS=(-O -wmo -parse-as-library -sanitize=fuzzer,address -g -I "$OUT" -I "$ROOT"/Sources/CLibUV -I "$ROOT"/Sources/CHTTPParser
+FLAGS=(-O -wmo -parse-as-library -sanitize=fuzzer,address -g -I "$OUT" -I "$ROOT"/Sources/CLibUV -I "$ROOT"/Sources/CHTTPParser -I "$ROOT"/Sources/CNGHTTP2
        -I "$ROOT"/Sources/COpenBLAS -I "$ROOT"/Sources/CKernelShim/include -I "$ROOT"/Sources/CPNG -I "$ROOT"/Sources/CTurboJPEG)
-LINK=(-L "$OUT" -luv -lhttp_parser -lopenblas -lpng16 -lturbojpeg)
+LINK=(-L "$OUT" -luv -lhttp_parser -lnghttp2 -lopenblas -lpng16 -lturbojpeg)
 # Links in the build directory: swiftc drops debug module files into the working directory.
 quiet() { (cd "$OUT" && "$@" 2>&1 | grep -v "ld.gold: warning" || true; test "${PIPESTATUS[0]}" -eq 0); }
 
@@ -24,32 +24,35 @@ library() {
     swiftc "${FLAGS[@]}" -emit-module -emit-library -static -module-name "$name" "$@" \
         -emit-module-path "$OUT/$name.swiftmodule" -o "$lib"
 }
-# API files that need only Tensor and HTTP (the handlers that import Serving/Engine/Imaging are left out).
-api_files() { grep -L -E '^import (Serving|Engine|Imaging)' Sources/API/*.swift; }
+# API files that need only Tensor, Protobuf and HTTP (the handlers that import Serving/Engine/Imaging are left out).
+api_files() { grep -L -E '^import (Serving|Engine|Imaging)' Sources/API/*.swift Sources/API/GRPC/*.swift; }
 
 harness() {
     local target=$1
     case $target in
         http)
             echo "building fuzz-http"
-            quiet swiftc "${FLAGS[@]}" -module-name HTTP "$ROOT"/Sources/HTTP/*.swift "$ROOT"/Tests/Fuzz/harness/http.swift "${LINK[@]}" -o "$BIN/fuzz-http" ;;
-        v2|multipart|classify)
+            quiet swiftc "${FLAGS[@]}" -module-name HTTP $(find "$ROOT"/Sources/HTTP -name '*.swift') "$ROOT"/Tests/Fuzz/harness/http.swift "${LINK[@]}" -o "$BIN/fuzz-http" ;;
+        v2|multipart|classify|grpc)
             library Tensor Sources/Tensor/*.swift
-            library HTTP Sources/HTTP/*.swift
+            library Protobuf Sources/Protobuf/*.swift
+            library HTTP $(find Sources/HTTP -name '*.swift')
             library API $(api_files)
             echo "building fuzz-$target"
-            quiet swiftc "${FLAGS[@]}" -module-name Fuzz$target "$ROOT"/Tests/Fuzz/harness/$target.swift -lAPI -lHTTP -lTensor "${LINK[@]}" -o "$BIN/fuzz-$target" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name Fuzz$target "$ROOT"/Tests/Fuzz/harness/$target.swift -lAPI -lHTTP -lProtobuf -lTensor "${LINK[@]}" -o "$BIN/fuzz-$target" ;;
         onnx)
             library Tensor Sources/Tensor/*.swift
+            library Protobuf Sources/Protobuf/*.swift
             library ONNX Sources/ONNX/*.swift
             echo "building fuzz-onnx"
-            quiet swiftc "${FLAGS[@]}" -module-name FuzzONNX "$ROOT"/Tests/Fuzz/harness/onnx.swift -lONNX -lTensor "${LINK[@]}" -o "$BIN/fuzz-onnx" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name FuzzONNX "$ROOT"/Tests/Fuzz/harness/onnx.swift -lONNX -lProtobuf -lTensor "${LINK[@]}" -o "$BIN/fuzz-onnx" ;;
         engine)
             library Tensor Sources/Tensor/*.swift
+            library Protobuf Sources/Protobuf/*.swift
             library ONNX Sources/ONNX/*.swift
             library Engine $(find Sources/Engine -name '*.swift')
             echo "building fuzz-engine"
-            quiet swiftc "${FLAGS[@]}" -module-name FuzzEngine "$ROOT"/Tests/Fuzz/harness/engine.swift -lEngine -lONNX -lTensor "${LINK[@]}" -o "$BIN/fuzz-engine" ;;
+            quiet swiftc "${FLAGS[@]}" -module-name FuzzEngine "$ROOT"/Tests/Fuzz/harness/engine.swift -lEngine -lONNX -lProtobuf -lTensor "${LINK[@]}" -o "$BIN/fuzz-engine" ;;
         imaging)
             library Tensor Sources/Tensor/*.swift
             library Imaging Sources/Imaging/*.swift
@@ -60,5 +63,5 @@ harness() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(http v2 multipart classify onnx engine imaging)
+[ ${#targets[@]} -gt 0 ] || targets=(http v2 multipart classify grpc onnx engine imaging)
 for t in "${targets[@]}"; do harness "$t"; done

@@ -71,6 +71,14 @@ write("v2", v2(header + binary, len(header)))
 header2 = json.dumps({"inputs": [{"name": "x", "shape": [4], "datatype": "INT16", "parameters": {"binary_data_size": 8}}]}).encode()
 write("v2", v2(header2 + b"\x01\x00\xff\xff\x00\x80\x10\x00", len(header2)))
 
+# gRPC ModelInferRequest: the bytes Python's protobuf wrote for Tests/APITests/GRPCMessageTests (typed contents with
+# parameters and a classification output; raw_input_contents).
+for hexed in ["0a016d1201321a03726571220a0a04666c616712020801220e0a0774696d656f7574120310e8072a1d0a01611205494e5433321a01022a0e12"
+              "0cffffffffffffffffff01ac022a190a01621204465033321a0201022a0a32080000c03f000000c02a150a0163120542595445531a01022a0642"
+              "0278794200321b0a036f757412140a0e636c617373696669636174696f6e12021002",
+              "0a016d2a0d0a01781205494e5436341a01033a180100000000000000feffffffffffffff0300000000000000"]:
+    write("grpc", bytes.fromhex(hexed))
+
 # Multipart and classify: the forms clients send (curl -F, requests, browsers).
 png = read("models/digits/examples/digit_0.png")
 jpg = read("models/digits/examples/digit_1.jpg")

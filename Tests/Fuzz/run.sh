@@ -15,6 +15,7 @@ bin=$F/out/bin/fuzz-$target
 case $target in
     http) max_len=4096; dict=http ;;
     v2) max_len=8192; dict=json ;;
+    grpc) max_len=8192; dict= ;;
     multipart|classify) max_len=8192; dict=multipart ;;
     onnx) max_len=65536; dict=onnx ;;
     engine) max_len=16384; dict=onnx ;;

@@ -1,6 +1,7 @@
 import Testing
 import Tensor
 @testable import ONNX
+import Protobuf
 
 /// Truncated, corrupted and hostile inputs must throw `ONNXError`, never crash, hang or over-allocate.
 @Suite struct CorruptInputTests {

@@ -72,8 +72,8 @@ final class MetricsTests: XCTestCase {
         metrics.counter("osprey_custom_events_total", help: "A generic counter with \"quotes\".", labels: ["kind": "a\"b\\c"]).increment()
 
         let text = metrics.exposition()
-        XCTAssertTrue(text.contains(#"osprey_inference_requests_total{model="m",outcome="success",version="1"} 5"#), text)
-        XCTAssertTrue(text.contains(#"osprey_inference_requests_total{model="m",outcome="failure",version="1"} 1"#))
+        XCTAssertTrue(text.contains(#"osprey_inference_requests_total{model="m",outcome="success",protocol="http",version="1"} 5"#), text)
+        XCTAssertTrue(text.contains(#"osprey_inference_requests_total{model="m",outcome="failure",protocol="http",version="1"} 1"#))
         XCTAssertTrue(text.contains(#"osprey_model_state{model="m",state="READY",version="1"} 1"#))
         XCTAssertTrue(text.contains(#"osprey_model_state{model="broken",state="FAILED",version="1"} 1"#))
         XCTAssertTrue(text.contains(#"osprey_inference_batch_size_count{model="m",version="1"}"#))

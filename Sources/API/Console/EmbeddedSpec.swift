@@ -16,6 +16,11 @@ info:
     Osprey serves ONNX models. Inference follows the KServe V2 (Open Inference Protocol) REST API with
     Triton's binary tensor data and classification extensions, so tritonclient and other V2 clients work.
 
+    Ports: this document describes the HTTP/1.1 port (`--port`, default 8080). The gRPC port (`--grpc-port`,
+    default 8081, `off` to disable) speaks the same protocol over gRPC (HTTP/2 cleartext, prior knowledge):
+    Triton's `inference.GRPCInferenceService` from grpc_service.proto and `grpc.health.v1.Health`; it is not
+    described here.
+
     Conventions:
     - Every error body is `{"error": "<what was expected and what arrived>"}` with `Content-Type: application/json`.
     - Unknown paths answer 404; a known path with another method answers 405 with an `Allow` header, whatever

@@ -11,15 +11,24 @@ extension ServiceContext {
         let decoded = try await offloaded(request.body.count) {
             try V2Codec.decodeInferRequest(body: request.body, headers: request.headers, limits: limits)
         }
+        let response = try await runInference(decoded, on: served, protocol: .http)
+        let outputBytes = response.outputs.reduce(0) { $0 + $1.tensor.byteCount }
+        return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+    }
+
+    /// A decoded request through `served`, for either front end: image inputs, binding, the batcher, output
+    /// selection. `deadline` (gRPC's `grpc-timeout`) and the `timeout` parameter bound the queue wait, the earlier wins.
+    func runInference(_ decoded: V2InferenceRequest, on served: ServedVersion, deadline: Duration? = nil,
+                      protocol proto: InferenceProtocol) async throws -> V2InferenceResponse {
         let feeds = try await modelFeeds(decoded, for: served)
         let requested = decoded.requestedOutputs.map(\.name)
-        let results = try await served.infer(feeds, outputs: requested.isEmpty ? nil : requested, timeout: try requestTimeout(decoded))
+        var timeout = try requestTimeout(decoded)
+        if let deadline { timeout = min(timeout ?? deadline, deadline) }
+        let results = try await served.infer(feeds, outputs: requested.isEmpty ? nil : requested, timeout: timeout, protocol: proto)
         let produced = served.outputs.compactMap { spec in results[spec.name].map { (name: spec.name, tensor: $0) } }
         let labels = served.labels.isEmpty ? [:] : Dictionary(uniqueKeysWithValues: served.outputs.map { ($0.name, served.labels) })
         let outputs = try V2Codec.makeOutputs(modelOutputs: produced, request: decoded, labels: labels)
-        let response = V2InferenceResponse(modelName: served.name, modelVersion: String(served.version), id: decoded.id, outputs: outputs)
-        let outputBytes = outputs.reduce(0) { $0 + $1.tensor.byteCount }
-        return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+        return V2InferenceResponse(modelName: served.name, modelVersion: String(served.version), id: decoded.id, outputs: outputs)
     }
 
     /// Compressed bodies (tritonclient's `request_compression_algorithm`) are not decoded: 415 naming the encoding,
@@ -55,7 +64,7 @@ extension ServiceContext {
 
     /// Runs codec work of `size` bytes inline when small, else on a worker thread: parsing megabytes of JSON
     /// would otherwise stall one of the few cooperative threads every other request needs.
-    private func offloaded<T: Sendable>(_ size: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
+    func offloaded<T: Sendable>(_ size: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
         size < 64 * 1024 ? try work() : try await workers.run(work)
     }
 }

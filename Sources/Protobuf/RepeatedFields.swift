@@ -1,7 +1,7 @@
 /// Packed and unpacked repeated scalar fields: protobuf writers may use either form, even mixed.
-enum RepeatedFields {
+public enum RepeatedFields {
     /// Number of values in varint fields (each packed payload counts its terminating bytes).
-    static func varintCount(_ fields: [WireField], _ name: String) throws -> Int {
+    public static func varintCount(_ fields: [WireField], _ name: String) throws -> Int {
         var count = 0
         for field in fields {
             switch field.wireType {
@@ -9,17 +9,17 @@ enum RepeatedFields {
             case .lengthDelimited:
                 for byte in field.bytes where byte & 0x80 == 0 { count += 1 }
                 if let last = field.bytes.last, last & 0x80 != 0 {
-                    throw ONNXError(.truncated, "packed field '\(name)' ends inside a varint")
+                    throw ProtobufError(.truncated, "packed field '\(name)' ends inside a varint")
                 }
             default:
-                throw ONNXError(.malformed, "field '\(name)' has wire type \(field.wireType.rawValue), expected varints")
+                throw ProtobufError(.malformed, "field '\(name)' has wire type \(field.wireType.rawValue), expected varints")
             }
         }
         return count
     }
 
     /// Calls `body` with each varint value in order; `varintCount` must have validated the fields.
-    static func forEachVarint(_ fields: [WireField], _ name: String, _ body: (UInt64) -> Void) throws {
+    public static func forEachVarint(_ fields: [WireField], _ name: String, _ body: (UInt64) -> Void) throws {
         for field in fields {
             if field.wireType == .varint { body(field.scalar); continue }
             var reader = WireReader(field.bytes)
@@ -28,16 +28,16 @@ enum RepeatedFields {
     }
 
     /// Number of fixed-width values (`width` bytes each) in the fields.
-    static func fixedCount(_ fields: [WireField], width: Int, _ name: String) throws -> Int {
+    public static func fixedCount(_ fields: [WireField], width: Int, _ name: String) throws -> Int {
         let single: WireType = width == 4 ? .fixed32 : .fixed64
         var count = 0
         for field in fields {
             if field.wireType == single { count += 1; continue }
             guard field.wireType == .lengthDelimited else {
-                throw ONNXError(.malformed, "field '\(name)' has wire type \(field.wireType.rawValue), expected \(width * 8)-bit values")
+                throw ProtobufError(.malformed, "field '\(name)' has wire type \(field.wireType.rawValue), expected \(width * 8)-bit values")
             }
             guard field.bytes.count % width == 0 else {
-                throw ONNXError(.malformed, "packed field '\(name)' has \(field.bytes.count) bytes, not a multiple of \(width)")
+                throw ProtobufError(.malformed, "packed field '\(name)' has \(field.bytes.count) bytes, not a multiple of \(width)")
             }
             count += field.bytes.count / width
         }
@@ -45,7 +45,7 @@ enum RepeatedFields {
     }
 
     /// Copies fixed-width little-endian values into `destination` (which holds exactly their bytes).
-    static func copyFixed(_ fields: [WireField], width: Int, into destination: UnsafeMutableRawBufferPointer) {
+    public static func copyFixed(_ fields: [WireField], width: Int, into destination: UnsafeMutableRawBufferPointer) {
         var offset = 0
         for field in fields {
             if field.wireType == .lengthDelimited {
@@ -63,7 +63,7 @@ enum RepeatedFields {
     }
 
     /// All int64 values (repeated int64 fields such as `dims` and `ints`).
-    static func int64s(_ fields: [WireField], _ name: String) throws -> [Int64] {
+    public static func int64s(_ fields: [WireField], _ name: String) throws -> [Int64] {
         var values: [Int64] = []
         values.reserveCapacity(try varintCount(fields, name))
         try forEachVarint(fields, name) { values.append(Int64(bitPattern: $0)) }
@@ -71,10 +71,27 @@ enum RepeatedFields {
     }
 
     /// All float values (repeated float fields such as `floats`).
-    static func floats(_ fields: [WireField], _ name: String) throws -> [Float] {
+    public static func floats(_ fields: [WireField], _ name: String) throws -> [Float] {
         let count = try fixedCount(fields, width: 4, name)
         return [Float](unsafeUninitializedCapacity: count) { buffer, initialized in
             copyFixed(fields, width: 4, into: UnsafeMutableRawBufferPointer(buffer))
+            initialized = count
+        }
+    }
+
+    /// All varint values as raw 64-bit patterns (callers truncate for int32/uint32/bool fields).
+    public static func varints(_ fields: [WireField], _ name: String) throws -> [UInt64] {
+        var values: [UInt64] = []
+        values.reserveCapacity(try varintCount(fields, name))
+        try forEachVarint(fields, name) { values.append($0) }
+        return values
+    }
+
+    /// All double values (repeated double fields).
+    public static func doubles(_ fields: [WireField], _ name: String) throws -> [Double] {
+        let count = try fixedCount(fields, width: 8, name)
+        return [Double](unsafeUninitializedCapacity: count) { buffer, initialized in
+            copyFixed(fields, width: 8, into: UnsafeMutableRawBufferPointer(buffer))
             initialized = count
         }
     }
