@@ -13,7 +13,10 @@ extension ServiceContext {
         let served = try registry.resolve(model: p.model ?? "", version: p.version)
         try rejectContentEncoding(request)
         let limits = options.decodeLimits
-        let decoded = try await offloaded(request.body.count) {
+        // Binary tensor bytes are only copied, some 64 times faster than JSON is parsed: a 600 KB image after a short
+        // JSON header decodes inline instead of paying two thread hand-offs.
+        let jsonBytes = (try? V2Codec.jsonLength(headers: request.headers, bodyCount: request.body.count)) ?? nil ?? request.body.count
+        let decoded = try await offloaded(jsonBytes + (request.body.count - jsonBytes) / 64) {
             try V2Codec.decodeInferRequest(body: request.body, headers: request.headers, limits: limits)
         }
         let inputs = Dictionary(uniqueKeysWithValues: decoded.inputs.map { ($0.name, $0.tensor) })
