@@ -78,9 +78,29 @@ extension JSONError: HTTPErrorConvertible {
     public var httpMessage: String { "invalid JSON: \(description)" }
 }
 
-extension V2CodecError: HTTPErrorConvertible {
-    /// A request over a per-request limit is too large (413); every other codec failure is a bad request.
-    public var httpStatus: Int { kind == .limitExceeded ? 413 : 400 }
-    /// The codec's message.
+/// A closed set of one codec's failure kinds, each knowing the HTTP status it maps to.
+public protocol CodecErrorKind: Equatable, Sendable {
+    /// The status a failure of this kind maps to.
+    var httpStatus: Int { get }
+}
+
+/// Why a codec refused a body: a kind from the codec's closed set and a message saying what was expected and what arrived.
+public struct CodecError<Kind: CodecErrorKind>: HTTPErrorConvertible, Equatable, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public var kind: Kind
+    /// What was expected and what arrived.
+    public var message: String
+
+    /// An error value.
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// The message.
+    public var description: String { message }
+    /// The kind's status.
+    public var httpStatus: Int { kind.httpStatus }
+    /// The message.
     public var httpMessage: String { message }
 }
