@@ -51,18 +51,8 @@ public struct APIError: HTTPErrorConvertible, Equatable, CustomStringConvertible
     public static func unauthorized(_ message: String) -> APIError { APIError(status: 401, message, headers: ["WWW-Authenticate": "Bearer"]) }
     /// 403.
     public static func forbidden(_ message: String) -> APIError { APIError(status: 403, message) }
-    /// 404.
-    public static func notFound(_ message: String) -> APIError { APIError(status: 404, message) }
-    /// 409.
-    public static func conflict(_ message: String) -> APIError { APIError(status: 409, message) }
-    /// 413.
-    public static func payloadTooLarge(_ message: String) -> APIError { APIError(status: 413, message) }
     /// 415.
     public static func unsupportedMediaType(_ message: String) -> APIError { APIError(status: 415, message) }
-    /// 429 with `Retry-After` seconds.
-    public static func tooManyRequests(_ message: String, retryAfter seconds: Int) -> APIError {
-        APIError(status: 429, message, headers: ["Retry-After": String(seconds)])
-    }
     /// 503, with `Retry-After` seconds when given.
     public static func unavailable(_ message: String, retryAfter seconds: Int? = nil) -> APIError {
         APIError(status: 503, message, headers: seconds.map { ["Retry-After": String($0)] } ?? HTTPHeaders())

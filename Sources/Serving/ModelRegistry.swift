@@ -187,9 +187,6 @@ public actor ModelRegistry {
         (try? resolve(model: model, version: version)) != nil
     }
 
-    /// Names of the models in the repository.
-    public nonisolated var modelNames: [String] { routes.withLock { $0.keys.sorted() } }
-
     /// True when every required model (except ones explicitly unloaded) has a READY version.
     ///
     /// Required means `options.requiredModels` when given, else every model whose directory held a version when
@@ -201,11 +198,6 @@ public actor ModelRegistry {
 
     /// The models readiness waits for, sorted (empty before the first `loadAll`).
     public nonisolated var requiredModels: [String] { (required.withLock { $0 } ?? []).sorted() }
-
-    /// Bytes all loaded versions hold together (`ServedVersion.memoryBytes`), the figure `maxModelMemory` bounds.
-    public nonisolated var loadedMemoryBytes: Int {
-        routes.withLock { $0.values.reduce(0) { $0 + $1.versions.values.reduce(0) { $0 + ($1.served?.memoryBytes ?? 0) } } }
-    }
 
     /// Triton-style statistics of the READY versions of `model` (only `version` when given).
     public nonisolated func statistics(model: String, version: Int? = nil) throws -> [ModelStatistics] {
