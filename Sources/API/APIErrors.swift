@@ -51,18 +51,8 @@ public struct APIError: HTTPErrorConvertible, Equatable, CustomStringConvertible
     public static func unauthorized(_ message: String) -> APIError { APIError(status: 401, message, headers: ["WWW-Authenticate": "Bearer"]) }
     /// 403.
     public static func forbidden(_ message: String) -> APIError { APIError(status: 403, message) }
-    /// 404.
-    public static func notFound(_ message: String) -> APIError { APIError(status: 404, message) }
-    /// 409.
-    public static func conflict(_ message: String) -> APIError { APIError(status: 409, message) }
-    /// 413.
-    public static func payloadTooLarge(_ message: String) -> APIError { APIError(status: 413, message) }
     /// 415.
     public static func unsupportedMediaType(_ message: String) -> APIError { APIError(status: 415, message) }
-    /// 429 with `Retry-After` seconds.
-    public static func tooManyRequests(_ message: String, retryAfter seconds: Int) -> APIError {
-        APIError(status: 429, message, headers: ["Retry-After": String(seconds)])
-    }
     /// 503, with `Retry-After` seconds when given.
     public static func unavailable(_ message: String, retryAfter seconds: Int? = nil) -> APIError {
         APIError(status: 503, message, headers: seconds.map { ["Retry-After": String($0)] } ?? HTTPHeaders())
@@ -78,9 +68,29 @@ extension JSONError: HTTPErrorConvertible {
     public var httpMessage: String { "invalid JSON: \(description)" }
 }
 
-extension V2CodecError: HTTPErrorConvertible {
-    /// A request over a per-request limit is too large (413); every other codec failure is a bad request.
-    public var httpStatus: Int { kind == .limitExceeded ? 413 : 400 }
-    /// The codec's message.
+/// A closed set of one codec's failure kinds, each knowing the HTTP status it maps to.
+public protocol CodecErrorKind: Equatable, Sendable {
+    /// The status a failure of this kind maps to.
+    var httpStatus: Int { get }
+}
+
+/// Why a codec refused a body: a kind from the codec's closed set and a message saying what was expected and what arrived.
+public struct CodecError<Kind: CodecErrorKind>: HTTPErrorConvertible, Equatable, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public var kind: Kind
+    /// What was expected and what arrived.
+    public var message: String
+
+    /// An error value.
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// The message.
+    public var description: String { message }
+    /// The kind's status.
+    public var httpStatus: Int { kind.httpStatus }
+    /// The message.
     public var httpMessage: String { message }
 }

@@ -103,15 +103,23 @@ extension JSONReader {
     }
 }
 
+extension JSONReader {
+    /// Scans one floating-point element and converts it with `convert`, which returns nil when out of range.
+    @inline(__always)
+    mutating func readFloatingElement<T>(_ datatype: V2Datatype, _ convert: (JSONNumberToken, UnsafeBufferPointer<UInt8>) -> T?) throws -> T {
+        let token = try scanElementNumber(datatype)
+        guard let value = convert(token, bytes) else {
+            throw JSONError(.typeMismatch, at: token.start, "\(text(of: token)) is out of range for \(datatype.rawValue)")
+        }
+        return value
+    }
+}
+
 struct FP32Element: JSONTensorElement {
     static var datatype: V2Datatype { .fp32 }
     @inline(__always)
     static func read(_ reader: inout JSONReader) throws -> Float {
-        let token = try reader.scanElementNumber(.fp32)
-        guard let value = token.floatValue(reader.bytes) else {
-            throw JSONError(.typeMismatch, at: token.start, "\(reader.text(of: token)) is out of range for FP32")
-        }
-        return value
+        try reader.readFloatingElement(.fp32) { token, bytes in token.floatValue(bytes) }
     }
 }
 
@@ -119,37 +127,23 @@ struct FP64Element: JSONTensorElement {
     static var datatype: V2Datatype { .fp64 }
     @inline(__always)
     static func read(_ reader: inout JSONReader) throws -> Double {
-        let token = try reader.scanElementNumber(.fp64)
-        guard let value = token.doubleValue(reader.bytes) else {
-            throw JSONError(.typeMismatch, at: token.start, "\(reader.text(of: token)) is out of range for FP64")
-        }
-        return value
+        try reader.readFloatingElement(.fp64) { token, bytes in token.doubleValue(bytes) }
     }
 }
 
 struct FP16Element: JSONTensorElement {
     static var datatype: V2Datatype { .fp16 }
     static func read(_ reader: inout JSONReader) throws -> Float16 {
-        let token = try reader.scanElementNumber(.fp16)
-        guard let d = token.doubleValue(reader.bytes), Float16(d).isFinite else {
-            throw JSONError(.typeMismatch, at: token.start, "\(reader.text(of: token)) is out of range for FP16")
-        }
-        return Float16(d)
+        try reader.readFloatingElement(.fp16) { token, bytes in token.doubleValue(bytes).map { Float16($0) }.flatMap { $0.isFinite ? $0 : nil } }
     }
 }
 
 struct BF16Element: JSONTensorElement {
     static var datatype: V2Datatype { .bf16 }
     static func read(_ reader: inout JSONReader) throws -> UInt16 {
-        let token = try reader.scanElementNumber(.bf16)
-        guard let d = token.doubleValue(reader.bytes) else {
-            throw JSONError(.typeMismatch, at: token.start, "\(reader.text(of: token)) is out of range for BF16")
+        try reader.readFloatingElement(.bf16) { token, bytes in
+            token.doubleValue(bytes).map { bfloat16Bits(Float($0)) }.flatMap { $0 & 0x7F80 != 0x7F80 ? $0 : nil }
         }
-        let bits = bfloat16Bits(Float(d))
-        guard bits & 0x7F80 != 0x7F80 else {
-            throw JSONError(.typeMismatch, at: token.start, "\(reader.text(of: token)) is out of range for BF16")
-        }
-        return bits
     }
 }
 

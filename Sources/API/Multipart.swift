@@ -29,49 +29,31 @@ public struct MultipartLimits: Sendable {
 }
 
 /// A malformed `multipart/form-data` body; messages name the part.
-public struct MultipartError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// Closed set of failure kinds.
-    public enum Kind: Equatable, Sendable {
-        /// Content-Type is not multipart/form-data or has no usable boundary.
-        case badContentType
-        /// No opening boundary in the body.
-        case missingBoundary
-        /// The body ends before the closing `--boundary--`.
-        case missingClosingBoundary
-        /// Malformed part headers or boundary line.
-        case malformedPart
-        /// The body has no parts.
-        case noParts
-        /// Too many parts or oversized part headers.
-        case limitExceeded
-    }
+public typealias MultipartError = CodecError<MultipartFailure>
 
-    /// The kind of failure.
-    public var kind: Kind
-    /// Detail, naming the part.
-    public var message: String
+/// The closed set of multipart failures.
+public enum MultipartFailure: CodecErrorKind {
+    /// Content-Type is not multipart/form-data or has no usable boundary.
+    case badContentType
+    /// No opening boundary in the body.
+    case missingBoundary
+    /// The body ends before the closing `--boundary--`.
+    case missingClosingBoundary
+    /// Malformed part headers or boundary line.
+    case malformedPart
+    /// The body has no parts.
+    case noParts
+    /// Too many parts or oversized part headers.
+    case limitExceeded
 
-    /// An error value.
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
-        self.message = message
-    }
-
-    /// The message.
-    public var description: String { message }
-}
-
-extension MultipartError: HTTPErrorConvertible {
     /// 413 for limits, 415 for a wrong Content-Type, 400 otherwise.
     public var httpStatus: Int {
-        switch kind {
+        switch self {
         case .limitExceeded: return 413
         case .badContentType: return 415
         default: return 400
         }
     }
-    /// The message.
-    public var httpMessage: String { message }
 }
 
 /// RFC 7578 / RFC 2046 `multipart/form-data` parsing over a complete body.

@@ -35,13 +35,9 @@ struct V2DecodeBudget {
     /// Claims `count` elements of `datatype` declared by `label` with `shape`; throws `.limitExceeded` (413) when over.
     mutating func claim(_ datatype: V2Datatype, count: Int, shape: [Int], label: String) throws {
         if datatype == .bytes {
-            let total = bytesElements.addingReportingOverflow(count)
-            guard !total.overflow, total.partialValue <= limits.maxBytesElements else {
-                throw V2CodecError(.limitExceeded, "\(label): shape \(shape) declares \(count) BYTES elements, which brings the request to "
-                                   + "\(total.overflow ? "more than \(Int.max)" : String(total.partialValue)) BYTES elements; the limit is "
-                                   + "\(limits.maxBytesElements) per request (--max-bytes-elements)")
-            }
-            bytesElements = total.partialValue
+            bytesElements = try Self.total(bytesElements, adding: count, limit: limits.maxBytesElements,
+                                           what: "\(label): shape \(shape) declares \(count) BYTES elements",
+                                           unit: "BYTES elements", limitText: "per request (--max-bytes-elements)")
             return
         }
         let (bytes, overflow) = count.multipliedReportingOverflow(by: datatype.byteSize)
@@ -55,12 +51,19 @@ struct V2DecodeBudget {
     }
 
     private mutating func addDecoded(_ bytes: Int, label: @autoclosure () -> String) throws {
-        let total = decodedBytes.addingReportingOverflow(bytes)
-        guard !total.overflow, total.partialValue <= limits.maxDecodedBytes else {
-            throw V2CodecError(.limitExceeded, "\(label()), which brings the request to "
-                               + "\(total.overflow ? "more than \(Int.max)" : String(total.partialValue)) decoded bytes; the limit is "
-                               + "\(limits.maxDecodedBytes) bytes per request (--max-decoded-bytes)")
+        decodedBytes = try Self.total(decodedBytes, adding: bytes, limit: limits.maxDecodedBytes, what: label(),
+                                      unit: "decoded bytes", limitText: "bytes per request (--max-decoded-bytes)")
+    }
+
+    /// `current + amount`, or `.limitExceeded` saying what claimed it, the total it would reach and the limit.
+    private static func total(_ current: Int, adding amount: Int, limit: Int, what: @autoclosure () -> String, unit: String,
+                              limitText: String) throws -> Int {
+        let total = current.addingReportingOverflow(amount)
+        guard !total.overflow, total.partialValue <= limit else {
+            throw V2CodecError(.limitExceeded, "\(what()), which brings the request to "
+                               + "\(total.overflow ? "more than \(Int.max)" : String(total.partialValue)) \(unit); the limit is "
+                               + "\(limit) \(limitText)")
         }
-        decodedBytes = total.partialValue
+        return total.partialValue
     }
 }

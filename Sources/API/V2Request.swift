@@ -65,40 +65,29 @@ public struct V2RequestedOutput: Sendable, Equatable {
 }
 
 /// Why a V2 request or response body was rejected (maps to 400; a per-request limit to 413).
-public struct V2CodecError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// Closed set of failure kinds, for tests and mapping.
-    public enum Kind: Equatable, Sendable {
-        /// The JSON text itself is malformed.
-        case invalidJSON
-        /// A required field is absent.
-        case missingField
-        /// A field has the wrong type or an invalid value.
-        case invalidField
-        /// Element count or byte size disagrees with the declared shape.
-        case shapeMismatch
-        /// Datatype unknown or not convertible to what the model expects.
-        case datatypeMismatch
-        /// Binary extension framing is inconsistent (header length, sizes, leftovers).
-        case binaryData
-        /// Two inputs (or requested outputs) share a name.
-        case duplicateName
-        /// A recognised feature Osprey does not implement (e.g. shared memory).
-        case unsupported
-        /// The request asks for more than a per-request limit allows (maps to 413).
-        case limitExceeded
-    }
+public typealias V2CodecError = CodecError<V2CodecFailure>
 
-    /// The kind of failure.
-    public var kind: Kind
-    /// What was expected and what arrived.
-    public var message: String
+/// The closed set of V2 codec failures, for tests and status mapping.
+public enum V2CodecFailure: CodecErrorKind {
+    /// The JSON text itself is malformed.
+    case invalidJSON
+    /// A required field is absent.
+    case missingField
+    /// A field has the wrong type or an invalid value.
+    case invalidField
+    /// Element count or byte size disagrees with the declared shape.
+    case shapeMismatch
+    /// Datatype unknown or not convertible to what the model expects.
+    case datatypeMismatch
+    /// Binary extension framing is inconsistent (header length, sizes, leftovers).
+    case binaryData
+    /// Two inputs (or requested outputs) share a name.
+    case duplicateName
+    /// A recognised feature Osprey does not implement (e.g. shared memory).
+    case unsupported
+    /// The request asks for more than a per-request limit allows (maps to 413).
+    case limitExceeded
 
-    /// An error value.
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
-        self.message = message
-    }
-
-    /// The message.
-    public var description: String { message }
+    /// A request over a per-request limit is too large (413); every other codec failure is a bad request.
+    public var httpStatus: Int { self == .limitExceeded ? 413 : 400 }
 }

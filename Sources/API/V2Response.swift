@@ -45,22 +45,20 @@ public struct V2Output: Sendable {
 }
 
 extension V2Codec {
-    /// Chooses and shapes the outputs a request asked for from what the model produced.
+    /// Shapes what the model produced as the request asked: `produced` holds the requested outputs in request order
+    /// (every output when none were named), as `Inference.infer` returns them, so names are not checked again here.
     ///
-    /// No requested outputs means all of them, binary per `binary_data_output`. Classification requests
-    /// become BYTES tensors of `value:index[:label]`; `labels` maps output names to class labels.
-    public static func makeOutputs(modelOutputs: [(name: String, tensor: Tensor)], request: V2InferenceRequest,
-                                   labels: [String: [String]] = [:]) throws -> [V2Output] {
+    /// No requested outputs means all of them, binary per `binary_data_output`. Classification requests become BYTES
+    /// tensors of `value:index[:label]` ranked with `labels`.
+    public static func makeOutputs(_ produced: [(name: String, tensor: Tensor)], request: V2InferenceRequest, labels: [String] = []) throws -> [V2Output] {
         if request.requestedOutputs.isEmpty {
-            return modelOutputs.map { V2Output(name: $0.name, tensor: $0.tensor, binary: request.binaryOutputsByDefault) }
+            return produced.map { V2Output(name: $0.name, tensor: $0.tensor, binary: request.binaryOutputsByDefault) }
         }
-        return try request.requestedOutputs.map { wanted in
-            guard let produced = modelOutputs.first(where: { $0.name == wanted.name }) else {
-                throw V2CodecError(.invalidField, "unknown output '\(wanted.name)', the model has \(modelOutputs.map { "'\($0.name)'" }.joined(separator: ", "))")
-            }
-            var tensor = produced.tensor
+        precondition(produced.map(\.name) == request.requestedOutputs.map(\.name), "outputs differ from the ones requested")
+        return try zip(request.requestedOutputs, produced).map { wanted, output in
+            var tensor = output.tensor
             if let k = wanted.classification {
-                tensor = try classificationTensor(tensor, top: k, labels: labels[wanted.name], outputName: wanted.name)
+                tensor = try classificationTensor(tensor, top: k, labels: labels.isEmpty ? nil : labels, outputName: wanted.name)
             }
             return V2Output(name: wanted.name, tensor: tensor, binary: wanted.binary)
         }

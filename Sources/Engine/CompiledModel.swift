@@ -49,19 +49,46 @@ public final class CompiledModel: Sendable {
                          opsets: model.opsetImports, metadataProps: model.metadataProps, docString: model.docString,
                          modelVersion: model.modelVersion, domain: model.domain, graphName: graph.name)
         guard opset >= 1 else { throw EngineError(.invalidModel, "the model imports no ai.onnx opset") }
-
         let inputInfos = graph.inputs.filter { constants[$0.name] == nil }
         inputs = inputInfos.map { TensorSpec(name: $0.name, dtype: $0.elementType ?? .float32, shape: $0.shape ?? []) }
+        try Self.checkServable(graph, inputs: inputInfos, opset: opset, isSubgraph: isSubgraph)
 
+        let available = Set(inputInfos.map(\.name)).union(constants.keys)
+        var optimizer = try Self.optimize(graph, constants: consume constants, available: available, opset: opset,
+                                          fuseResiduals: fuseResiduals, fuseChains: fuseChains)
+        var builder = PlanBuilder(inputs: inputs)
+        try builder.lower(optimizer.nodes, constants: optimizer.constants, opset: opset)
+        let outputSpecs = try builder.bindOutputs(graph.outputs, constants: optimizer.constants)
+        optimizer.constants = [:]
+        builder.markReleases()
+        builder.markShapeDerived(optimizer.nodes)
+
+        let plan = builder.plan(inputs: inputs, outputs: outputSpecs)
+        self.plan = plan
+        retainedConstantBytes = builder.consumedBytes + distinctStorageBytes(builder.usedConstants.values)
+        inputSlots = builder.inputSlots
+        outputSlots = builder.outputSlots
+        outputs = OutputProbe.complete(outputSpecs, declared: graph.outputs, inputs: inputs, plan: plan, slots: builder.slots(of: outputSpecs))
+        var declared: [String: [DeclaredDimension]] = [:]
+        for info in inputInfos { if let shape = info.shape { declared[info.name] = shape } }
+        declaredShapes = declared
+        undeclaredTypes = Set(inputInfos.filter { $0.elementType == nil }.map(\.name))
+    }
+
+    /// Refuses operators the engine lacks and, for a served (top-level) graph, inputs and outputs that are not tensors.
+    private static func checkServable(_ graph: Graph, inputs: [ValueInfo], opset: Int, isSubgraph: Bool) throws {
         for node in graph.nodes { try checkSupported(node, opset: opset) }
         // Served models exchange tensors only; sequences and optionals live inside graphs (and subgraph bodies).
-        if !isSubgraph {
-            for info in inputInfos + graph.outputs where info.kind != .tensor {
-                let role = graph.outputs.contains(where: { $0.name == info.name }) ? "output" : "input"
-                throw EngineError(.unsupportedOperator, "graph \(role) '\(info.name)' is a \(info.kind.rawValue), not a tensor; Osprey serves tensor inputs and outputs only")
-            }
+        guard !isSubgraph else { return }
+        for info in inputs + graph.outputs where info.kind != .tensor {
+            let role = graph.outputs.contains(where: { $0.name == info.name }) ? "output" : "input"
+            throw EngineError(.unsupportedOperator, "graph \(role) '\(info.name)' is a \(info.kind.rawValue), not a tensor; Osprey serves tensor inputs and outputs only")
         }
-        let available = Set(inputInfos.map(\.name)).union(constants.keys)
+    }
+
+    /// Orders the nodes and runs the optimizer passes (constant folding, BatchNormalization folding, fusions).
+    private static func optimize(_ graph: Graph, constants: consuming [String: Tensor], available: Set<String>, opset: Int,
+                                 fuseResiduals: Bool, fuseChains: Bool) throws -> GraphOptimizer {
         // Control-flow nodes read outer values inside their subgraphs: list those as extra inputs so ordering and liveness see them.
         let nodes = graph.nodes.map { node -> Node in
             guard node.opType == "If" || node.opType == "Loop" || node.opType == "Scan" else { return node }
@@ -70,9 +97,8 @@ public final class CompiledModel: Sendable {
             return extended
         }
         let ordered = try GraphOptimizer.topologicalOrder(nodes, available: available)
-        let graphOutputs = Set(graph.outputs.map(\.name))
-        var optimizer = GraphOptimizer(nodes: ordered.map { PlannedNode(node: $0) }, constants: constants, graphOutputs: graphOutputs, opset: opset)
-        constants = [:]
+        var optimizer = GraphOptimizer(nodes: ordered.map { PlannedNode(node: $0) }, constants: consume constants,
+                                       graphOutputs: Set(graph.outputs.map(\.name)), opset: opset)
         try optimizer.foldConstants()
         optimizer.foldBatchNormalization()
         if fuseChains {
@@ -81,110 +107,7 @@ public final class CompiledModel: Sendable {
         }
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }
-
-        // Slots: one per value name.
-        var slots: [String: Int] = [:]
-        func slot(_ name: String) -> Int {
-            if let s = slots[name] { return s }
-            slots[name] = slots.count
-            return slots.count - 1
-        }
-        var inputSlots: [String: Int] = [:]
-        for spec in inputs { inputSlots[spec.name] = slot(spec.name) }
-        var steps: [ExecutionStep] = []
-        var usedConstants: [Int: Tensor] = [:]
-        var producers: [Int: Int] = [:]
-        var consumedBytes = 0
-        for planned in optimizer.nodes {
-            let node = planned.node
-            var known: [Int: Tensor] = [:]
-            for (i, name) in node.inputs.enumerated() where !name.isEmpty {
-                if let c = optimizer.constants[name] { known[i] = c }
-            }
-            let ctx = OpContext(node: node, opset: opset, constants: known, activation: planned.activation)
-            let prepared = try operatorFactory(for: node)!(ctx)
-            consumedBytes += prepared.consumedInputs.reduce(0) { $0 + (known[$1]?.byteCount ?? 0) }
-            ctx.releaseConstants()
-            var inputIDs: [Int] = []
-            for (i, name) in node.inputs.enumerated() {
-                if name.isEmpty || prepared.consumedInputs.contains(i) { inputIDs.append(-1); continue }
-                let id = slot(name)
-                if let c = optimizer.constants[name] { usedConstants[id] = c }
-                inputIDs.append(id)
-            }
-            let outputIDs = node.outputs.map { $0.isEmpty ? -1 : slot($0) }
-            for o in outputIDs where o >= 0 { producers[o] = steps.count }
-            let fused = (planned.residual ? "+Add" : "") + (planned.activation == .none ? "" : "+\(planned.activation)")
-            steps.append(ExecutionStep(label: ctx.label, opType: node.opType + fused, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
-        }
-        var outputSlots: [String: Int] = [:]
-        var outputSpecs: [TensorSpec] = []
-        for out in graph.outputs {
-            let id = slot(out.name)
-            outputSlots[out.name] = id
-            if let c = optimizer.constants[out.name] { usedConstants[id] = c }
-            guard usedConstants[id] != nil || inputSlots[out.name] != nil || producers[id] != nil else {
-                throw EngineError(.invalidModel, "graph output '\(out.name)' is not produced by any node")
-            }
-            let dtype = out.elementType ?? usedConstants[id]?.dtype ?? .float32
-            outputSpecs.append(TensorSpec(name: out.name, dtype: dtype, shape: out.shape ?? []))
-        }
-
-        // Liveness: release each slot after its last reader (inputs, constants and outputs stay).
-        var retained = Set(outputSlots.values).union(usedConstants.keys)
-        retained.formUnion(inputSlots.values)
-        var lastUse: [Int: Int] = [:]
-        for (i, step) in steps.enumerated() {
-            for id in step.inputs where id >= 0 { lastUse[id] = i }
-            for id in step.outputs where id >= 0 && lastUse[id] == nil { lastUse[id] = i }
-        }
-        for (id, i) in lastUse where !retained.contains(id) { steps[i].releases.append(id) }
-
-        // Shape-derived values: computed from Shape/Size of tensors whose shapes follow from the input shapes.
-        let shapeParameterOps: Set<String> = ["Reshape", "Expand", "Tile", "Slice", "Pad", "Resize", "Upsample", "Split", "Squeeze",
-                                              "Unsqueeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "TopK", "MaxUnpool"]
-        // Ops whose every input is a size: their outputs are shape-stable only when all inputs are shape-derived.
-        let sizeOps: Set<String> = ["ConstantOfShape", "Range", "HannWindow", "HammingWindow", "BlackmanWindow"]
-        var stable = Set(inputSlots.values).union(usedConstants.keys)
-        var derived = Set(usedConstants.keys)
-        for (i, planned) in optimizer.nodes.enumerated() {
-            let op = planned.node.opType
-            let ins = steps[i].inputs.filter { $0 >= 0 }
-            let outs = steps[i].outputs.filter { $0 >= 0 }
-            if op == "Shape" || op == "Size" {
-                if ins.allSatisfy({ stable.contains($0) }) {
-                    derived.formUnion(outs); stable.formUnion(outs); steps[i].shapeDerived = true
-                }
-                continue
-            }
-            if !ins.isEmpty && ins.allSatisfy({ derived.contains($0) }) {
-                derived.formUnion(outs); stable.formUnion(outs); steps[i].shapeDerived = true
-                continue
-            }
-            let parameters = sizeOps.contains(op) ? ins : Array(steps[i].inputs.dropFirst().filter { $0 >= 0 })
-            let needsDerived = shapeParameterOps.contains(op) || sizeOps.contains(op)
-            let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression", "Unique", "If", "Loop", "Scan",
-                                              "SequenceAt", "SplitToSequence", "ConcatFromSequence"]
-            if dataShaped.contains(op) { continue }
-            if ins.allSatisfy({ stable.contains($0) }) && (!needsDerived || parameters.allSatisfy({ derived.contains($0) })) {
-                stable.formUnion(outs)
-            }
-        }
-
-        let plan = ExecutionPlan(steps: steps, slotCount: slots.count,
-                                 constantSlots: usedConstants.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                                 inputSlots: inputs.map { ($0.name, inputSlots[$0.name]!) }, producers: producers,
-                                 outputSlots: outputSpecs.map { outputSlots[$0.name]! })
-        self.plan = plan
-        retainedConstantBytes = consumedBytes + distinctStorageBytes(usedConstants.values)
-        self.inputSlots = inputSlots
-        self.outputSlots = outputSlots
-        outputs = OutputProbe.complete(outputSpecs, declared: graph.outputs, inputs: inputs, plan: plan, slots: outputSpecs.map { outputSlots[$0.name]! })
-        var declared: [String: [DeclaredDimension]] = [:]
-        for info in inputInfos { if let shape = info.shape { declared[info.name] = shape } }
-        self.declaredShapes = declared
-        self.undeclaredTypes = Set(inputInfos.filter { $0.elementType == nil }.map(\.name))
+        return optimizer
     }
 
     /// Reads and compiles an `.onnx` file (external data resolved next to it).

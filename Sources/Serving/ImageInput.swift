@@ -23,11 +23,12 @@ public struct ImageInputPlan: Sendable {
     public let preprocessing: PreprocessConfig
 }
 
-extension ServedVersion {
-    /// The image input of this version, or nil when no input is image-shaped (rank 4 with 1 or 3 channels).
+extension ImageInputPlan {
+    /// The image input of a model with `inputs` under `config`, or nil when no input is image-shaped (rank 4 with 1 or
+    /// 3 channels); built once per loaded version.
     ///
     /// With several inputs, the config must contain an `image` section and exactly one input may look like an image.
-    public func imageInputPlan() throws -> ImageInputPlan? {
+    static func make(inputs: [TensorSpec], config: ModelConfig) throws -> ImageInputPlan? {
         let candidates = inputs.compactMap { spec in
             PreprocessConfig.defaults(inputShape: spec.shape, dtype: spec.dtype).map { (spec, $0) }
         }
@@ -42,6 +43,22 @@ extension ServedVersion {
             throw ServingError.invalidConfig(key: "image", expected: "a valid preprocessing section", got: error.description)
         }
     }
+}
+
+/// One row-major batch tensor's bytes, written by several workers at once, each into its own row.
+private struct BatchRows: @unchecked Sendable {
+    let base: UnsafeMutableRawPointer
+    let rowBytes: Int
+
+    func row(_ index: Int) -> UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(start: base + index * rowBytes, count: rowBytes)
+    }
+}
+
+extension ServedVersion {
+    /// The image input of this version (built at load), or nil when no input is image-shaped; throws the
+    /// `.invalidConfig` the config's `image` section earned at load.
+    public func imageInputPlan() throws -> ImageInputPlan? { try imagePlan.get() }
 
     /// Decodes and preprocesses encoded PNG/JPEG `images` on `workers` into one batch for the image input.
     ///
@@ -49,23 +66,26 @@ extension ServedVersion {
     public func imageBatch(_ images: [[UInt8]], plan: ImageInputPlan, maxPixels: Int, maxBytes: Int = DecodeOptions.defaultMaxBytes,
                            workers: BlockingExecutor) async throws -> Tensor {
         let config = plan.preprocessing
-        let rows = try await withThrowingTaskGroup(of: (Int, Tensor).self) { group in
+        let batch = Tensor(uninitialized: config.dtype, shape: [images.count] + config.outputShape.dropFirst())
+        // The batch is fresh and not yet shared, so its storage is exactly its bytes and nothing else writes to it.
+        let rows = BatchRows(base: batch.storage.pointer, rowBytes: config.outputByteCount)
+        try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, bytes) in images.enumerated() {
                 group.addTask {
                     try await workers.run {
                         do {
-                            return (index, try decodeAndPreprocess(bytes, config: config, maxPixels: maxPixels, maxBytes: maxBytes))
+                            try bytes.withUnsafeBytes { source in
+                                try decodeAndPreprocess(source, config: config, maxPixels: maxPixels, maxBytes: maxBytes, into: rows.row(index))
+                            }
                         } catch let error as ImagingError {
                             throw ImageInputError(index: index, reason: error)
                         }
                     }
                 }
             }
-            var ordered = [Tensor?](repeating: nil, count: images.count)
-            for try await (index, tensor) in group { ordered[index] = tensor }
-            return ordered.compactMap { $0 }
+            try await group.waitForAll()
         }
-        return Tensor.concatenatingRows(rows)
+        return batch
     }
 
     /// Runs encoded images through the batcher and returns class probabilities, one row per image.
@@ -74,7 +94,7 @@ extension ServedVersion {
     /// emits logits, or when it does not say and the rows are not already probability distributions.
     public func classify(_ images: [[UInt8]], maxPixels: Int, maxBytes: Int = DecodeOptions.defaultMaxBytes, workers: BlockingExecutor,
                          timeout: Duration? = nil) async throws -> Tensor {
-        guard let plan = try imageInputPlan() else {
+        guard let plan = try imagePlan.get() else {
             let shapes = inputs.map { "\($0.name) \($0.dtype)[\($0.shape.map(\.description).joined(separator: ", "))]" }
             throw ServingError.invalidInput("model '\(name)' has no image input: expected one rank-4 input with 1 or 3 channels, got \(shapes.joined(separator: "; "))")
         }

@@ -6,37 +6,98 @@ import Tensor
 /// The model repository at run time: which versions are loaded, which one serves each model, and their lifecycle.
 ///
 /// Loads run on a dedicated loader thread; the actor only swaps which `ServedVersion` new requests get, so a swap is
-/// atomic and never touches requests already admitted. Lookups (`resolve`, `index`, `isReady`) read a lock-guarded
-/// routing table and never await. Mutations of one model are serialized; state is re-checked after every await.
+/// atomic and never touches requests already admitted. Each version's slot holds one `VersionPhase`; state is
+/// re-checked after every await.
+///
+/// Three pieces beside the actor's own state, each for a reason:
+/// - the lock-guarded routing table (`routes`, published after every change): `resolve`, `index` and `isReady` run
+///   on every request and probe, synchronously and from any thread, so they never hop onto the actor or await it;
+/// - the per-model lock (`lock`/`unlock`): a reconcile awaits the loader thread, and actor reentrancy would otherwise
+///   let a second reconcile, upload or pin of the same model interleave with it;
+/// - loading tokens: `unload` deliberately does not wait for that lock (it must act at once), so a load that
+///   finishes after an unload finds its token replaced and discards what it loaded.
 public actor ModelRegistry {
     /// Root of the model repository.
     public nonisolated let repositoryPath: String
     /// Where per-version series are recorded (nil: none).
     public nonisolated let metrics: Metrics?
 
+    /// Where one version is in its lifecycle; exactly one of these at a time.
+    private enum VersionPhase {
+        /// On disk (or just unloaded), nothing loaded; `note` says why when there is a reason beyond "not loaded".
+        case unavailable(note: String?)
+        /// A first load (or a retry after a failure) runs under `token`; nothing serves meanwhile.
+        case loading(token: UInt64)
+        /// `served` takes requests. `reloading` is the token of a load replacing it (it keeps serving until that
+        /// is READY); `removedFromDisk` means its file left the repository and it serves until another version is READY.
+        case ready(ServedVersion, reloading: UInt64?, removedFromDisk: Bool)
+        /// The last load failed and nothing serves.
+        case failed(reason: String)
+    }
+
     private struct VersionSlot {
-        var served: ServedVersion?
+        var phase: VersionPhase = .unavailable(note: nil)
+        /// The file the served (or last loaded) runtime came from.
         var fingerprint: FileFingerprint?
-        var loadingToken: UInt64?
-        var failure: String?
+        /// What the last failed load tried (file, config, labels): polling does not retry the same attempt.
         var failedAttempt: (FileFingerprint, ModelConfig, [String])?
-        var note: String?
-        /// The version's file left the repository while it served: it keeps serving until another version is READY.
-        var removedFromDisk = false
+
+        /// The serving version, if any.
+        var served: ServedVersion? {
+            if case .ready(let served, _, _) = phase { return served }
+            return nil
+        }
+
+        /// The token of the load running for this version, if any.
+        var loadingToken: UInt64? {
+            switch phase {
+            case .loading(let token): return token
+            case .ready(_, let token, _): return token
+            default: return nil
+            }
+        }
+
+        /// True when a READY version's file is gone from the repository.
+        var removedFromDisk: Bool {
+            if case .ready(_, _, true) = phase { return true }
+            return false
+        }
+
+        /// True when the last load failed and nothing serves.
+        var isFailed: Bool {
+            if case .failed = phase { return true }
+            return false
+        }
+
+        /// Starts a load under `token`: a READY version keeps serving while it runs.
+        mutating func beginLoading(_ token: UInt64) {
+            if case .ready(let served, _, let removed) = phase {
+                phase = .ready(served, reloading: token, removedFromDisk: removed)
+            } else {
+                phase = .loading(token: token)
+            }
+        }
+
+        /// Marks (or clears) that a READY version's file left the repository; other phases have nothing to mark.
+        mutating func setRemovedFromDisk(_ removed: Bool) {
+            if case .ready(let served, let token, _) = phase { phase = .ready(served, reloading: token, removedFromDisk: removed) }
+        }
 
         var state: ModelState {
-            if served != nil { return .ready }
-            if loadingToken != nil { return .loading }
-            if failure != nil { return .failed }
-            return .unavailable
+            switch phase {
+            case .ready: return .ready
+            case .loading: return .loading
+            case .failed: return .failed
+            case .unavailable: return .unavailable
+            }
         }
 
         var reason: String? {
-            switch state {
-            case .ready: return removedFromDisk ? "removed from the repository; serves until another version is ready" : nil
+            switch phase {
+            case .ready(_, _, let removed): return removed ? "removed from the repository; serves until another version is ready" : nil
             case .loading: return nil
-            case .failed: return failure
-            case .unavailable: return note ?? "not loaded"
+            case .failed(let reason): return reason
+            case .unavailable(let note): return note ?? "not loaded"
             }
         }
     }
@@ -113,7 +174,7 @@ public actor ModelRegistry {
     /// Every model version known to the repository with its state, sorted by name then version.
     public nonisolated func index() -> [ModelIndexEntry] {
         let snapshot = routes.withLock { $0 }
-        return snapshot.keys.sorted().flatMap { snapshot[$0]!.entries }
+        return snapshot.sorted { $0.key < $1.key }.flatMap(\.value.entries)
     }
 
     /// The index rows of one model (its versions and states); throws `.modelNotFound`.
@@ -127,9 +188,6 @@ public actor ModelRegistry {
         (try? resolve(model: model, version: version)) != nil
     }
 
-    /// Names of the models in the repository.
-    public nonisolated var modelNames: [String] { routes.withLock { $0.keys.sorted() } }
-
     /// True when every required model (except ones explicitly unloaded) has a READY version.
     ///
     /// Required means `options.requiredModels` when given, else every model whose directory held a version when
@@ -141,11 +199,6 @@ public actor ModelRegistry {
 
     /// The models readiness waits for, sorted (empty before the first `loadAll`).
     public nonisolated var requiredModels: [String] { (required.withLock { $0 } ?? []).sorted() }
-
-    /// Bytes all loaded versions hold together (`ServedVersion.memoryBytes`), the figure `maxModelMemory` bounds.
-    public nonisolated var loadedMemoryBytes: Int {
-        routes.withLock { $0.values.reduce(0) { $0 + $1.versions.values.reduce(0) { $0 + ($1.served?.memoryBytes ?? 0) } } }
-    }
 
     /// Triton-style statistics of the READY versions of `model` (only `version` when given).
     public nonisolated func statistics(model: String, version: Int? = nil) throws -> [ModelStatistics] {
@@ -217,12 +270,12 @@ public actor ModelRegistry {
 
     /// Unloads every version of `model`; requests already admitted finish, then the versions are freed. Polling leaves it unloaded.
     public func unload(model: String) throws {
-        guard models[model] != nil else { throw ServingError.modelNotFound(model: model) }
-        models[model]!.unloaded = true
-        models[model]!.pinned = nil
-        for version in models[model]!.versions.keys {
-            models[model]!.versions[version] = VersionSlot(note: "unloaded")
-        }
+        guard var record = models[model] else { throw ServingError.modelNotFound(model: model) }
+        record.unloaded = true
+        record.pinned = nil
+        // Replacing the slots also voids the tokens of loads in progress: they find their token gone and discard.
+        for version in record.versions.keys { record.versions[version] = VersionSlot(phase: .unavailable(note: "unloaded")) }
+        models[model] = record
         logger(.info, "unloaded model '\(model)'")
         publish(model)
     }
@@ -278,7 +331,7 @@ public actor ModelRegistry {
         record.unloaded = false
         record.config = config
         record.labels = labels
-        record.versions[version] = VersionSlot(served: served, fingerprint: fingerprint)
+        record.versions[version] = VersionSlot(phase: .ready(served, reloading: nil, removedFromDisk: false), fingerprint: fingerprint)
         models[model] = record
         publish(model)
         // The policy decides what serves now (the upload is not reloaded: its fingerprint, config and labels match).
@@ -290,10 +343,11 @@ public actor ModelRegistry {
     public func pin(model: String, version: Int) async throws {
         await lock(model)
         defer { unlock(model) }
-        guard let record = models[model] else { throw ServingError.modelNotFound(model: model) }
+        guard var record = models[model] else { throw ServingError.modelNotFound(model: model) }
         let previous = record.pinned
-        models[model]!.pinned = version
-        models[model]!.unloaded = false
+        record.pinned = version
+        record.unloaded = false
+        models[model] = record
         // Reconciling rescans the disk, so a version added since the last scan can be pinned too.
         let failures = try await reconcile(model, retryFailures: true)
         if models[model]?.versions[version] == nil {
@@ -315,7 +369,7 @@ public actor ModelRegistry {
         await lock(model)
         defer { unlock(model) }
         guard models[model] != nil else { throw ServingError.modelNotFound(model: model) }
-        models[model]!.pinned = nil
+        models[model]?.pinned = nil
         _ = try await reconcile(model, retryFailures: false)
         logger(.info, "model '\(model)' unpinned")
     }
@@ -353,8 +407,10 @@ public actor ModelRegistry {
 
     /// Brings `model` in line with the disk and its policy; returns the load failures by version. Caller holds the model lock.
     ///
-    /// A READY version whose file left the repository keeps serving until another version is READY; with
-    /// `keepServingWhenGone` (explicit loads) that holds even when the whole model directory is gone.
+    /// Three steps: scan (the disk, on the loader thread), plan (which versions the policy wants and which of those
+    /// need a load) and apply (load them one by one, newest first, re-planning after each failure), then retire what
+    /// the policy no longer wants. A READY version whose file left the repository keeps serving until another version
+    /// is READY; with `keepServingWhenGone` (explicit loads) that holds even when the whole model directory is gone.
     private func reconcile(_ model: String, retryFailures: Bool, keepServingWhenGone: Bool = false) async throws -> [Int: ServingError] {
         let repository = self.repository
         guard let scan = try await worker.run({ try repository.scan(model: model) }) else {
@@ -367,7 +423,37 @@ public actor ModelRegistry {
             }
             return [:]
         }
+        let config = try absorb(scan, model: model)
+        guard models[model]?.unloaded == false else { return [:] }
+
+        var failures: [Int: ServingError] = [:]
+        var attempted: Set<Int> = []
+        var desired: Set<Int> = []
+        while true {
+            let plan = plannedLoads(model, scan: scan, config: config, retryFailures: retryFailures, failures: failures, attempted: attempted)
+            desired = plan.desired
+            if plan.todo.isEmpty { break }
+            for version in plan.todo {
+                attempted.insert(version)
+                // An unload (which does not wait for the model lock) may have happened during the previous load.
+                guard models[model]?.unloaded == false else { break }
+                if let error = await applyLoad(model, version: version, scan: scan, config: config, retryFailures: retryFailures) {
+                    failures[version] = error
+                }
+            }
+        }
+        retire(model, desired: desired)
+        return failures
+    }
+
+    /// Takes a scan into the model's record: config and labels, versions gone from disk, new versions as slots; returns
+    /// the parsed config, or records and throws why config.json is invalid (versions not serving then read as failed).
+    private func absorb(_ scan: ModelScan, model: String) throws -> ModelConfig {
         var record = models[model] ?? ModelRecord()
+        defer {
+            models[model] = record
+            publish(model)
+        }
         let config: ModelConfig
         do {
             config = try scan.configBytes.map { try ModelConfig(json: $0) } ?? ModelConfig()
@@ -377,11 +463,9 @@ public actor ModelRegistry {
             if record.configError != reason { logger(.error, "model '\(model)': \(reason)") }
             record.configError = reason
             for version in scan.versions.keys where record.versions[version]?.served == nil {
-                record.versions[version] = VersionSlot(failure: reason)
+                record.versions[version] = VersionSlot(phase: .failed(reason: reason))
             }
             markRemoved(&record, model, onDisk: scan.versions)
-            models[model] = record
-            publish(model)
             throw error
         }
         record.config = config
@@ -390,18 +474,15 @@ public actor ModelRegistry {
         for version in scan.versions.keys where record.versions[version] == nil {
             record.versions[version] = VersionSlot()
         }
-        models[model] = record
-        if record.unloaded {
-            publish(model)
-            return [:]
-        }
-        publish(model)
+        return config
+    }
 
-        // A version that fails to load drops out of the policy's choice, so "latest 1" falls back to the newest
-        // version that works instead of leaving an older pinned or fallback version serving.
-        var failures: [Int: ServingError] = [:]
-        var attempted: Set<Int> = []
-        var desired: Set<Int> = []
+    /// The versions the policy (and a pin) wants, and those of them not yet attempted in this pass, newest first.
+    ///
+    /// A version that failed to load drops out of the policy's choice, so "latest 1" falls back to the newest version
+    /// that works instead of leaving an older pinned or fallback version serving.
+    private func plannedLoads(_ model: String, scan: ModelScan, config: ModelConfig, retryFailures: Bool,
+                              failures: [Int: ServingError], attempted: Set<Int>) -> (desired: Set<Int>, todo: [Int]) {
         func isKnownBad(_ version: Int) -> Bool {
             // A version whose older file still serves is not bad: its working runtime stays.
             guard let slot = models[model]?.versions[version], slot.served == nil else { return false }
@@ -410,79 +491,79 @@ public actor ModelRegistry {
             guard let attempt = slot.failedAttempt, let fingerprint = scan.versions[version] else { return false }
             return attempt.0 == fingerprint && attempt.1 == config && attempt.2 == scan.labels
         }
-        while true {
-            desired = Set(config.versionPolicy.select(from: scan.versions.keys.filter { !isKnownBad($0) }))
-            if let pinned = record.pinned, scan.versions[pinned] != nil { desired.insert(pinned) }
-            let todo = desired.subtracting(attempted).sorted(by: >)
-            if todo.isEmpty { break }
-            for version in todo {
-                attempted.insert(version)
-                // An unload (which does not wait for the model lock) may have happened during the previous load.
-                guard models[model]?.unloaded == false else { break }
-                guard let slot = models[model]?.versions[version], slot.loadingToken == nil,
-                      let fingerprint = scan.versions[version] else { continue }
-                if let served = slot.served, slot.fingerprint == fingerprint, served.config == config, served.labels == scan.labels { continue }
-                if !retryFailures, slot.served == nil, let attempt = slot.failedAttempt,
-                   attempt.0 == fingerprint, attempt.1 == config, attempt.2 == scan.labels { continue }
-                nextToken += 1
-                let token = nextToken
-                models[model]!.versions[version]!.loadingToken = token
-                publish(model)
-                // Same file, new config or labels: rewrap the loaded runtime instead of loading and warming up again.
-                let reusable = slot.fingerprint == fingerprint ? slot.served : nil
-                let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels, reusing: reusable)
-                // The model may have been unloaded, removed or reloaded while we waited.
-                guard models[model]?.versions[version]?.loadingToken == token else { continue }
-                models[model]!.versions[version]!.loadingToken = nil
-                switch outcome {
-                case .success(let served):
-                    let previousDefault = routes.withLock { $0[model]?.defaultVersion?.version }
-                    models[model]!.versions[version] = VersionSlot(served: served, fingerprint: fingerprint)
-                    metrics?.gauge("osprey_model_load_duration_seconds", help: "Time the last load and warm-up of a version took, in seconds.",
-                                   labels: ["model": model, "version": String(version)]).set(served.loadSeconds)
-                    let batching = served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""
-                    if reusable != nil {
-                        logger(.info, "model '\(model)' version \(version) now uses the changed config.json/labels.txt" + batching)
-                    } else {
-                        logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s" + batching)
-                    }
-                    publish(model)
-                    let newDefault = routes.withLock { $0[model]?.defaultVersion?.version }
-                    if newDefault != previousDefault, let newDefault {
-                        logger(.info, "model '\(model)' now serves version \(newDefault)")
-                    }
-                case .failure(let error):
-                    failures[version] = error
-                    models[model]!.versions[version]!.failedAttempt = (fingerprint, config, scan.labels)
-                    let current = routes.withLock { $0[model]?.defaultVersion?.version }
-                    if models[model]!.versions[version]!.served == nil {
-                        models[model]!.versions[version]!.failure = "\(error)"
-                    }
-                    logger(.error, "\(error)" + (current.map { "; still serving version \($0)" } ?? ""))
-                    publish(model)
-                }
+        var desired = Set(config.versionPolicy.select(from: scan.versions.keys.filter { !isKnownBad($0) }))
+        if let pinned = models[model]?.pinned, scan.versions[pinned] != nil { desired.insert(pinned) }
+        return (desired, desired.subtracting(attempted).sorted(by: >))
+    }
+
+    /// Loads `version` when its slot needs it (a new file, config or labels, or a failure to retry) and publishes the
+    /// outcome; returns the load failure. A load superseded meanwhile (its token replaced by an unload) is discarded.
+    private func applyLoad(_ model: String, version: Int, scan: ModelScan, config: ModelConfig, retryFailures: Bool) async -> ServingError? {
+        guard let slot = models[model]?.versions[version], slot.loadingToken == nil,
+              let fingerprint = scan.versions[version] else { return nil }
+        if let served = slot.served, slot.fingerprint == fingerprint, served.config == config, served.labels == scan.labels { return nil }
+        if !retryFailures, slot.served == nil, let attempt = slot.failedAttempt,
+           attempt.0 == fingerprint, attempt.1 == config, attempt.2 == scan.labels { return nil }
+        nextToken += 1
+        let token = nextToken
+        models[model]?.versions[version]?.beginLoading(token)
+        publish(model)
+        // Same file, new config or labels: rewrap the loaded runtime instead of loading and warming up again.
+        let reusable = slot.fingerprint == fingerprint ? slot.served : nil
+        let outcome = await loadVersion(model: model, version: version, config: config, labels: scan.labels, reusing: reusable)
+        // The model may have been unloaded, removed or reloaded while we waited.
+        guard let current = models[model]?.versions[version], current.loadingToken == token else { return nil }
+        switch outcome {
+        case .success(let served):
+            let previousDefault = routes.withLock { $0[model]?.defaultVersion?.version }
+            models[model]?.versions[version] = VersionSlot(phase: .ready(served, reloading: nil, removedFromDisk: false), fingerprint: fingerprint)
+            metrics?.gauge("osprey_model_load_duration_seconds", help: "Time the last load and warm-up of a version took, in seconds.",
+                           labels: ["model": model, "version": String(version)]).set(served.loadSeconds)
+            let batching = served.batchingEnabled ? " (batches up to \(served.maxBatchSize))" : ""
+            if reusable != nil {
+                logger(.info, "model '\(model)' version \(version) now uses the changed config.json/labels.txt" + batching)
+            } else {
+                logger(.info, "loaded model '\(model)' version \(version) in \(String(format: "%.3f", served.loadSeconds)) s" + batching)
             }
+            publish(model)
+            let newDefault = routes.withLock { $0[model]?.defaultVersion?.version }
+            if newDefault != previousDefault, let newDefault {
+                logger(.info, "model '\(model)' now serves version \(newDefault)")
+            }
+            return nil
+        case .failure(let error):
+            var failed = current
+            failed.failedAttempt = (fingerprint, config, scan.labels)
+            // A failed reload keeps the old runtime serving; a failed first load (or retry) records why.
+            if case .ready(let served, _, let removed) = failed.phase {
+                failed.phase = .ready(served, reloading: nil, removedFromDisk: removed)
+            } else {
+                failed.phase = .failed(reason: "\(error)")
+            }
+            models[model]?.versions[version] = failed
+            let serving = routes.withLock { $0[model]?.defaultVersion?.version }
+            logger(.error, "\(error)" + (serving.map { "; still serving version \($0)" } ?? ""))
+            publish(model)
+            return error
         }
-        retire(model, desired: desired)
-        return failures
     }
 
     /// Forgets versions no longer on disk, except READY ones: those are marked removed and keep serving until
     /// `retire` finds another version READY (so deleting the serving version's directory never opens a gap).
     private func markRemoved(_ record: inout ModelRecord, _ model: String, onDisk: [Int: FileFingerprint]) {
-        for version in record.versions.keys {
-            guard onDisk[version] == nil else {
-                record.versions[version]!.removedFromDisk = false
-                continue
-            }
-            guard record.versions[version]!.served != nil else {
+        for (version, var slot) in record.versions {
+            if onDisk[version] != nil {
+                slot.setRemovedFromDisk(false)
+            } else if slot.served == nil {
                 record.versions[version] = nil
                 continue
+            } else {
+                if !slot.removedFromDisk {
+                    logger(.warning, "model '\(model)' version \(version) was removed from the repository; it serves until another version is ready")
+                }
+                slot.setRemovedFromDisk(true)
             }
-            if !record.versions[version]!.removedFromDisk {
-                logger(.warning, "model '\(model)' version \(version) was removed from the repository; it serves until another version is ready")
-            }
-            record.versions[version]!.removedFromDisk = true
+            record.versions[version] = slot
         }
     }
 
@@ -499,9 +580,9 @@ public actor ModelRegistry {
                 continue
             }
             // A failed version keeps its reason in the index rather than reading "not selected".
-            if slot.served == nil && slot.failure != nil { continue }
+            if slot.isFailed { continue }
             if slot.served != nil { logger(.info, "unloading model '\(model)' version \(version) (not selected by the version policy)") }
-            record.versions[version] = VersionSlot(note: "not selected by the version policy")
+            record.versions[version] = VersionSlot(phase: .unavailable(note: "not selected by the version policy"))
         }
         if let fallback {
             logger(.warning, "model '\(model)': no version selected by the policy is ready; version \(fallback) keeps serving")
@@ -640,8 +721,7 @@ public actor ModelRegistry {
         }
         var versions: [Int: (state: ModelState, reason: String?, served: ServedVersion?)] = [:]
         var entries: [ModelIndexEntry] = []
-        for version in record.versions.keys.sorted() {
-            let slot = record.versions[version]!
+        for (version, slot) in record.versions.sorted(by: { $0.key < $1.key }) {
             versions[version] = (slot.state, slot.reason, slot.served)
             entries.append(ModelIndexEntry(name: model, version: version, state: slot.state, reason: slot.reason,
                                            memoryBytes: slot.served?.memoryBytes))

@@ -15,10 +15,12 @@ public final class ServedVersion: Sendable {
     public let config: ModelConfig
     /// Class labels from labels.txt, else from the model's metadata (`labels`, `classes`, ...); empty when neither has any.
     public let labels: [String]
+    /// What requests must send and may ask for, fixed at load: the one place their tensors are checked.
+    public let contract: ModelContract
     /// Declared inputs.
-    public let inputs: [TensorSpec]
+    public var inputs: [TensorSpec] { contract.inputs }
     /// Declared outputs.
-    public let outputs: [TensorSpec]
+    public var outputs: [TensorSpec] { contract.outputs }
     /// Maximum rows per request and per execution; 0 when the model is not batched (the batch dimension is free or fixed).
     public let maxBatchSize: Int
     /// True when concurrent requests are coalesced into one execution.
@@ -28,7 +30,8 @@ public final class ServedVersion: Sendable {
     /// Bytes the version holds while loaded: weights and packed constants plus its activations at `maxBatchSize` rows.
     public let memoryBytes: Int
 
-    private let batchDimensionIsDynamic: Bool
+    /// The image input and its preprocessing, built at load (the config's `image` section error, if it has one).
+    let imagePlan: Result<ImageInputPlan?, ServingError>
     private let defaultTimeoutNanos: UInt64?
     private let instruments: VersionInstruments
     private let batcher: DynamicBatcher
@@ -45,17 +48,10 @@ public final class ServedVersion: Sendable {
         self.loadSeconds = loadSeconds
         self.memoryBytes = memoryBytes
         self.runtime = runtime
-        inputs = runtime.inputs
-        outputs = runtime.outputs
-        func hasDynamicBatch(_ spec: TensorSpec) -> Bool {
-            if case .symbolic = spec.shape.first { return true }
-            return false
-        }
         // Rows can be stacked and split only if every input and output leads with a dynamic batch dimension.
-        let fixedInput = runtime.inputs.first { !hasDynamicBatch($0) }
-        let fixedOutput = runtime.outputs.first { !hasDynamicBatch($0) }
+        let fixedInput = runtime.inputs.first { !$0.leadsWithDynamicBatch }
+        let fixedOutput = runtime.outputs.first { !$0.leadsWithDynamicBatch }
         let dynamicBatch = !runtime.inputs.isEmpty && fixedInput == nil && fixedOutput == nil
-        batchDimensionIsDynamic = !runtime.inputs.isEmpty && fixedInput == nil
         let limit = config.effectiveMaxBatchSize(batchDimensionIsDynamic: dynamicBatch)
         if limit > 1 && !dynamicBatch {
             let culprit = fixedInput.map { "input '\($0.name)'" } ?? fixedOutput.map { "output '\($0.name)'" } ?? "the model"
@@ -63,6 +59,13 @@ public final class ServedVersion: Sendable {
                                              got: String(limit))
         }
         maxBatchSize = dynamicBatch ? limit : 0
+        contract = ModelContract(model: name, inputs: runtime.inputs, outputs: runtime.outputs, maxBatchSize: maxBatchSize)
+        do {
+            imagePlan = .success(try ImageInputPlan.make(inputs: runtime.inputs, config: config))
+        } catch let error as ServingError {
+            // Kept, not thrown: a bad `image` section fails image requests, while tensor requests keep working.
+            imagePlan = .failure(error)
+        }
         batchingEnabled = dynamicBatch && limit > 1
         let batching = config.dynamicBatching
         defaultTimeoutNanos = batching.defaultTimeoutMicroseconds > 0 ? UInt64(batching.defaultTimeoutMicroseconds) * 1000 : nil
@@ -81,15 +84,14 @@ public final class ServedVersion: Sendable {
     /// The rows one execution of `runtime` may hold under `config`: `max_batch_size` when every input and output leads
     /// with a dynamic batch dimension, else 1 (what warm-up and memory accounting must plan for).
     static func executionRows(config: ModelConfig, runtime: any ModelRuntime) -> Int {
-        func hasDynamicBatch(_ spec: TensorSpec) -> Bool {
-            if case .symbolic = spec.shape.first { return true }
-            return false
-        }
-        let dynamic = !runtime.inputs.isEmpty && runtime.inputs.allSatisfy(hasDynamicBatch) && runtime.outputs.allSatisfy(hasDynamicBatch)
+        let dynamic = !runtime.inputs.isEmpty && runtime.inputs.allSatisfy(\.leadsWithDynamicBatch)
+            && runtime.outputs.allSatisfy(\.leadsWithDynamicBatch)
         return dynamic ? max(1, config.effectiveMaxBatchSize(batchDimensionIsDynamic: true)) : 1
     }
 
     /// Runs one request through the batcher and returns the requested outputs (all when `outputs` is nil).
+    ///
+    /// `feeds` are checked once, against `contract` (lossless dtype widening included).
     ///
     /// `timeout` bounds the time spent queued (nil: the config's `default_timeout_microseconds`); an expired request
     /// fails with `.timeout` and is not executed. Throws `.invalidInput`, `.queueFull`, `.timeout`, `.executionFailed`.
@@ -100,10 +102,11 @@ public final class ServedVersion: Sendable {
         instruments.requestStarted()
         var rows = 0
         do {
-            rows = try validate(feeds)
-            if let requested { try validateOutputNames(requested) }
+            let bound = try contract.bind(feeds)
+            rows = bound.rows
+            if let requested { try contract.checkOutputs(requested) }
             let timeoutNanos = timeout.map(\.clampedNanoseconds) ?? defaultTimeoutNanos
-            let results = try await batcher.submit(feeds, rows: rows, timeoutNanos: timeoutNanos)
+            let results = try await batcher.submit(bound.feeds, rows: rows, timeoutNanos: timeoutNanos)
             let answer: [String: Tensor]
             if let requested {
                 var selected: [String: Tensor] = [:]
@@ -125,55 +128,9 @@ public final class ServedVersion: Sendable {
         }
     }
 
-    /// Checks feeds against the declared inputs (names, dtypes, ranks, fixed dimensions, batch limit) and returns the batch rows.
-    public func validate(_ feeds: [String: Tensor]) throws -> Int {
-        let expectedNames = inputs.map(\.name).joined(separator: ", ")
-        for name in feeds.keys where !inputs.contains(where: { $0.name == name }) {
-            throw ServingError.invalidInput("unknown input '\(name)': model '\(self.name)' expects inputs [\(expectedNames)]")
-        }
-        var batchRows: Int?
-        for spec in inputs {
-            guard let tensor = feeds[spec.name] else {
-                throw ServingError.invalidInput("missing input '\(spec.name)': model '\(name)' expects inputs [\(expectedNames)]")
-            }
-            // Built only for error messages: this runs on every request.
-            var expectedShape: String { "[" + spec.shape.map(\.description).joined(separator: ", ") + "]" }
-            var gotShape: String { "[" + tensor.shape.map(String.init).joined(separator: ", ") + "]" }
-            guard tensor.dtype == spec.dtype else {
-                throw ServingError.invalidInput("input '\(spec.name)': expected dtype \(spec.dtype), got \(tensor.dtype)")
-            }
-            guard tensor.rank == spec.shape.count else {
-                throw ServingError.invalidInput("input '\(spec.name)': expected rank \(spec.shape.count) shape \(expectedShape), got rank \(tensor.rank) shape \(gotShape)")
-            }
-            for (axis, dimension) in spec.shape.enumerated() {
-                if let size = dimension.value, size != tensor.shape[axis] {
-                    throw ServingError.invalidInput("input '\(spec.name)': expected shape \(expectedShape), got \(gotShape) (dimension \(axis) must be \(size))")
-                }
-            }
-            if batchDimensionIsDynamic {
-                let rows = tensor.shape[0]
-                if let batchRows, batchRows != rows {
-                    throw ServingError.invalidInput("input '\(spec.name)': expected batch size \(batchRows) like the other inputs, got \(rows)")
-                }
-                batchRows = rows
-            }
-        }
-        guard let rows = batchRows else { return 1 }
-        if maxBatchSize >= 1 && (rows < 1 || rows > maxBatchSize) {
-            throw ServingError.invalidInput("batch size must be between 1 and \(maxBatchSize) (max_batch_size), got \(rows)")
-        }
-        return max(rows, 1)
-    }
-
     /// Triton-style statistics of this version.
     public var statistics: ModelStatistics { instruments.snapshot }
 
     /// Requests currently waiting in this version's queue.
     public var queueDepth: Int { batcher.queueDepth }
-
-    private func validateOutputNames(_ requested: [String]) throws {
-        for name in requested where !outputs.contains(where: { $0.name == name }) {
-            throw ServingError.invalidInput("unknown output '\(name)': model '\(self.name)' has outputs [\(outputs.map(\.name).joined(separator: ", "))]")
-        }
-    }
 }

@@ -167,10 +167,12 @@ public struct Tensor: Sendable {
         return window
     }
 
-    /// Stacks tensors of equal dtype and trailing shape along the outermost axis (one batch).
+    /// Stacks tensors of equal dtype and trailing shape along the outermost axis (one batch); one part that starts its
+    /// storage is returned as is (a batch of one request copies nothing; a row window is still copied out).
     public static func concatenatingRows(_ parts: [Tensor]) -> Tensor {
         precondition(!parts.isEmpty, "nothing to concatenate")
         let first = parts[0]
+        if parts.count == 1 && first.rank >= 1 && first.byteOffset == 0 { return first }
         let tail = Array(first.shape.dropFirst())
         var rows = 0
         for part in parts {

@@ -166,56 +166,6 @@ private func decodeError(_ json: String) -> V2CodecError? { decodeError(Array(js
         let e = decodeError(#"{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "parameters": {"shared_memory_region": "r"}}]}"#)
         #expect(e?.kind == .unsupported)
     }
-
-    @Test func losslessConversion() throws {
-        let input = V2Input(name: "x", datatype: .int32, tensor: Tensor(shape: [2], scalars: [Int32(-3), 4]))
-        #expect(try V2Codec.convert(input, to: .int64).scalars(as: Int64.self) == [-3, 4])
-        #expect(try V2Codec.convert(input, to: .float64).scalars(as: Double.self) == [-3, 4])
-        do {
-            _ = try V2Codec.convert(input, to: .float32)
-            Issue.record("INT32 -> FP32 is not lossless")
-        } catch let error as V2CodecError {
-            #expect(error.message == "input 'x': expected FP32, got INT32")
-        }
-        let big = V2Input(name: "x", datatype: .int64, tensor: Tensor(shape: [1], scalars: [Int64(1)]))
-        #expect(throws: V2CodecError.self) { try V2Codec.convert(big, to: .float32) }
-        let f = V2Input(name: "x", datatype: .fp32, tensor: Tensor(shape: [1], scalars: [Float(0.1)]))
-        #expect(try V2Codec.convert(f, to: .float64).scalars(as: Double.self) == [Double(Float(0.1))])
-    }
-}
-
-@Suite struct V2InputBindingTests {
-    private let specs = [
-        TensorSpec(name: "image", dtype: .float32, shape: [.symbolic("N"), .fixed(3), .fixed(2)]),
-        TensorSpec(name: "ids", dtype: .int64, shape: [.symbolic("N")]),
-    ]
-
-    private func request(_ inputs: [V2Input]) -> V2InferenceRequest { V2InferenceRequest(inputs: inputs) }
-    private func image(_ shape: [Int]) -> V2Input {
-        V2Input(name: "image", datatype: .fp32, tensor: Tensor(dtype: .float32, shape: shape))
-    }
-    private func ids(_ n: Int) -> V2Input {
-        V2Input(name: "ids", datatype: .int32, tensor: Tensor(shape: [n], scalars: [Int32](repeating: 7, count: n)))
-    }
-    private func message(_ inputs: [V2Input]) -> String? {
-        do { _ = try V2Codec.bindInputs(request(inputs), to: specs); return nil } catch { return "\(error)" }
-    }
-
-    @Test func bindsInModelOrderAndWidens() throws {
-        let tensors = try V2Codec.bindInputs(request([ids(2), image([2, 3, 2])]), to: specs)
-        #expect(tensors.map(\.dtype) == [.float32, .int64])
-        #expect(tensors[1].scalars(as: Int64.self) == [7, 7])
-    }
-
-    @Test func reportsMismatches() {
-        #expect(message([image([2, 3, 2])])?.contains("missing input 'ids'") == true)
-        #expect(message([image([2, 3, 2]), ids(2), V2Input(name: "extra", datatype: .fp32, tensor: Tensor(dtype: .float32, shape: [1]))])?.contains("unexpected input 'extra'") == true)
-        #expect(message([image([2, 3, 3]), ids(2)]) == "input 'image': expected shape [-1, 3, 2], got [2, 3, 3] (axis 2)")
-        #expect(message([image([3, 2]), ids(2)])?.contains("expected shape [-1, 3, 2], got [3, 2]") == true)
-        #expect(message([image([2, 3, 2]), ids(3)]) == "dimension 'N' is 2 in input 'image' but 3 in input 'ids'")
-        let wrongType = V2Input(name: "image", datatype: .fp64, tensor: Tensor(dtype: .float64, shape: [1, 3, 2]))
-        #expect(message([wrongType, ids(1)]) == "input 'image': expected FP32, got FP64")
-    }
 }
 
 @Suite struct V2DuplicateKeyTests {

@@ -96,7 +96,8 @@ final class ReadinessAndSwapTests: XCTestCase {
         }
         repo.removeVersion("m", 2)
         try await registry.load(model: "m")  // version 1 takes 200 ms to load: version 2 must serve meanwhile
-        try await Task.sleep(nanoseconds: 30_000_000)
+        let servedByOne = await eventually(10) { answers.withLock { $0.contains(1) } }
+        XCTAssertTrue(servedByOne, "clients reach version 1 once it is READY")
         stop.withLock { $0 = true }
         for client in clients { await client.value }
         XCTAssertEqual(failures.withLock { $0 }, [], "no request failed during the swap")

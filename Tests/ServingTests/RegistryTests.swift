@@ -181,10 +181,13 @@ final class RegistryTests: XCTestCase {
                 }
             }
         }
-        try await Task.sleep(nanoseconds: 100_000_000)
+        // Ordered by events, not by sleeping: version 1 has answered before the upload, version 2 after it.
+        let servedOne = await eventually(10) { results.withLock { $0.count } >= 12 }
+        XCTAssertTrue(servedOne, "clients were answered by version 1 before the swap")
         let newBytes = Array("scale=2 sleep=1".utf8)
         try await registry.putVersion(model: "m", version: 2, bytes: newBytes, sha256: SHA256.hexDigest(newBytes).uppercased())
-        try await Task.sleep(nanoseconds: 100_000_000)
+        let servedTwo = await eventually(10) { results.withLock { $0.contains(2) } }
+        XCTAssertTrue(servedTwo, "clients were answered by version 2 after the swap")
         stop.withLock { $0 = true }
         for client in clients { await client.value }
 
@@ -222,7 +225,9 @@ final class RegistryTests: XCTestCase {
     private func requestAcrossUnload(_ registry: ModelRegistry, _ weak: LoadedRuntimes.Weak) async throws {
         let served = try registry.resolve(model: "m")
         let inflight = Task { try await served.infer(["x": rowsTensor(rows: 1, marker: 1)]) }
-        try await Task.sleep(nanoseconds: 20_000_000)
+        // Unload only once the request is executing (its marker reached the runtime; warm-up runs carry zeros).
+        let executing = await eventually(10) { weak.value?.executedRowMarkers.withLock { $0.contains(1) } == true }
+        XCTAssertTrue(executing)
         try await registry.unload(model: "m")
         XCTAssertThrowsError(try registry.resolve(model: "m")) {
             guard case ServingError.notReady = $0 else { return XCTFail("\($0)") }

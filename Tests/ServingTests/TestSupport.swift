@@ -159,3 +159,10 @@ func makeVersion(_ runtime: ScaleRuntime, config: String = "{}", name: String = 
     try ServedVersion(name: name, version: version, config: try ModelConfig(json: Array(config.utf8)), labels: [],
                       runtime: runtime, gate: gate, metrics: metrics, loadSeconds: 0)
 }
+
+extension ModelRegistry {
+    /// Names of the models in the index, sorted.
+    nonisolated var modelNames: [String] { Array(Set(index().map(\.name))).sorted() }
+    /// Bytes the READY versions hold together, from the index.
+    nonisolated var loadedMemoryBytes: Int { index().compactMap(\.memoryBytes).reduce(0, +) }
+}

@@ -9,8 +9,7 @@ extension ServiceContext {
         let decoded = try ClassifyCodec.decodeRequest(request, defaultTopK: options.defaultTopK)
         let probabilities: Tensor
         do {
-            probabilities = try await served.classify(decoded.images.map { Array($0.bytes) }, maxPixels: options.maxImagePixels,
-                                                      maxBytes: options.maxImageBytes, workers: workers)
+            probabilities = try await inference.classify(decoded.images.map { Array($0.bytes) }, on: served)
         } catch let error as ImageInputError {
             // Name the multipart field (or "body") rather than a bare index.
             throw APIError(status: error.httpStatus, "image '\(decoded.images[error.index].source)': \(error.reason)")

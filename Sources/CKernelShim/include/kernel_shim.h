@@ -14,9 +14,11 @@ static inline void osprey_prefetch(const void *address) {
 #ifdef __GLIBC__
 static inline int osprey_release_free_heap(void) { return malloc_trim(0); }
 static inline int osprey_fix_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }
+static inline int osprey_fix_trim_threshold(int bytes) { return mallopt(M_TRIM_THRESHOLD, bytes); }
 #else
 static inline int osprey_release_free_heap(void) { return 0; }
 static inline int osprey_fix_mmap_threshold(int bytes) { (void)bytes; return 0; }
+static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; }
 #endif
 
 /// The integer GEMM behind the quantized operators (a compiled C kernel, quantized_gemm.c).

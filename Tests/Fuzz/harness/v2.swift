@@ -20,11 +20,14 @@ public func fuzzV2Decoder(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard let request = try? V2Codec.decodeInferRequest(body: body, headers: headers) else { return 0 }
     for v2Input in request.inputs {
         for target in [DType.float32, .int64, .uint8, .float16, v2Input.tensor.dtype] {
-            _ = try? V2Codec.convert(v2Input, to: target)
+            _ = v2Input.tensor.losslesslyConverted(to: target)
         }
     }
-    let produced = request.inputs.map { (name: $0.name, tensor: $0.tensor) }
-    if let outputs = try? V2Codec.makeOutputs(modelOutputs: produced, request: request, labels: [:]) {
+    // What the serving call returns: the requested outputs in request order (here the first input's tensor for each).
+    let produced = request.requestedOutputs.isEmpty
+        ? request.inputs.map { (name: $0.name, tensor: $0.tensor) }
+        : request.requestedOutputs.map { (name: $0.name, tensor: request.inputs[0].tensor) }
+    if let outputs = try? V2Codec.makeOutputs(produced, request: request, labels: []) {
         let response = V2InferenceResponse(modelName: "m", modelVersion: "1", id: request.id, parameters: request.parameters, outputs: outputs)
         _ = V2Codec.encodeInferResponse(response)
     }

@@ -1,10 +1,10 @@
-import Tensor
-
-extension V2Codec {
-    /// True when every value of `source` is exactly representable in `target` (integer/float widening).
-    public static func isLosslessConversion(from source: DType, to target: DType) -> Bool {
-        if source == target { return true }
-        switch source {
+/// Widening between element types that cannot change a value (INT32 data for an INT64 input, FP32 for FP64): what a
+/// server accepts in place of a model's exact dtype, as Triton does.
+extension DType {
+    /// True when every value of `self` is exactly representable in `target` (integer/float widening).
+    public func widensLosslessly(to target: DType) -> Bool {
+        if self == target { return true }
+        switch self {
         case .int8: return [.int16, .int32, .int64, .float16, .float32, .float64].contains(target)
         case .uint8: return [.uint16, .uint32, .uint64, .int16, .int32, .int64, .float16, .float32, .float64].contains(target)
         case .int16: return [.int32, .int64, .float32, .float64].contains(target)
@@ -16,20 +16,17 @@ extension V2Codec {
         default: return false
         }
     }
+}
 
-    /// The input converted to the model's dtype when that is lossless, else an error naming both types.
-    ///
-    /// Like Triton, a datatype that does not match the model is rejected; widening that cannot change
-    /// a value (INT32 data for an INT64 input, FP32 for FP64) is accepted as a convenience.
-    public static func convert(_ input: V2Input, to target: DType) throws -> Tensor {
-        let source = input.tensor.dtype
-        if source == target { return input.tensor }
-        guard isLosslessConversion(from: source, to: target) else {
-            throw V2CodecError(.datatypeMismatch, "input '\(input.name)': expected \(V2Datatype(target).rawValue), got \(input.datatype.rawValue)")
-        }
-        let count = input.tensor.count
-        var result = Tensor(uninitialized: target, shape: input.tensor.shape)
-        input.tensor.withUnsafeBytes { src in
+extension Tensor {
+    /// This tensor in `target`'s element type when that is lossless (itself when it already is), else nil.
+    public func losslesslyConverted(to target: DType) -> Tensor? {
+        let source = dtype
+        if source == target { return self }
+        guard source.widensLosslessly(to: target) else { return nil }
+        let count = self.count
+        var result = Tensor(uninitialized: target, shape: shape)
+        withUnsafeBytes { src in
             result.withUnsafeMutableBytes { dst in
                 for i in 0..<count { store(load(src, source, i), dst, target, i) }
             }
@@ -38,7 +35,7 @@ extension V2Codec {
     }
 }
 
-/// Element `i` of a numeric buffer as Double (exact for every source `isLosslessConversion` admits).
+/// Element `i` of a numeric buffer as Double (exact for every source `widensLosslessly` admits).
 private func load(_ raw: UnsafeRawBufferPointer, _ dtype: DType, _ i: Int) -> Double {
     switch dtype {
     case .int8: return Double(raw.load(fromByteOffset: i, as: Int8.self))
