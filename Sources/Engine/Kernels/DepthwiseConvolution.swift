@@ -1,3 +1,5 @@
+import CKernelShim
+
 /// Depthwise convolution (one input channel per group, outChannels = multiplier * inChannels), any kernel, stride,
 /// dilation and pads. input NCHW, weights [M, kh*kw], bias [M] or nil, residual and output N x M x outH x outW.
 ///
@@ -6,6 +8,16 @@
 /// from the padded plane. Planes are split across the compute pool.
 func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
                           residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
+    if DirectDepthwise3x3.handles(g) {
+        DirectDepthwise3x3.run(g, input: input, weights: weights, bias: bias, residual: residual, activation: activation, output: output)
+        return
+    }
+    flatDepthwiseConvolution(g, input: input, weights: weights, bias: bias, residual: residual, activation: activation, output: output)
+}
+
+/// The generic depthwise path (any kernel, stride, dilation): `FlatWindowLayout` planes, or one output at a time.
+func flatDepthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
+                              residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
     let oh = g.outHeight, ow = g.outWidth
     let multiplier = g.outChannels / g.inChannels
     let planes = g.batch * g.outChannels
@@ -49,6 +61,39 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
             let dst = output + plane * outPlane
             emitRows(flat, rowWidth: rowWidth, rows: oh, width: ow, output: dst, residual: residual.map { $0 + plane * outPlane },
                      activation: activation)
+        }
+    }
+}
+
+/// 3x3 depthwise convs with dilation 1 and equal strides 1 or 2 (MobileNet-style blocks) through the AVX2+FMA C kernel
+/// `osprey_depthwise3x3_plane`: rows read once into an L1 ring, output written directly, then the epilogue (residual,
+/// activation) over each plane while it is in cache. Planes are split across the compute pool.
+enum DirectDepthwise3x3 {
+    /// Whether the kernel covers `g` on this CPU (AVX2 and FMA, checked at run time).
+    static func handles(_ g: ConvGeometry) -> Bool {
+        g.kernelHeight == 3 && g.kernelWidth == 3 && g.dilationHeight == 1 && g.dilationWidth == 1
+            && g.strideHeight == g.strideWidth && (g.strideHeight == 1 || g.strideHeight == 2)
+            && g.padTop >= 0 && g.padLeft >= 0 && g.inWidth + g.padLeft < Int(Int32.max) / 4
+            && osprey_depthwise3x3_available() != 0
+    }
+
+    /// Same contract as `depthwiseConvolution`.
+    static func run(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
+                    residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
+        let oh = g.outHeight, ow = g.outWidth, multiplier = g.outChannels / g.inChannels
+        let inPlane = g.inHeight * g.inWidth, outPlane = oh * ow
+        let scratchCount = Int(osprey_depthwise3x3_scratch(Int32(g.inWidth), Int32(ow), Int32(g.strideHeight), Int32(g.padLeft)))
+        parallelRanges(g.batch * g.outChannels, minimumChunk: max(1, 4096 / max(1, outPlane))) { range in
+            withThreadScratch(scratchCount) { scratch in
+                for plane in range {
+                    let n = plane / g.outChannels, m = plane % g.outChannels
+                    let source = input + (n * g.inChannels + m / multiplier) * inPlane, dst = output + plane * outPlane
+                    osprey_depthwise3x3_plane(source, Int32(g.inHeight), Int32(g.inWidth), weights + m * 9, bias?[m] ?? 0,
+                                              Int32(g.strideHeight), Int32(g.padTop), Int32(g.padLeft), dst, Int32(oh), Int32(ow),
+                                              scratch)
+                    activation.apply(dst, count: outPlane, adding: 0, residual: residual.map { $0 + plane * outPlane })
+                }
+            }
         }
     }
 }
