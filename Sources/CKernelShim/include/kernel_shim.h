@@ -22,7 +22,4 @@ static inline int osprey_fix_mmap_threshold(int bytes) { (void)bytes; return 0; 
 /// The integer GEMM behind the quantized operators (a compiled C kernel, quantized_gemm.c).
 #include "quantized_gemm.h"
 
-/// The direct 3x3 depthwise convolution (depthwise_conv.c).
-#include "depthwise_conv.h"
-
 #endif

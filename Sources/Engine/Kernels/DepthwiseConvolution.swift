@@ -1,5 +1,3 @@
-import CKernelShim
-
 /// Depthwise convolution (one input channel per group, outChannels = multiplier * inChannels), any kernel, stride,
 /// dilation and pads. input NCHW, weights [M, kh*kw], bias [M] or nil, residual and output N x M x outH x outW.
 ///
@@ -8,16 +6,6 @@ import CKernelShim
 /// from the padded plane. Planes are split across the compute pool.
 func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
                           residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
-    if DirectDepthwise3x3.handles(g) {
-        DirectDepthwise3x3.run(g, input: input, weights: weights, bias: bias, residual: residual, activation: activation, output: output)
-        return
-    }
-    flatDepthwiseConvolution(g, input: input, weights: weights, bias: bias, residual: residual, activation: activation, output: output)
-}
-
-/// The generic depthwise path (any kernel, stride, dilation): `FlatWindowLayout` planes, or one output at a time.
-func flatDepthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
-                              residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
     let oh = g.outHeight, ow = g.outWidth
     let multiplier = g.outChannels / g.inChannels
     let planes = g.batch * g.outChannels
@@ -65,39 +53,6 @@ func flatDepthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, we
     }
 }
 
-/// 3x3 depthwise convs with dilation 1 and equal strides 1 or 2 (MobileNet-style blocks) through the AVX2+FMA C kernel
-/// `osprey_depthwise3x3_plane`: rows read once into an L1 ring, output written directly, then the epilogue (residual,
-/// activation) over each plane while it is in cache. Planes are split across the compute pool.
-enum DirectDepthwise3x3 {
-    /// Whether the kernel covers `g` on this CPU (AVX2 and FMA, checked at run time).
-    static func handles(_ g: ConvGeometry) -> Bool {
-        g.kernelHeight == 3 && g.kernelWidth == 3 && g.dilationHeight == 1 && g.dilationWidth == 1
-            && g.strideHeight == g.strideWidth && (g.strideHeight == 1 || g.strideHeight == 2)
-            && g.padTop >= 0 && g.padLeft >= 0 && g.inWidth + g.padLeft < Int(Int32.max) / 4
-            && osprey_depthwise3x3_available() != 0
-    }
-
-    /// Same contract as `depthwiseConvolution`.
-    static func run(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
-                    residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
-        let oh = g.outHeight, ow = g.outWidth, multiplier = g.outChannels / g.inChannels
-        let inPlane = g.inHeight * g.inWidth, outPlane = oh * ow
-        let scratchCount = Int(osprey_depthwise3x3_scratch(Int32(g.inWidth), Int32(ow), Int32(g.strideHeight), Int32(g.padLeft)))
-        parallelRanges(g.batch * g.outChannels, minimumChunk: max(1, 4096 / max(1, outPlane))) { range in
-            withThreadScratch(scratchCount) { scratch in
-                for plane in range {
-                    let n = plane / g.outChannels, m = plane % g.outChannels
-                    let source = input + (n * g.inChannels + m / multiplier) * inPlane, dst = output + plane * outPlane
-                    osprey_depthwise3x3_plane(source, Int32(g.inHeight), Int32(g.inWidth), weights + m * 9, bias?[m] ?? 0,
-                                              Int32(g.strideHeight), Int32(g.padTop), Int32(g.padLeft), dst, Int32(oh), Int32(ow),
-                                              scratch)
-                    activation.apply(dst, count: outPlane, adding: 0, residual: residual.map { $0 + plane * outPlane })
-                }
-            }
-        }
-    }
-}
-
 /// Output rows out of the flat buffer through the epilogue (residual, activation) in one vector pass.
 ///
 /// A row's last vector may run past its end into the next row, which is written after it and so overwrites it:
@@ -125,16 +80,45 @@ private func emitRows(_ flat: UnsafePointer<Float>, rowWidth: Int, rows: Int, wi
 }
 
 /// out[j] = bias + sum_t filter[t] * bases[t][j] for j < count (a multiple of 16).
+///
+/// 32 outputs at a time with two accumulators each (even and odd taps): four independent FMA chains a quarter as
+/// deep as one accumulator's (a 5x5 filter was a 25-FMA chain per vector, bound by FMA latency, not throughput).
 private func flatFilter(_ bases: [UnsafePointer<Float>], filter: UnsafePointer<Float>, bias: Float, count: Int,
                         output: UnsafeMutablePointer<Float>) {
     bases.withUnsafeBufferPointer { bases in
+        let taps = bases.count, start = SIMD16<Float>(repeating: bias)
         var j = 0
-        while j < count {
-            var acc = SIMD16<Float>(repeating: bias)
-            for t in 0..<bases.count {
-                multiplyAdd(&acc, (bases[t] + j).vector(SIMD16<Float>.self), SIMD16(repeating: filter[t]))
+        while j + 32 <= count {
+            var a0 = start, a1 = start, b0 = SIMD16<Float>(), b1 = SIMD16<Float>()
+            var t = 0
+            while t + 1 < taps {
+                let w0 = SIMD16(repeating: filter[t]), w1 = SIMD16(repeating: filter[t + 1])
+                let p = bases[t] + j, q = bases[t + 1] + j
+                multiplyAdd(&a0, p.vector(SIMD16<Float>.self), w0)
+                multiplyAdd(&a1, (p + 16).vector(SIMD16<Float>.self), w0)
+                multiplyAdd(&b0, q.vector(SIMD16<Float>.self), w1)
+                multiplyAdd(&b1, (q + 16).vector(SIMD16<Float>.self), w1)
+                t += 2
             }
-            (output + j).store(acc)
+            if t < taps {
+                let w = SIMD16(repeating: filter[t]), p = bases[t] + j
+                multiplyAdd(&a0, p.vector(SIMD16<Float>.self), w)
+                multiplyAdd(&a1, (p + 16).vector(SIMD16<Float>.self), w)
+            }
+            (output + j).store(a0 + b0)
+            (output + j + 16).store(a1 + b1)
+            j += 32
+        }
+        while j < count {
+            var a = start, b = SIMD16<Float>()
+            var t = 0
+            while t + 1 < taps {
+                multiplyAdd(&a, (bases[t] + j).vector(SIMD16<Float>.self), SIMD16(repeating: filter[t]))
+                multiplyAdd(&b, (bases[t + 1] + j).vector(SIMD16<Float>.self), SIMD16(repeating: filter[t + 1]))
+                t += 2
+            }
+            if t < taps { multiplyAdd(&a, (bases[t] + j).vector(SIMD16<Float>.self), SIMD16(repeating: filter[t])) }
+            (output + j).store(a + b)
             j += 16
         }
     }
