@@ -2,11 +2,14 @@
 # Engine suite: onnxruntime, OpenVINO (when it is installed) and Osprey on classifier, OCR and detector shaped models.
 #
 #   Benchmarks/engine/run_suite.sh [REPEAT] [ROUNDS] [THREADS...]     (defaults 10 3 "1 2")
+#   MODELS="mobilenetv2:1,8:3,224,224 ..." Benchmarks/engine/run_suite.sh ...       (a subset: model:batches:dims)
 #
 # Models (Benchmarks/out/engine, made on first use): mobilenetv2 and resnet18 (make_models.py, 224x224, batch 1 and
 # 8), ppocr_rec (48x320, batch 1 and 8), db_det and yolov8n (320x320, batch 1) from make_real_models.py, which runs in
-# Benchmarks/out/venv-torch (Benchmarks/setup.sh torch). OpenVINO runs from Benchmarks/out/venv-ov when it exists
-# (Benchmarks/setup.sh openvino).
+# Benchmarks/out/venv-torch (Benchmarks/setup.sh torch); torchvision classifiers (EfficientNet-B0, MobileNetV3-Large,
+# ShuffleNetV2, SqueezeNet 1.1, RegNetY-400MF at batch 1 and 8; DenseNet-121, ConvNeXt-T at batch 1) and
+# all-MiniLM-L6-v2 (128 tokens, batch 1 and 8) from make_zoo_models.py in the same venv. OpenVINO runs from
+# Benchmarks/out/venv-ov when it exists (Benchmarks/setup.sh openvino).
 #
 # Each row alternates the runtimes ROUNDS times and keeps each one's fastest run (wall ms; at one thread also thread
 # CPU ms, which other processes' load does not inflate). Osprey's output is checked against onnxruntime's at the
@@ -27,11 +30,16 @@ if [ ! -f "$OUT/yolov8n.onnx" ]; then
     [ -x "$VENV/bin/python" ] || Benchmarks/setup.sh torch
     "$VENV/bin/python" Benchmarks/engine/make_real_models.py "$OUT" 2>&1 | grep '^wrote'
 fi
+ZOO="efficientnet_b0 mobilenet_v3_large shufflenet_v2_x1_0 squeezenet1_1 regnet_y_400mf densenet121 convnext_tiny minilm"
+missing=$(for m in $ZOO; do [ -f "$OUT/$m.onnx" ] || echo "$m"; done)
+[ -z "$missing" ] || Benchmarks/out/venv-torch/bin/python Benchmarks/engine/make_zoo_models.py "$OUT" $missing 2>&1 | grep '^wrote'
 OV=""
 [ -x Benchmarks/out/venv-ov/bin/python ] && Benchmarks/out/venv-ov/bin/python -c "import openvino" 2>/dev/null && OV=Benchmarks/out/venv-ov/bin/python
 
 # model:batches:input shape after the batch dimension
-MODELS="mobilenetv2:1,8:3,224,224 resnet18:1,8:3,224,224 ppocr_rec:1,8:3,48,320 db_det:1:3,320,320 yolov8n:1:3,320,320"
+MODELS=${MODELS:-"mobilenetv2:1,8:3,224,224 resnet18:1,8:3,224,224 ppocr_rec:1,8:3,48,320 db_det:1:3,320,320 yolov8n:1:3,320,320
+efficientnet_b0:1,8:3,224,224 mobilenet_v3_large:1,8:3,224,224 shufflenet_v2_x1_0:1,8:3,224,224 squeezenet1_1:1,8:3,224,224
+regnet_y_400mf:1,8:3,224,224 densenet121:1:3,224,224 convnext_tiny:1:3,224,224 minilm:1,8:128"}
 min() { python3 -c "print(min($1, $2))"; }
 echo "uptime: $(uptime)"
 echo "osprey: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' +changes'); rounds $ROUNDS, repeat $REPEAT"

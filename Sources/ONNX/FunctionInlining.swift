@@ -92,14 +92,19 @@ struct FunctionInliner {
             for (name, target) in template.references {
                 if let value = call.attributes[target] ?? function.defaults[target] { node.attributes[name] = value }
             }
-            node.attributes = node.attributes.mapValues { attribute in
-                switch attribute {
-                case .graph(let g): return .graph(renamed(g, names))
-                case .graphs(let gs): return .graphs(gs.map { renamed($0, names) })
-                default: return attribute
-                }
-            }
+            node.attributes = renamedSubgraphs(node.attributes, names)
             return node
+        }
+    }
+
+    /// `attributes` with every subgraph attribute's references renamed by `names`.
+    private func renamedSubgraphs(_ attributes: [String: Attribute], _ names: [String: String]) -> [String: Attribute] {
+        attributes.mapValues { attribute in
+            switch attribute {
+            case .graph(let g): return .graph(renamed(g, names))
+            case .graphs(let gs): return .graphs(gs.map { renamed($0, names) })
+            default: return attribute
+            }
         }
     }
 
@@ -112,13 +117,7 @@ struct FunctionInliner {
             var node = node
             node.inputs = node.inputs.map(map)
             node.outputs = node.outputs.map(map)
-            node.attributes = node.attributes.mapValues { attribute in
-                switch attribute {
-                case .graph(let g): return .graph(renamed(g, names))
-                case .graphs(let gs): return .graphs(gs.map { renamed($0, names) })
-                default: return attribute
-                }
-            }
+            node.attributes = renamedSubgraphs(node.attributes, names)
             return node
         }
         return result

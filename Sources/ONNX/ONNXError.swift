@@ -1,28 +1,12 @@
 import Protobuf
 
-/// Why decoding an ONNX model or tensor failed; the message names the field, tensor or node involved.
-public struct ONNXError: Error, CustomStringConvertible, Sendable {
-    /// The kind of failure.
-    public enum Code: Sendable, Equatable {
-        /// The bytes end inside a field (a varint, a fixed value or a length-delimited payload).
-        case truncated
-        /// The bytes are not valid protobuf, or a field has the wrong wire type or an impossible value.
-        case malformed
-        /// Valid ONNX that this decoder does not handle (e.g. segmented tensors, complex dtypes).
-        case unsupported
-        /// A tensor's declared shape and data disagree, or its data is unusable.
-        case invalidTensor
-        /// An external-data reference is unsafe, missing, or does not match its file.
-        case externalData
-        /// A file could not be read.
-        case io
-        /// Subgraphs or nested types go deeper than the decoder allows.
-        case tooDeep
-    }
-
+/// A typed failure: a closed set of codes plus a message that names what was wrong (ONNXError, EngineError).
+public struct CodedError<Kind: Sendable>: Error, CustomStringConvertible, Sendable {
+    /// The closed set of failure kinds (`EngineError.Code`, `ONNXError.Code`).
+    public typealias Code = Kind
     /// The kind of failure.
     public let code: Code
-    /// What was wrong, naming the field, tensor or node.
+    /// What was wrong, naming the field, tensor, node or input.
     public let message: String
 
     /// An error of `code` described by `message`.
@@ -33,7 +17,30 @@ public struct ONNXError: Error, CustomStringConvertible, Sendable {
 
     /// The message.
     public var description: String { message }
+}
 
+/// Why decoding an ONNX model or tensor failed; the message names the field, tensor or node involved.
+public typealias ONNXError = CodedError<ONNXErrorCode>
+
+/// The kind of ONNX decoding failure.
+public enum ONNXErrorCode: Sendable, Equatable {
+    /// The bytes end inside a field (a varint, a fixed value or a length-delimited payload).
+    case truncated
+    /// The bytes are not valid protobuf, or a field has the wrong wire type or an impossible value.
+    case malformed
+    /// Valid ONNX that this decoder does not handle (e.g. segmented tensors, complex dtypes).
+    case unsupported
+    /// A tensor's declared shape and data disagree, or its data is unusable.
+    case invalidTensor
+    /// An external-data reference is unsafe, missing, or does not match its file.
+    case externalData
+    /// A file could not be read.
+    case io
+    /// Subgraphs or nested types go deeper than the decoder allows.
+    case tooDeep
+}
+
+extension ONNXError {
     /// The same error with `context` (e.g. `node 'conv1' (Conv)`) prepended to its message.
     func within(_ context: String) -> ONNXError {
         ONNXError(code, "\(context): \(message)")

@@ -36,6 +36,16 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
 }
 
 @Suite struct KernelConvolutionTests {
+    /// Stride-2 depthwise 3x3 over rows of 14-47 columns (MobileNet's 28 and 14): every branch of the parity split.
+    @Test func depthwiseStrideTwoNarrowRowsMatchReference() {
+        var rng = SeededGenerator(seed: 78)
+        for width in [14, 15, 16, 17, 20, 28, 31, 33, 47] {
+            let g = ConvGeometry(batch: 1, inChannels: 3, inHeight: 7, inWidth: width, outChannels: 3, kernelHeight: 3, kernelWidth: 3,
+                                 strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: width % 2, padBottom: 1, padRight: 1, groups: 3)
+            checkConvolution(g, activation: .clip(min: 0, max: 6), withBias: true, withResidual: false, rng: &rng)
+        }
+    }
+
     /// Depthwise with strides (2, 1) and (3, 1), as text recognisers use: the vectorised unit-width-stride row filter.
     @Test func depthwiseWithUnitWidthStrideMatchesReference() {
         var rng = SeededGenerator(seed: 77)

@@ -44,6 +44,20 @@ private func pooledSize(_ size: Int, kernel: Int, stride: Int, dilation: Int, pa
                                 padTop: 1, padLeft: 1, padBottom: 1, padRight: 1), rng: &rng)
     }
 
+    /// Stride-2 windows over rows of 14-47 columns: the parity split's 16-lane loop, its 8-lane step and its scalar tail
+    /// (odd and even widths, pad on either side).
+    @Test func narrowStrideTwoRowsMatchReference() {
+        var rng = SeededGenerator(seed: 33)
+        for width in [14, 15, 16, 17, 20, 28, 31, 33, 47] {
+            for padLeft in [0, 1] {
+                let outWidth = (width + padLeft + 1 - 3) / 2 + 1
+                checkPools(PoolGeometry(planes: 2, inHeight: 6, inWidth: width, outHeight: 3, outWidth: outWidth, kernelHeight: 3,
+                                        kernelWidth: 3, strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: padLeft, padBottom: 0,
+                                        padRight: 1), rng: &rng)
+            }
+        }
+    }
+
     @Test func globalPoolsMatchReference() {
         var rng = SeededGenerator(seed: 33)
         for (planes, size) in [(1, 1), (3, 7), (5, 49), (4, 196), (2, 1000)] {

@@ -253,8 +253,9 @@ where V.Scalar == Float {
 extension ConvGeometry {
     /// 1x1, stride 1, unpadded: the input planes are the gemm operand as they are.
     var isPointwise: Bool {
-        kernelHeight == 1 && kernelWidth == 1 && strideHeight == 1 && strideWidth == 1
-            && padTop == 0 && padLeft == 0 && padBottom == 0 && padRight == 0
+        var w = window
+        (w.dilationHeight, w.dilationWidth) = (1, 1)  // irrelevant to a 1x1 kernel
+        return w == SlidingWindow(kernelHeight: 1, kernelWidth: 1)
     }
 }
 

@@ -34,22 +34,14 @@ public final class PackedConvolution: @unchecked Sendable {
         self.groups = groups
         self.activation = activation
         if inChannels / groups == 1 && groups > 1 {
-            let f = allocateFloats(weights.count)
-            f.initialize(from: weights.baseAddress!, count: weights.count)
-            filters = f
+            filters = copiedFloats(weights)
             panels = nil
         } else {
             filters = nil
             panels = ConvWeightPanels(weights: weights.baseAddress!, channelsPerGroup: outChannels / groups, groups: groups,
                                       depth: inChannels / groups * kernelHeight * kernelWidth)
         }
-        if let bias {
-            let b = allocateFloats(outChannels)
-            b.initialize(from: bias.baseAddress!, count: outChannels)
-            self.bias = b
-        } else {
-            self.bias = nil
-        }
+        self.bias = bias.map(copiedFloats)
     }
 
     deinit {
@@ -91,17 +83,10 @@ public func convolutionReference(_ g: ConvGeometry, input: UnsafePointer<Float>,
                 for x in 0..<ow {
                     var sum = bias?[m] ?? 0
                     for c in 0..<cg {
-                        let channel = group * cg + c
-                        for ky in 0..<g.kernelHeight {
-                            let iy = y * g.strideHeight - g.padTop + ky * g.dilationHeight
-                            if iy < 0 || iy >= g.inHeight { continue }
-                            for kx in 0..<g.kernelWidth {
-                                let ix = x * g.strideWidth - g.padLeft + kx * g.dilationWidth
-                                if ix < 0 || ix >= g.inWidth { continue }
-                                let iv = input[((n * g.inChannels + channel) * g.inHeight + iy) * g.inWidth + ix]
-                                let wv = weights[((m * cg + c) * g.kernelHeight + ky) * g.kernelWidth + kx]
-                                sum += iv * wv
-                            }
+                        let plane = input + (n * g.inChannels + group * cg + c) * g.inHeight * g.inWidth
+                        let filter = weights + (m * cg + c) * g.kernelHeight * g.kernelWidth
+                        g.window.forEachTap(y: y, x: x, inHeight: g.inHeight, inWidth: g.inWidth) { tap, iy, ix in
+                            sum += plane[iy * g.inWidth + ix] * filter[tap]
                         }
                     }
                     let index = ((n * g.outChannels + m) * oh + y) * ow + x

@@ -1,7 +1,8 @@
 /// The concrete sizes of one 2-D transposed convolution (ONNX ConvTranspose; 1-D uses height 1).
 ///
 /// Pads are the ones ONNX applies to the full output (the caller resolves `output_shape` and auto_pad into them).
-public struct ConvTransposeGeometry: Sendable, Hashable {
+@dynamicMemberLookup
+public struct ConvTransposeGeometry: WindowedGeometry, Sendable, Hashable {
     /// N.
     public var batch: Int
     /// C of the input.
@@ -12,26 +13,8 @@ public struct ConvTransposeGeometry: Sendable, Hashable {
     public var inWidth: Int
     /// C of the output (M = groups * weight dim 1).
     public var outChannels: Int
-    /// Kernel height.
-    public var kernelHeight: Int
-    /// Kernel width.
-    public var kernelWidth: Int
-    /// Vertical stride.
-    public var strideHeight: Int
-    /// Horizontal stride.
-    public var strideWidth: Int
-    /// Vertical dilation.
-    public var dilationHeight: Int
-    /// Horizontal dilation.
-    public var dilationWidth: Int
-    /// Rows cropped from the top of the full output.
-    public var padTop: Int
-    /// Columns cropped from the left.
-    public var padLeft: Int
-    /// Rows cropped from the bottom.
-    public var padBottom: Int
-    /// Columns cropped from the right.
-    public var padRight: Int
+    /// Kernel, strides, dilations, and the pads cropped from the full output.
+    public var window: SlidingWindow
     /// Extra rows added at the bottom (output_padding[0]).
     public var outputPaddingHeight: Int
     /// Extra columns added at the right (output_padding[1]).
@@ -49,16 +32,9 @@ public struct ConvTransposeGeometry: Sendable, Hashable {
         self.inHeight = inHeight
         self.inWidth = inWidth
         self.outChannels = outChannels
-        self.kernelHeight = kernelHeight
-        self.kernelWidth = kernelWidth
-        self.strideHeight = strideHeight
-        self.strideWidth = strideWidth
-        self.dilationHeight = dilationHeight
-        self.dilationWidth = dilationWidth
-        self.padTop = padTop
-        self.padLeft = padLeft
-        self.padBottom = padBottom
-        self.padRight = padRight
+        window = SlidingWindow(kernelHeight: kernelHeight, kernelWidth: kernelWidth, strideHeight: strideHeight,
+                               strideWidth: strideWidth, dilationHeight: dilationHeight, dilationWidth: dilationWidth,
+                               padTop: padTop, padLeft: padLeft, padBottom: padBottom, padRight: padRight)
         self.outputPaddingHeight = outputPaddingHeight
         self.outputPaddingWidth = outputPaddingWidth
         self.groups = groups
@@ -66,18 +42,20 @@ public struct ConvTransposeGeometry: Sendable, Hashable {
 
     /// Output height: stride*(H-1) + output_padding + dilation*(k-1) + 1 - pads.
     public var outHeight: Int {
-        strideHeight * (inHeight - 1) + outputPaddingHeight + dilationHeight * (kernelHeight - 1) + 1 - padTop - padBottom
+        let w = window
+        return w.strideHeight * (inHeight - 1) + outputPaddingHeight + w.dilationHeight * (w.kernelHeight - 1) + 1 - w.padTop - w.padBottom
     }
     /// Output width.
     public var outWidth: Int {
-        strideWidth * (inWidth - 1) + outputPaddingWidth + dilationWidth * (kernelWidth - 1) + 1 - padLeft - padRight
+        let w = window
+        return w.strideWidth * (inWidth - 1) + outputPaddingWidth + w.dilationWidth * (w.kernelWidth - 1) + 1 - w.padLeft - w.padRight
     }
     /// Input channels seen by one group.
     public var inChannelsPerGroup: Int { inChannels / groups }
     /// Output channels produced by one group.
     public var outChannelsPerGroup: Int { outChannels / groups }
     /// Multiply-adds of the whole call (FLOPs = 2 * this).
-    public var multiplyAdds: Int { batch * inChannels * inHeight * inWidth * outChannelsPerGroup * kernelHeight * kernelWidth }
+    public var multiplyAdds: Int { batch * inChannels * inHeight * inWidth * outChannelsPerGroup * window.kernelHeight * window.kernelWidth }
 }
 
 /// ConvTranspose weights prepared once: one sgemm per image and group into the workspace, then col2im into the output.
@@ -118,13 +96,7 @@ public final class PackedConvolutionTranspose: @unchecked Sendable {
             }
         }
         self.weights = packed
-        if let bias {
-            let b = allocateFloats(outChannels)
-            b.initialize(from: bias.baseAddress!, count: outChannels)
-            self.bias = b
-        } else {
-            self.bias = nil
-        }
+        self.bias = bias.map(copiedFloats)
     }
 
     deinit {

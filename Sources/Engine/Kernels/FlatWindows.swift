@@ -92,6 +92,13 @@ struct FlatWindowLayout {
                 (oddTarget + k).store(v.oddHalf)
                 k += 16
             }
+            // Narrow planes (28 and 14 columns in MobileNet-style stride-2 layers) would otherwise split scalar.
+            while 2 * k + 16 <= inWidth {
+                let v = (src + 2 * k).vector(SIMD16<Float>.self)
+                (evenTarget + k).store(v.evenHalf)
+                (oddTarget + k).store(v.oddHalf)
+                k += 8
+            }
             for i in k..<evens { evenTarget[i] = src[2 * i] }
             for i in k..<odds { oddTarget[i] = src[2 * i + 1] }
         }

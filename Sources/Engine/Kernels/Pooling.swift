@@ -1,5 +1,6 @@
 /// The concrete sizes of one 2-D pooling call on NCHW data (1-D pooling uses height 1).
-public struct PoolGeometry: Sendable, Hashable {
+@dynamicMemberLookup
+public struct PoolGeometry: WindowedGeometry, Sendable, Hashable {
     /// N * C planes pooled independently.
     public var planes: Int
     /// Input height.
@@ -10,26 +11,8 @@ public struct PoolGeometry: Sendable, Hashable {
     public var outHeight: Int
     /// Output width.
     public var outWidth: Int
-    /// Window height.
-    public var kernelHeight: Int
-    /// Window width.
-    public var kernelWidth: Int
-    /// Vertical stride.
-    public var strideHeight: Int
-    /// Horizontal stride.
-    public var strideWidth: Int
-    /// Vertical dilation (MaxPool only).
-    public var dilationHeight: Int
-    /// Horizontal dilation (MaxPool only).
-    public var dilationWidth: Int
-    /// Padding above.
-    public var padTop: Int
-    /// Padding left.
-    public var padLeft: Int
-    /// Padding below (counted by `countIncludePad`).
-    public var padBottom: Int
-    /// Padding right (counted by `countIncludePad`).
-    public var padRight: Int
+    /// Window size, strides, dilations (MaxPool only) and pads.
+    public var window: SlidingWindow
 
     /// A geometry value.
     public init(planes: Int, inHeight: Int, inWidth: Int, outHeight: Int, outWidth: Int, kernelHeight: Int, kernelWidth: Int,
@@ -40,19 +23,11 @@ public struct PoolGeometry: Sendable, Hashable {
         self.inWidth = inWidth
         self.outHeight = outHeight
         self.outWidth = outWidth
-        self.kernelHeight = kernelHeight
-        self.kernelWidth = kernelWidth
-        self.strideHeight = strideHeight
-        self.strideWidth = strideWidth
-        self.dilationHeight = dilationHeight
-        self.dilationWidth = dilationWidth
-        self.padTop = padTop
-        self.padLeft = padLeft
-        self.padBottom = padBottom
-        self.padRight = padRight
+        window = SlidingWindow(kernelHeight: kernelHeight, kernelWidth: kernelWidth, strideHeight: strideHeight,
+                               strideWidth: strideWidth, dilationHeight: dilationHeight, dilationWidth: dilationWidth,
+                               padTop: padTop, padLeft: padLeft, padBottom: padBottom, padRight: padRight)
     }
 }
-
 
 /// MaxPool over each plane; windows that fall wholly in padding yield -infinity, as ONNX specifies.
 ///

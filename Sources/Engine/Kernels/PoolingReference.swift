@@ -6,14 +6,8 @@ public func maxPool2DReference(_ g: PoolGeometry, input: UnsafePointer<Float>, o
         for y in 0..<g.outHeight {
             for x in 0..<g.outWidth {
                 var best = -Float.infinity
-                for ky in 0..<g.kernelHeight {
-                    let iy = y * g.strideHeight - g.padTop + ky * g.dilationHeight
-                    if iy < 0 || iy >= g.inHeight { continue }
-                    for kx in 0..<g.kernelWidth {
-                        let ix = x * g.strideWidth - g.padLeft + kx * g.dilationWidth
-                        if ix < 0 || ix >= g.inWidth { continue }
-                        best = max(best, src[iy * g.inWidth + ix])
-                    }
+                g.window.forEachTap(y: y, x: x, inHeight: g.inHeight, inWidth: g.inWidth) { _, iy, ix in
+                    best = max(best, src[iy * g.inWidth + ix])
                 }
                 dst[y * g.outWidth + x] = best
             }
@@ -31,15 +25,9 @@ public func averagePool2DReference(_ g: PoolGeometry, countIncludePad: Bool, inp
                 var sum: Float = 0
                 var valid = 0
                 let y0 = y * g.strideHeight - g.padTop, x0 = x * g.strideWidth - g.padLeft
-                for ky in 0..<g.kernelHeight {
-                    let iy = y0 + ky * g.dilationHeight
-                    if iy < 0 || iy >= g.inHeight { continue }
-                    for kx in 0..<g.kernelWidth {
-                        let ix = x0 + kx * g.dilationWidth
-                        if ix < 0 || ix >= g.inWidth { continue }
-                        sum += src[iy * g.inWidth + ix]
-                        valid += 1
-                    }
+                g.window.forEachTap(y: y, x: x, inHeight: g.inHeight, inWidth: g.inWidth) { _, iy, ix in
+                    sum += src[iy * g.inWidth + ix]
+                    valid += 1
                 }
                 var divisor = valid
                 if countIncludePad {

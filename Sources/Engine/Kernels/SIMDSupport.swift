@@ -69,6 +69,13 @@ func allocateFloats(_ count: Int) -> UnsafeMutablePointer<Float> {
     return raw.bindMemory(to: Float.self, capacity: max(1, count))
 }
 
+/// A 64-byte aligned copy of `source` (weights or a bias kept by a packed kernel), freed with `deallocate()`.
+func copiedFloats(_ source: UnsafeBufferPointer<Float>) -> UnsafeMutablePointer<Float> {
+    let copy = allocateFloats(source.count)
+    if let base = source.baseAddress { copy.initialize(from: base, count: source.count) }
+    return copy
+}
+
 /// Which of a thread's two scratch buffers to use: a layer-wide one the caller fills before fanning out (`.layer`)
 /// and the per-task one used inside parallel bodies (`.tile`), so the caller's share of the work can use both.
 enum ScratchSlot: Int { case tile = 0, layer = 1 }

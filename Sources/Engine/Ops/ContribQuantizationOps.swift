@@ -56,6 +56,26 @@ private func floatResult(_ real: [Float], leading: [Int], n: Int, bias: Tensor?,
     return Tensor(shape: leading + [n], scalars: values)
 }
 
+/// The float-output integer products (DynamicQuantizeMatMul, MatMulIntegerToFloat): B's centred columns (prepared at
+/// compile time, else centred now from inputs 1 and `bZero`) times A centred by `centeredA`, each column rescaled by
+/// A's scale times its b_scale, plus the optional bias, as [A's leading axes..., N].
+private func scaledIntegerProduct(_ inputs: KernelInputs, _ ctx: OpContext, prepared: [Double]?, bShape: [Int]?, bZero: Int,
+                                  bScale: Int, bias: Int, notMatrix: EngineError.Code,
+                                  centeredA: (Tensor) throws -> (values: [Double], scale: Float)) throws -> Tensor {
+    let a = try inputs.required(0, ctx)
+    let shape = try bShape ?? inputs.required(1, ctx).shape
+    guard shape.count == 2 else { throw ctx.error(notMatrix, "B must be 2-D, got \(shape)") }
+    let (k, n) = (shape[0], shape[1])
+    let bc = try prepared ?? centeredColumns(inputs.required(1, ctx), zero: inputs[bZero], ctx)
+    let (rows, leading) = try rowsOf(a, k: k, ctx)
+    let (ac, aScale) = try centeredA(a)
+    let scales = try columnParameters(inputs.required(bScale, ctx), columns: n, fallback: 1, "b_scale", ctx)
+    let sums = exactIntegerProduct(ac, bc, m: rows, k: k, n: n)
+    let multipliers = scales.map { Float($0) * aScale }
+    let real = sums.enumerated().map { Float($0.element) * multipliers[$0.offset % n] }
+    return try floatResult(real, leading: leading, n: n, bias: inputs[bias], ctx)
+}
+
 /// Dequantized values (q - zero) * scale of a per-tensor quantized input.
 private func dequantized(_ q: Tensor, scale: Double, zero: Double) -> [Double] { q.doubles.map { ($0 - zero) * scale } }
 
@@ -115,39 +135,23 @@ let contribQuantizationOperators: OperatorTable = [
     "DynamicQuantizeMatMul": { ctx in
         let (prepared, consumed, bShape) = try constantCenteredB(ctx, b: 1, zero: 3, onlyMatrices: false)
         return PreparedKernel(kernel: { inputs in
-            let a = try inputs.required(0, ctx)
-            let shape = try bShape ?? inputs.required(1, ctx).shape
-            guard shape.count == 2 else { throw ctx.error(.executionFailed, "B must be 2-D, got \(shape)") }
-            let (k, n) = (shape[0], shape[1])
-            let bc = try prepared ?? centeredColumns(inputs.required(1, ctx), zero: inputs[3], ctx)
-            let (rows, leading) = try rowsOf(a, k: k, ctx)
-            let values = try floatValues(a, "A", ctx)
-            let (scale, zero) = values.withUnsafeBufferPointer { dynamicQuantizationParameters($0) }
-            let ac = values.withUnsafeBufferPointer { dynamicallyQuantizedCentered($0, scale: scale, zero: zero) }
-            let bScale = try columnParameters(inputs.required(2, ctx), columns: n, fallback: 1, "b_scale", ctx)
-            let sums = exactIntegerProduct(ac, bc, m: rows, k: k, n: n)
-            let multipliers = bScale.map { Float($0) * scale }
-            let real = sums.enumerated().map { Float($0.element) * multipliers[$0.offset % n] }
-            return [try floatResult(real, leading: leading, n: n, bias: inputs[4], ctx)]
+            [try scaledIntegerProduct(inputs, ctx, prepared: prepared, bShape: bShape, bZero: 3, bScale: 2, bias: 4,
+                                      notMatrix: .executionFailed) { a in
+                let values = try floatValues(a, "A", ctx)
+                let (scale, zero) = values.withUnsafeBufferPointer { dynamicQuantizationParameters($0) }
+                return (values.withUnsafeBufferPointer { dynamicallyQuantizedCentered($0, scale: scale, zero: zero) }, scale)
+            }]
         }, consumedInputs: consumed)
     },
     // Integer A times integer B, rescaled by a_scale * b_scale to float, plus bias.
     "MatMulIntegerToFloat": { ctx in
         let (prepared, consumed, bShape) = try constantCenteredB(ctx, b: 1, zero: 5, onlyMatrices: true)
         return PreparedKernel(kernel: { inputs in
-            let a = try inputs.required(0, ctx)
-            let shape = try bShape ?? inputs.required(1, ctx).shape
-            guard shape.count == 2 else { throw ctx.error(.unsupportedAttribute, "B must be 2-D, got \(shape)") }
-            let (k, n) = (shape[0], shape[1])
-            let bc = try prepared ?? centeredColumns(inputs.required(1, ctx), zero: inputs[5], ctx)
-            let (rows, leading) = try rowsOf(a, k: k, ctx)
-            let (aScale, aZero) = try scalarParameters(inputs.required(2, ctx), inputs[4], "A", ctx)
-            let ac = a.doubles.map { $0 - aZero }
-            let bScale = try columnParameters(inputs.required(3, ctx), columns: n, fallback: 1, "b_scale", ctx)
-            let sums = exactIntegerProduct(ac, bc, m: rows, k: k, n: n)
-            let multipliers = bScale.map { Float($0) * Float(aScale) }
-            let real = sums.enumerated().map { Float($0.element) * multipliers[$0.offset % n] }
-            return [try floatResult(real, leading: leading, n: n, bias: inputs[6], ctx)]
+            [try scaledIntegerProduct(inputs, ctx, prepared: prepared, bShape: bShape, bZero: 5, bScale: 3, bias: 6,
+                                      notMatrix: .unsupportedAttribute) { a in
+                let (aScale, aZero) = try scalarParameters(inputs.required(2, ctx), inputs[4], "A", ctx)
+                return (a.doubles.map { $0 - aZero }, Float(aScale))
+            }]
         }, consumedInputs: consumed)
     },
     // alpha * a_scale * b_scale * (A'B' + C) as float, or requantized with y_scale / y_zero_point.

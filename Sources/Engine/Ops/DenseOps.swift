@@ -150,17 +150,11 @@ func maxPoolIndices(_ g: PoolGeometry, _ x: Tensor, columnMajor: Bool) -> Tensor
             for y in 0..<g.outHeight {
                 for xo in 0..<g.outWidth {
                     var best = -Float.infinity, at = -1
-                    for ky in 0..<g.kernelHeight {
-                        let iy = y * g.strideHeight - g.padTop + ky * g.dilationHeight
-                        if iy < 0 || iy >= g.inHeight { continue }
-                        for kx in 0..<g.kernelWidth {
-                            let ix = xo * g.strideWidth - g.padLeft + kx * g.dilationWidth
-                            if ix < 0 || ix >= g.inWidth { continue }
-                            let v = plane[iy * g.inWidth + ix]
-                            if at < 0 || v > best {
-                                best = v
-                                at = columnMajor ? ix * g.inHeight + iy : iy * g.inWidth + ix
-                            }
+                    g.window.forEachTap(y: y, x: xo, inHeight: g.inHeight, inWidth: g.inWidth) { _, iy, ix in
+                        let v = plane[iy * g.inWidth + ix]
+                        if at < 0 || v > best {
+                            best = v
+                            at = columnMajor ? ix * g.inHeight + iy : iy * g.inWidth + ix
                         }
                     }
                     result[(p * g.outHeight + y) * g.outWidth + xo] = Int64(p * g.inHeight * g.inWidth + max(at, 0))

@@ -1,0 +1,73 @@
+/// The window of a 2-D convolution, transposed convolution or pool: kernel size, strides, dilations and pads.
+///
+/// `ConvGeometry`, `ConvTransposeGeometry` and `PoolGeometry` each hold one and expose its fields as their own
+/// (`g.kernelHeight`) through dynamic member lookup, so the three share one definition of these ten numbers.
+public struct SlidingWindow: Sendable, Hashable {
+    /// Kernel height.
+    public var kernelHeight: Int
+    /// Kernel width.
+    public var kernelWidth: Int
+    /// Vertical stride.
+    public var strideHeight: Int
+    /// Horizontal stride.
+    public var strideWidth: Int
+    /// Vertical dilation.
+    public var dilationHeight: Int
+    /// Horizontal dilation.
+    public var dilationWidth: Int
+    /// Padding above (for ConvTranspose: rows cropped from the top of the full output).
+    public var padTop: Int
+    /// Padding left (ConvTranspose: columns cropped from the left).
+    public var padLeft: Int
+    /// Padding below (counted by AveragePool's `countIncludePad`; ConvTranspose: rows cropped from the bottom).
+    public var padBottom: Int
+    /// Padding right (ConvTranspose: columns cropped from the right).
+    public var padRight: Int
+
+    /// A window; strides and dilations default to 1, pads to 0.
+    public init(kernelHeight: Int, kernelWidth: Int, strideHeight: Int = 1, strideWidth: Int = 1, dilationHeight: Int = 1,
+                dilationWidth: Int = 1, padTop: Int = 0, padLeft: Int = 0, padBottom: Int = 0, padRight: Int = 0) {
+        self.kernelHeight = kernelHeight
+        self.kernelWidth = kernelWidth
+        self.strideHeight = strideHeight
+        self.strideWidth = strideWidth
+        self.dilationHeight = dilationHeight
+        self.dilationWidth = dilationWidth
+        self.padTop = padTop
+        self.padLeft = padLeft
+        self.padBottom = padBottom
+        self.padRight = padRight
+    }
+}
+
+/// A geometry whose window fields read and write through its `window`.
+public protocol WindowedGeometry {
+    /// Kernel, strides, dilations and pads.
+    var window: SlidingWindow { get set }
+}
+
+extension WindowedGeometry {
+    /// `g.kernelHeight` and the other window fields, as if declared on the geometry itself.
+    @inline(__always)
+    public subscript<T>(dynamicMember field: WritableKeyPath<SlidingWindow, T>) -> T {
+        get { window[keyPath: field] }
+        set { window[keyPath: field] = newValue }
+    }
+}
+
+extension SlidingWindow {
+    /// Calls `body(tap, iy, ix)` (tap = ky * kernelWidth + kx) for each tap of output (y, x)'s window that falls inside
+    /// an inHeight x inWidth input, row by row: the reference kernels' loop (taps in padding are skipped).
+    @inline(__always)
+    func forEachTap(y: Int, x: Int, inHeight: Int, inWidth: Int, _ body: (_ tap: Int, _ iy: Int, _ ix: Int) -> Void) {
+        for ky in 0..<kernelHeight {
+            let iy = y * strideHeight - padTop + ky * dilationHeight
+            if iy < 0 || iy >= inHeight { continue }
+            for kx in 0..<kernelWidth {
+                let ix = x * strideWidth - padLeft + kx * dilationWidth
+                if ix < 0 || ix >= inWidth { continue }
+                body(ky * kernelWidth + kx, iy, ix)
+            }
+        }
+    }
+}
