@@ -245,17 +245,15 @@ final class EventLoop {
 
     private func sweep() {
         let now = WallClock.monotonicNanoseconds()
-        let policy = context.policy
-        for connection in Array(connections.values) {
-            connection.apply(policy.action(for: connection.phase, now: now))
-        }
+        for connection in Array(connections.values) { connection.timerFired(now: now) }
     }
 
     /// Re-formats the cached `Date:` value when the second changed.
     func refreshDate() { dateCache.refresh() }
 
     /// Appends one access line; it is written after this loop iteration.
-    func logAccess(method: String, path: String, status: Int, bytes: Int, startedAt: UInt64, requestID: String, remote: String) {
+    func logAccess(method: String, path: String, route: String?, status: Int, bytes: Int, startedAt: UInt64, requestID: String,
+                   traceID: String, remote: String) {
         guard logAccessLines else { return }
         refreshDate()
         let elapsed = WallClock.monotonicNanoseconds() &- startedAt
@@ -263,10 +261,12 @@ final class EventLoop {
         line.begin(time: dateCache.iso8601, level: "info", message: "access")
         line.field("method", method)
         line.field("path", path)
+        line.field("route", route ?? "-")
         line.number("status", status)
         line.number("bytes", bytes)
         line.milliseconds("duration_ms", nanoseconds: elapsed)
         line.field("request_id", requestID)
+        line.field("trace_id", traceID)
         line.field("remote", remote)
         line.end()
         logBuffer = line.out
