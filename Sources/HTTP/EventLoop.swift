@@ -10,6 +10,7 @@ final class ServerContext: Sendable {
     let responder: HTTPResponder
     let inlineResponder: HTTPInlineResponder?
     let admission: HTTPAdmission?
+    let connectionObserver: HTTPConnectionObserver?
     let logger: Logger
     let policy: TimeoutPolicy
     /// `Server: <name>\r\n`, built once.
@@ -22,11 +23,12 @@ final class ServerContext: Sendable {
     let overflowReserve = 32
 
     init(configuration: HTTPServerConfiguration, responder: @escaping HTTPResponder, inlineResponder: HTTPInlineResponder?,
-         admission: HTTPAdmission? = nil) {
+         admission: HTTPAdmission? = nil, connectionObserver: HTTPConnectionObserver? = nil) {
         self.configuration = configuration
         self.responder = responder
         self.inlineResponder = inlineResponder
         self.admission = admission
+        self.connectionObserver = connectionObserver
         logger = configuration.logger
         policy = TimeoutPolicy(idleSeconds: configuration.idleTimeout, readSeconds: configuration.readTimeout)
         let name = configuration.serverName.utf8.filter { $0 >= 0x20 && $0 < 0x7F }
@@ -143,6 +145,7 @@ final class EventLoop {
             }
             overflow = true
         }
+        if !overflow { context.connectionObserver?(1) }
         uv_tcp_nodelay(handle, 1)
         if context.configuration.socketSendBufferBytes > 0 {
             var size = Int32(clamping: context.configuration.socketSendBufferBytes)
@@ -175,6 +178,7 @@ final class EventLoop {
             context.overflowConnections.subtract(1, ordering: .relaxed)
         } else {
             context.openConnections.subtract(1, ordering: .relaxed)
+            context.connectionObserver?(-1)
         }
         if draining { stopIfDrained() }
     }

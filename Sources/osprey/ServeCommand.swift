@@ -71,8 +71,7 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
                                 options: options.service, readiness: readiness,
                                 log: { line in logger.error(line) })
     let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder,
-                            admission: service.admission)
-    service.setConnectionCounter { server.openConnections }
+                            admission: service.admission, connectionObserver: service.connectionObserver)
     // Models load in the background: the server answers (not ready) at once, so probes and clients see progress.
     Task {
         await registry.loadAll()
