@@ -94,12 +94,12 @@ final class Connection: ParserEventSink {
     func timerFired(now: UInt64) { perform(machine.timerFired(now: now)) }
 
     /// Closes the socket now; unanswered requests are logged as aborted (499) and cancelled.
-    func close() { perform(machine.forceClose(now: WallClock.monotonicNanoseconds())) }
+    func close() { perform(machine.closeNow(.forced, now: WallClock.monotonicNanoseconds())) }
 
     fileprivate func onRead(_ nread: Int, _ base: UnsafeMutablePointer<CChar>?) {
         let now = WallClock.monotonicNanoseconds()
         if nread < 0 {
-            perform(nread == Int(UV_EOF.rawValue) ? machine.peerClosed(now: now) : machine.peerReset(now: now))
+            perform(nread == Int(UV_EOF.rawValue) ? machine.peerClosed(now: now) : machine.closeNow(.peerReset, now: now))
             return
         }
         guard nread > 0, machine.acceptsInput, !closing else { return }
@@ -191,7 +191,7 @@ final class Connection: ParserEventSink {
             let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
             if uv_shutdown(request, stream, Connection.shutdownCallback) != 0 {
                 request.deallocate()
-                perform(machine.shutdownFailed(now: WallClock.monotonicNanoseconds()))
+                perform(machine.closeNow(.shutdownFailed, now: WallClock.monotonicNanoseconds()))
             }
         case .close:
             guard !closing else { return }
@@ -341,7 +341,7 @@ final class Connection: ParserEventSink {
         guard let request else { return }
         let connection = from(UnsafeMutableRawPointer(request.pointee.handle!))
         request.deallocate()
-        if status < 0 { connection.perform(connection.machine.shutdownFailed(now: WallClock.monotonicNanoseconds())) }
+        if status < 0 { connection.perform(connection.machine.closeNow(.shutdownFailed, now: WallClock.monotonicNanoseconds())) }
     }
 
     private static let closeCallback: uv_close_cb = { handle in

@@ -297,15 +297,18 @@ struct ConnectionStateMachine {
         return actions
     }
 
-    /// The socket failed or the peer reset it: the client is gone, its unanswered requests are cancelled.
-    mutating func peerReset(now: UInt64) -> [Action] {
-        var actions: [Action] = []
-        close(&actions)
-        return actions
+    /// Why a connection closes at once.
+    enum CloseReason {
+        /// The socket failed or the peer reset it: the client is gone.
+        case peerReset
+        /// Shutting the write side failed.
+        case shutdownFailed
+        /// The server's grace period is over (or its loop stops).
+        case forced
     }
 
-    /// Shutting the write side failed.
-    mutating func shutdownFailed(now: UInt64) -> [Action] {
+    /// Closes now; unanswered requests are logged as aborted and their responder tasks cancelled.
+    mutating func closeNow(_ reason: CloseReason, now: UInt64) -> [Action] {
         var actions: [Action] = []
         close(&actions)
         return actions
@@ -347,13 +350,6 @@ struct ConnectionStateMachine {
         } else {
             close(&actions)
         }
-        return actions
-    }
-
-    /// Closes now (grace period over, or the loop stops); unanswered requests are logged as aborted and cancelled.
-    mutating func forceClose(now: UInt64) -> [Action] {
-        var actions: [Action] = []
-        close(&actions)
         return actions
     }
 

@@ -111,7 +111,7 @@ final class ConnectionStateMachineTests: XCTestCase {
         var m = machine(window: 4)
         _ = m.start(now: 0)
         for i in 0..<6 { _ = receive(&m, "/\(i)") }
-        XCTAssertEqual(summary(m.peerReset(now: 1)), ["abandon /0,/1,/2,/3,/4,/5 cancel [0, 1, 2, 3]", "close"])
+        XCTAssertEqual(summary(m.closeNow(.peerReset, now: 1)), ["abandon /0,/1,/2,/3,/4,/5 cancel [0, 1, 2, 3]", "close"])
         XCTAssertEqual(m.state, .closed)
         XCTAssertEqual(summary(m.responseReady(sequence: 0, response: ok(), now: 2)), [], "a gone client's answer is dropped")
         XCTAssertEqual(summary(m.flushed(.drained, now: 2)), [])
