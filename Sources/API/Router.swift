@@ -64,7 +64,9 @@ public struct Router: Sendable {
 
     /// Adds a route; `handler` nil keeps the route known (405/404 logic) but answers 501.
     public mutating func register(method: String, path pattern: String, operation: OperationID? = nil, handler: RouteHandler?) {
-        let segments: [Segment] = pattern.split(separator: "/", omittingEmptySubsequences: true).map { part in
+        // The root pattern is one empty segment, as the path "/" splits.
+        let parts = pattern == "/" ? [Substring("")] : pattern.split(separator: "/", omittingEmptySubsequences: true)
+        let segments: [Segment] = parts.map { part in
             if part.hasPrefix("{") && part.hasSuffix("}") { return .parameter(String(part.dropFirst().dropLast())) }
             return .literal(String(part))
         }

@@ -44,6 +44,12 @@ public enum OperationID: String, CaseIterable, Sendable {
     case repositoryClearDefault
     /// GET /metrics
     case metrics
+    /// GET /
+    case console
+    /// GET /openapi.yaml
+    case openAPISpec
+    /// GET /v2/models
+    case modelList
 }
 
 /// One route: method, path pattern (`{name}` segments are parameters) and its operation.
@@ -92,6 +98,9 @@ public enum Routes {
         RouteSpec("POST", "/v2/repository/models/{model}/default", .repositorySetDefault),
         RouteSpec("DELETE", "/v2/repository/models/{model}/default", .repositoryClearDefault),
         RouteSpec("GET", "/metrics", .metrics),
+        RouteSpec("GET", "/", .console),
+        RouteSpec("GET", "/openapi.yaml", .openAPISpec),
+        RouteSpec("GET", "/v2/models", .modelList),
     ]
 
     /// The route serving `operation`.

@@ -54,6 +54,12 @@ public struct ModelConfig: Sendable, Equatable {
     public var image: ConfigValue?
     /// The whole file as parsed (for sections other modules own).
     public var raw: ConfigValue
+    /// `cascade`: the model that answers rows this one is unsure of.
+    public var cascade: CascadePolicy?
+    /// `traffic`: the canary split over versions for requests that name none.
+    public var traffic: TrafficSplit?
+    /// `response_cache.enable` (Triton's key): answers may be served from the response cache (when `--cache-bytes` > 0).
+    public var responseCacheEnabled = false
 
     /// The configuration used when a model has no config.json.
     public init(maxBatchSize: Int? = nil, dynamicBatching: DynamicBatching = DynamicBatching(),
@@ -124,6 +130,16 @@ public struct ModelConfig: Sendable, Equatable {
         if let section = top["image"] {
             _ = try Self.object(section, key: "image")
             image = section
+        }
+        if let section = top["cascade"], section != .null { cascade = try CascadePolicy(parsing: section) }
+        if let section = top["traffic"], section != .null { traffic = try TrafficSplit(parsing: section) }
+        if let section = top["response_cache"] {
+            let fields = try Self.object(section, key: "response_cache")
+            switch fields["enable"] {
+            case .bool(let flag)?: responseCacheEnabled = flag
+            case nil: responseCacheEnabled = false
+            case let other?: throw ServingError.invalidConfig(key: "response_cache.enable", expected: "true or false", got: other.brief)
+            }
         }
         if let max = maxBatchSize, max > 0, let biggest = dynamicBatching.preferredBatchSizes.max(), biggest > max {
             throw ServingError.invalidConfig(key: "dynamic_batching.preferred_batch_size", expected: "sizes <= max_batch_size \(max)", got: String(biggest))

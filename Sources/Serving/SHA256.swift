@@ -1,4 +1,4 @@
-/// SHA-256 (FIPS 180-4), used to verify uploaded model files; small and dependency-free.
+/// SHA-256 (FIPS 180-4): verifies uploaded model files and keys the response cache; small and dependency-free.
 public enum SHA256 {
     private static let k: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -11,60 +11,100 @@ public enum SHA256 {
         0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
     ]
 
+    /// An incremental digest: feed bytes in any pieces with `update`, then `finalize` once.
+    public struct Hasher: Sendable {
+        private var h: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
+            (0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
+        private var pending: [UInt8] = []  // fewer than 64 bytes not yet compressed
+        private var length: UInt64 = 0
+
+        /// A hasher with the initial state.
+        public init() { pending.reserveCapacity(64) }
+
+        /// Adds `bytes` to the message.
+        public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+            guard !bytes.isEmpty else { return }
+            length &+= UInt64(bytes.count)
+            var offset = 0
+            if !pending.isEmpty {
+                let take = min(64 - pending.count, bytes.count)
+                pending.append(contentsOf: bytes[0..<take])
+                offset = take
+                guard pending.count == 64 else { return }
+                pending.withUnsafeBytes { compress($0.baseAddress!) }
+                pending.removeAll(keepingCapacity: true)
+            }
+            while offset + 64 <= bytes.count {
+                compress(bytes.baseAddress! + offset)
+                offset += 64
+            }
+            if offset < bytes.count { pending.append(contentsOf: bytes[offset...]) }
+        }
+
+        /// Adds `bytes` to the message.
+        public mutating func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
+
+        /// Adds a length-prefixed string, so that ("ab", "c") and ("a", "bc") hash differently.
+        public mutating func update(field text: String) {
+            let utf8 = Array(text.utf8)
+            update(integer: utf8.count)
+            update(utf8)
+        }
+
+        /// Adds an integer as 8 little-endian bytes.
+        public mutating func update(integer value: Int) {
+            withUnsafeBytes(of: Int64(value).littleEndian) { update($0) }
+        }
+
+        /// The 32-byte digest of everything added.
+        public consuming func finalize() -> [UInt8] {
+            let bitLength = length &* 8
+            var tail = pending
+            tail.append(0x80)
+            while tail.count % 64 != 56 { tail.append(0) }
+            for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+            tail.withUnsafeBytes { buffer in
+                for block in stride(from: 0, to: buffer.count, by: 64) { compress(buffer.baseAddress! + block) }
+            }
+            var digest: [UInt8] = []
+            digest.reserveCapacity(32)
+            for word in [h.0, h.1, h.2, h.3, h.4, h.5, h.6, h.7] {
+                digest.append(UInt8(truncatingIfNeeded: word >> 24))
+                digest.append(UInt8(truncatingIfNeeded: word >> 16))
+                digest.append(UInt8(truncatingIfNeeded: word >> 8))
+                digest.append(UInt8(truncatingIfNeeded: word))
+            }
+            return digest
+        }
+
+        /// One 64-byte block into the state (the message schedule lives on the stack).
+        private mutating func compress(_ block: UnsafeRawPointer) {
+            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
+                for t in 0..<16 { w[t] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: 4 * t, as: UInt32.self)) }
+                for t in 16..<64 {
+                    let s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3)
+                    let s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10)
+                    w[t] = w[t - 16] &+ s0 &+ w[t - 7] &+ s1
+                }
+                var (a, b, c, d, e, f, g, hh) = h
+                for t in 0..<64 {
+                    let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
+                    let ch = (e & f) ^ (~e & g)
+                    let t1 = hh &+ s1 &+ ch &+ SHA256.k[t] &+ w[t]
+                    let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
+                    let maj = (a & b) ^ (a & c) ^ (b & c)
+                    (hh, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ s0 &+ maj)
+                }
+                h = (h.0 &+ a, h.1 &+ b, h.2 &+ c, h.3 &+ d, h.4 &+ e, h.5 &+ f, h.6 &+ g, h.7 &+ hh)
+            }
+        }
+    }
+
     /// The 32-byte digest of `bytes`.
     public static func hash(_ bytes: [UInt8]) -> [UInt8] {
-        var h: [UInt32] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]
-        // Padding: 0x80, zeros to 56 mod 64, then the bit length big-endian.
-        var tail = Array(bytes[(bytes.count - bytes.count % 64)...])
-        tail.append(0x80)
-        while tail.count % 64 != 56 { tail.append(0) }
-        let bitLength = UInt64(bytes.count) &* 8
-        for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-
-        var w = [UInt32](repeating: 0, count: 64)
-        func compress(_ block: ArraySlice<UInt8>) {
-            var i = block.startIndex
-            for t in 0..<16 {
-                w[t] = UInt32(block[i]) << 24 | UInt32(block[i + 1]) << 16 | UInt32(block[i + 2]) << 8 | UInt32(block[i + 3])
-                i += 4
-            }
-            for t in 16..<64 {
-                let s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3)
-                let s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10)
-                w[t] = w[t - 16] &+ s0 &+ w[t - 7] &+ s1
-            }
-            var (a, b, c, d, e, f, g, hh) = (h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7])
-            for t in 0..<64 {
-                let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
-                let ch = (e & f) ^ (~e & g)
-                let t1 = hh &+ s1 &+ ch &+ k[t] &+ w[t]
-                let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
-                let maj = (a & b) ^ (a & c) ^ (b & c)
-                let t2 = s0 &+ maj
-                (hh, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ t2)
-            }
-            h[0] &+= a; h[1] &+= b; h[2] &+= c; h[3] &+= d
-            h[4] &+= e; h[5] &+= f; h[6] &+= g; h[7] &+= hh
-        }
-        var offset = 0
-        while offset + 64 <= bytes.count {
-            compress(bytes[offset..<(offset + 64)])
-            offset += 64
-        }
-        var tailOffset = 0
-        while tailOffset < tail.count {
-            compress(tail[tailOffset..<(tailOffset + 64)])
-            tailOffset += 64
-        }
-        var digest: [UInt8] = []
-        digest.reserveCapacity(32)
-        for word in h {
-            digest.append(UInt8(truncatingIfNeeded: word >> 24))
-            digest.append(UInt8(truncatingIfNeeded: word >> 16))
-            digest.append(UInt8(truncatingIfNeeded: word >> 8))
-            digest.append(UInt8(truncatingIfNeeded: word))
-        }
-        return digest
+        var hasher = Hasher()
+        hasher.update(bytes)
+        return hasher.finalize()
     }
 
     /// The digest of `bytes` as 64 lower-case hex characters.
@@ -78,7 +118,7 @@ public enum SHA256 {
         }
         return String(decoding: out, as: UTF8.self)
     }
-
-    @inline(__always)
-    private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
 }
+
+@inline(__always)
+private func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }

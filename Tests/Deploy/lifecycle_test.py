@@ -5,7 +5,6 @@ and the drain delay (a rolling update loses no request). Run by `.ci/deploy-chec
 
 usage: lifecycle_test.py OSPREY_BINARY MODELS_DIR
 """
-import http.client
 import os
 import shutil
 import signal
@@ -111,26 +110,13 @@ def single_model_layout(binary, models):
 def required_model_missing(binary, repository):
     """--require-models naming a model that is not there: live, never ready (a pod must not go Ready serving nothing)."""
     with tempfile.TemporaryDirectory() as empty:
-        proc = subprocess.Popen([binary, "serve", "--port", "0", "--model-repository", empty, "--require-models", "digits"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        server = Server(binary, empty, "--require-models", "digits", wait_ready=False)
         try:
-            marker, port = "listening on http://127.0.0.1:", None
-            for line in proc.stdout:
-                if marker in line:
-                    port = int(line.split(marker, 1)[1].split('"')[0].split()[0])
-                    break
-            expect(port is not None, "server did not log its port")
             time.sleep(0.5)
-            statuses = []
-            for path in ("/v2/health/live", "/v2/health/ready"):
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                connection.request("GET", path)
-                statuses.append(connection.getresponse().status)
-                connection.close()
+            statuses = [server.request("GET", path, timeout=5)[0] for path in ("/v2/health/live", "/v2/health/ready")]
             expect(statuses == [200, 503], f"empty repository requiring digits: expected live 200, ready 503; got {statuses}")
         finally:
-            proc.kill()
-            proc.wait()
+            server.kill()
 
 
 def main():

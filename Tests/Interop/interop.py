@@ -6,7 +6,6 @@ promtool and plain HTTP. Run by `.ci/interop`; prints one PASS/FAIL line per cas
 usage: interop.py OSPREY_BINARY MODELS_DIR
 """
 import concurrent.futures
-import http.client
 import json
 import os
 import shutil
@@ -24,63 +23,11 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Support"))
 import fixtures  # noqa: E402
+from osprey_server import Server  # noqa: E402,F401 (lifecycle and repository-faults import it from here too)
 
 MODEL = "digits"
-
-
-class Server:
-    """`osprey serve --port 0` on a repository; the bound port comes from the startup log line."""
-
-    def __init__(self, binary, repository, *extra):
-        self.log = []
-        self.proc = subprocess.Popen([binary, "serve", "--port", "0", "--model-repository", repository, "--log-level", "info", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.port = None
-        found = threading.Event()
-
-        def pump():
-            for line in self.proc.stdout:
-                self.log.append(line.rstrip("\n"))
-                marker = "listening on http://127.0.0.1:"
-                if self.port is None and marker in line:
-                    self.port = int(line.split(marker, 1)[1].split('"')[0].split()[0])
-                    found.set()
-            found.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not found.wait(60) or self.port is None:
-            self.stop()
-            raise RuntimeError("server did not log its port:\n" + "\n".join(self.log[-20:]))
-        self.probes = []  # readiness statuses seen while waiting, in order
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            self.probes.append(self.request("GET", "/v2/health/ready")[0])
-            if self.probes[-1] == 200:
-                return
-            time.sleep(0.05)
-        raise RuntimeError("server never became ready:\n" + "\n".join(self.log[-20:]))
-
-    @property
-    def url(self):
-        return f"127.0.0.1:{self.port}"
-
-    def request(self, method, path, body=None, headers=None, timeout=60):
-        """(status, headers dict, body bytes) of one request on a fresh connection."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            connection.request(method, path, body=body, headers=headers or {})
-            response = connection.getresponse()
-            return response.status, dict(response.getheaders()), response.read()
-        except OSError:
-            return None, {}, b""
-        finally:
-            connection.close()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
 
 
 class Suite:

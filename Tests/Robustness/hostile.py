@@ -9,20 +9,20 @@ garbage, oversize headers, mid-body disconnects, the issue-11 regressions) while
 keeps answering quickly; afterwards RSS and fds must return to the baseline. Exits non-zero on any failure.
 --rounds repeats the attack set (the long form); the default single round takes well under two minutes.
 """
-import collections
 import json
 import os
 import random
 import shutil
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Support"))
+import osprey_server  # noqa: E402
 
 HOST = "127.0.0.1"
 READ_TIMEOUT = 2  # the server's --read-timeout in this run: slowloris clients are cut after this
@@ -30,56 +30,11 @@ RSS_SLACK = 96 << 20  # RSS may stay this far above the warmed-up baseline (allo
 FD_SLACK = 2
 
 
-class Server:
-    """The server under attack; the bound port comes from its startup log line."""
+class Server(osprey_server.Server):
+    """The server under attack: short read and idle timeouts so stalled clients are cut quickly."""
 
     def __init__(self, binary, repository, *extra):
-        self.log = collections.deque(maxlen=200)
-        self.proc = subprocess.Popen([binary, "serve", "--port", "0", "--model-repository", repository, "--log-level", "info",
-                                      "--read-timeout", str(READ_TIMEOUT), "--idle-timeout", "5", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.port = None
-        found = threading.Event()
-
-        def pump():
-            for line in self.proc.stdout:
-                self.log.append(line.rstrip("\n"))
-                marker = "listening on http://127.0.0.1:"
-                if self.port is None and marker in line:
-                    self.port = int(line.split(marker, 1)[1].split('"')[0].split()[0])
-                    found.set()
-            found.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not found.wait(60) or self.port is None:
-            self.stop()
-            raise RuntimeError("server did not log its port:\n" + "\n".join(list(self.log)[-20:]))
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if request(self.port, "GET", "/v2/health/ready")[0] == 200:
-                return
-            time.sleep(0.05)
-        raise RuntimeError("server never became ready")
-
-    def rss(self):
-        with open(f"/proc/{self.proc.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        return 0
-
-    def fds(self):
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.proc.wait()
-        return self.proc.returncode
+        super().__init__(binary, repository, "--read-timeout", str(READ_TIMEOUT), "--idle-timeout", "5", *extra, log_lines=200)
 
 
 def connect(port, timeout=5):

@@ -21,3 +21,29 @@ final class SHA256Tests: XCTestCase {
         XCTAssertEqual(SHA256.hash(Array("abc".utf8)).count, 32)
     }
 }
+
+final class SHA256HasherTests: XCTestCase {
+    /// Any split of the message into pieces gives the one-shot digest.
+    func testPiecesGiveTheOneShotDigest() {
+        let message = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let expected = SHA256.hash(message)
+        for pieceSize in [1, 3, 55, 56, 63, 64, 65, 127, 500, 1000] {
+            var hasher = SHA256.Hasher()
+            var offset = 0
+            while offset < message.count {
+                let end = min(offset + pieceSize, message.count)
+                hasher.update(Array(message[offset..<end]))
+                offset = end
+            }
+            XCTAssertEqual(hasher.finalize(), expected, "pieces of \(pieceSize)")
+        }
+    }
+
+    /// Fields are length-prefixed: moving a byte from one field to the next changes the digest.
+    func testFieldsAreUnambiguous() {
+        var a = SHA256.Hasher(), b = SHA256.Hasher()
+        a.update(field: "ab"); a.update(field: "c")
+        b.update(field: "a"); b.update(field: "bc")
+        XCTAssertNotEqual(a.finalize(), b.finalize())
+    }
+}

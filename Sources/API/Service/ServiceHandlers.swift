@@ -28,6 +28,9 @@ extension ServiceContext {
             .repositorySetDefault: { r, p in try await c.setDefault(r, p) },
             .repositoryClearDefault: { r, p in try await c.clearDefault(r, p) },
             .metrics: { _, _ in c.metricsExposition() },
+            .console: { _, _ in c.consolePage() },
+            .openAPISpec: { _, _ in c.openAPISpec() },
+            .modelList: { _, _ in await c.modelList() },
         ]
     }
 
