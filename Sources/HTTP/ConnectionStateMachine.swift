@@ -162,7 +162,7 @@ struct ConnectionStateMachine {
     /// True while read bytes should be parsed (not after the last request, nor while lingering or closed).
     var acceptsInput: Bool { state == .active }
 
-    /// Requests received and not yet written (for tests and the access log of a closing connection).
+    /// Requests received and not yet written.
     var unansweredCount: Int { slots.count }
 
     /// Requests of this connection with the responder now.
