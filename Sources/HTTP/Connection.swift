@@ -142,9 +142,13 @@ final class Connection: ParserEventSink {
     /// Performs `new` after any actions still queued, first to last; reports raised while performing queue behind.
     private func perform(_ new: [Machine.Action]) {
         guard !new.isEmpty else { return }
-        actions.append(contentsOf: new)
-        guard !performing else { return }
+        if performing {
+            actions.append(contentsOf: new)
+            return
+        }
         performing = true
+        // The common case: these actions directly, then whatever they raised.
+        for action in new { execute(action) }
         var index = 0
         while index < actions.count {
             let action = actions[index]
@@ -209,7 +213,7 @@ final class Connection: ParserEventSink {
         let requestID = record.requestID.isEmpty ? RequestID.generate() : record.requestID
         let trace = record.trace ?? TraceContext(continuing: nil)
         let context = ResponseSerializer.Context(date: loop.dateCache.httpDate, serverLine: loop.context.serverLine,
-                                                 requestID: requestID, traceparent: trace.traceparent, keepAlive: record.keepAlive,
+                                                 requestID: requestID, trace: trace, keepAlive: record.keepAlive,
                                                  http10: record.http10, isHead: record.isHead)
         let result = ResponseSerializer.append(response, context: context, to: &out, detachLargeBody: Connection.detachThreshold)
         if result.bodyDetached {

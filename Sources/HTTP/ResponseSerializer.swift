@@ -14,8 +14,8 @@ enum ResponseSerializer {
         var serverLine: [UInt8]
         /// Id echoed as `X-Request-ID` unless the handler set one.
         var requestID: String
-        /// `traceparent` naming the server's span, unless the handler set one (empty: none).
-        var traceparent: String = ""
+        /// The trace whose `traceparent` (naming the server's span) is sent, unless the handler set one.
+        var trace: TraceContext? = nil
         /// Whether the connection stays open after this response.
         var keepAlive: Bool
         /// HTTP/1.0 clients need `Connection: keep-alive` spelled out.
@@ -72,9 +72,11 @@ enum ResponseSerializer {
             out.append(string: context.requestID)
             out.append(13, 10)
         }
-        if !sawTrace, !context.traceparent.isEmpty {
+        if !sawTrace, let trace = context.trace {
             out.append(traceparentPrefix)
-            out.append(string: context.traceparent)
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: TraceContext.headerLength) { buffer in
+                out.append(UnsafeBufferPointer(rebasing: buffer[..<trace.write(into: buffer)]))
+            }
             out.append(13, 10)
         }
         if !context.keepAlive || handlerClosed {

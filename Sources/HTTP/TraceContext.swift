@@ -6,32 +6,61 @@ import Synchronization
 /// caller's span as its parent. The `traceparent` it echoes names the server's span, as a vendor forwarding the
 /// request would (spec 3.2.2.3: the parent-id is replaced by the vendor's own span id).
 public struct TraceContext: Sendable, Equatable {
+    // Held as integers, so a request's trace costs no allocation; hex is written only where it is sent or logged.
+    /// The trace id's high and low 64 bits (never both zero).
+    public var traceHigh: UInt64
+    /// See `traceHigh`.
+    public var traceLow: UInt64
+    /// The server's span id (never zero).
+    public var span: UInt64
+    /// The caller's span id, 0 when the trace started here.
+    public var parentSpan: UInt64
+    /// Trace flags (bit 0 = sampled).
+    public var flagBits: UInt8
+
     /// 32 lowercase hex digits, not all zero.
-    public var traceID: String
+    public var traceID: String { TraceIDs.hex(traceHigh, traceLow) }
     /// The server's span: 16 lowercase hex digits, not all zero.
-    public var spanID: String
+    public var spanID: String { TraceIDs.hex(span) }
     /// The caller's span id when the trace came in with the request, nil when it started here.
-    public var parentID: String?
+    public var parentID: String? { parentSpan == 0 ? nil : TraceIDs.hex(parentSpan) }
     /// Trace flags, two lowercase hex digits (`01` = sampled).
-    public var flags: String
+    public var flags: String { String(TraceIDs.hex(UInt64(flagBits)).suffix(2)) }
 
     /// The header value naming this server's span: `00-<trace-id>-<span-id>-<flags>`.
-    public var traceparent: String { "00-\(traceID)-\(spanID)-\(flags)" }
+    public var traceparent: String {
+        String(unsafeUninitializedCapacity: TraceContext.headerLength) { write(into: $0) }
+    }
+
+    /// Length of a version-00 `traceparent` value.
+    static let headerLength = 55
+
+    /// Writes the `traceparent` value into `buffer` (at least `headerLength` bytes); returns the length.
+    func write(into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let dash = UInt8(ascii: "-"), zero = UInt8(ascii: "0")
+        buffer[0] = zero; buffer[1] = zero; buffer[2] = dash
+        TraceIDs.writeHex(traceHigh, digits: 16, into: buffer, at: 3)
+        TraceIDs.writeHex(traceLow, digits: 16, into: buffer, at: 19)
+        buffer[35] = dash
+        TraceIDs.writeHex(span, digits: 16, into: buffer, at: 36)
+        buffer[52] = dash
+        TraceIDs.writeHex(UInt64(flagBits), digits: 2, into: buffer, at: 53)
+        return TraceContext.headerLength
+    }
 
     /// Continues the trace of a valid `traceparent` value, or starts a new one (absent or invalid value: the spec
     /// says to ignore it and restart the trace).
     public init(continuing header: String?) {
-        if let header, let parsed = TraceContext.parse(header) {
-            traceID = parsed.traceID
-            parentID = parsed.parentID
-            flags = parsed.flags
+        if let header, let parsed = TraceContext.parseBits(header) {
+            (traceHigh, traceLow, parentSpan, flagBits) = parsed
         } else {
-            traceID = TraceIDs.hex(TraceIDs.next(), TraceIDs.next())
-            parentID = nil
+            traceHigh = TraceIDs.next()
+            traceLow = TraceIDs.next()
+            parentSpan = 0
             // This server records every request in its access log, so a trace it starts is sampled.
-            flags = "01"
+            flagBits = 1
         }
-        spanID = TraceIDs.hex(TraceIDs.next())
+        span = TraceIDs.next()
     }
 
     /// The trace of a request's headers: exactly one `traceparent` field is continued; none or several start anew.
@@ -45,26 +74,45 @@ public struct TraceContext: Sendable, Equatable {
         self.init(continuing: count == 1 ? value : nil)
     }
 
-    /// The trace id, parent id and flags of a valid `traceparent` value, nil when it breaks the format.
+    /// The trace id, parent id and flags of a valid `traceparent` value as hex, nil when it breaks the format.
+    public static func parse(_ value: String) -> (traceID: String, parentID: String, flags: String)? {
+        guard let (high, low, parent, flags) = parseBits(value) else { return nil }
+        return (TraceIDs.hex(high, low), TraceIDs.hex(parent), String(TraceIDs.hex(UInt64(flags)).suffix(2)))
+    }
+
+    /// `parse` as integers: trace id halves, parent span, flags.
     ///
     /// Version 00 is exactly 55 characters; a later version may append `-` and more, which is ignored (spec 3.2.4);
     /// version ff, uppercase hex and all-zero ids are invalid.
-    public static func parse(_ value: String) -> (traceID: String, parentID: String, flags: String)? {
-        let bytes = Array(value.utf8)
-        guard bytes.count >= 55 else { return nil }
-        guard isLowerHex(bytes[0..<2]), !(bytes[0] == UInt8(ascii: "f") && bytes[1] == UInt8(ascii: "f")) else { return nil }
-        let version00 = bytes[0] == UInt8(ascii: "0") && bytes[1] == UInt8(ascii: "0")
-        if version00 ? bytes.count != 55 : (bytes.count > 55 && bytes[55] != UInt8(ascii: "-")) { return nil }
-        let dash = UInt8(ascii: "-")
-        guard bytes[2] == dash, bytes[35] == dash, bytes[52] == dash else { return nil }
-        let trace = bytes[3..<35], parent = bytes[36..<52], flags = bytes[53..<55]
-        guard isLowerHex(trace), isLowerHex(parent), isLowerHex(flags),
-              trace.contains(where: { $0 != UInt8(ascii: "0") }), parent.contains(where: { $0 != UInt8(ascii: "0") }) else { return nil }
-        return (String(decoding: trace, as: UTF8.self), String(decoding: parent, as: UTF8.self), String(decoding: flags, as: UTF8.self))
+    static func parseBits(_ value: String) -> (UInt64, UInt64, UInt64, UInt8)? {
+        var value = value
+        return value.withUTF8 { bytes -> (UInt64, UInt64, UInt64, UInt8)? in
+            guard bytes.count >= 55 else { return nil }
+            let dash = UInt8(ascii: "-")
+            guard let version = hexValue(bytes, 0, 2), version != 0xff else { return nil }
+            if version == 0 ? bytes.count != 55 : (bytes.count > 55 && bytes[55] != dash) { return nil }
+            guard bytes[2] == dash, bytes[35] == dash, bytes[52] == dash,
+                  let high = hexValue(bytes, 3, 16), let low = hexValue(bytes, 19, 16),
+                  let parent = hexValue(bytes, 36, 16), let flags = hexValue(bytes, 53, 2),
+                  high | low != 0, parent != 0 else { return nil }
+            return (high, low, parent, UInt8(flags))
+        }
     }
 
-    private static func isLowerHex(_ bytes: ArraySlice<UInt8>) -> Bool {
-        bytes.allSatisfy { ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f")) }
+    /// The value of `count` lowercase hex digits at `start`, nil if any is not one.
+    private static func hexValue(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ count: Int) -> UInt64? {
+        var value: UInt64 = 0
+        for i in start..<(start + count) {
+            let b = bytes[i]
+            let digit: UInt8
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt64(digit)
+        }
+        return value
     }
 }
 
@@ -87,16 +135,19 @@ enum TraceIDs {
 
     /// The words as lowercase hex, 16 digits each.
     static func hex(_ words: UInt64...) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        return String(unsafeUninitializedCapacity: 16 * words.count) { buffer in
-            var i = 0
-            for word in words {
-                for shift in stride(from: 60, through: 0, by: -4) {
-                    buffer[i] = digits[Int((word >> UInt64(shift)) & 15)]
-                    i += 1
-                }
-            }
-            return i
+        String(unsafeUninitializedCapacity: 16 * words.count) { buffer in
+            for (i, word) in words.enumerated() { writeHex(word, digits: 16, into: buffer, at: 16 * i) }
+            return 16 * words.count
+        }
+    }
+
+    /// Writes the low `digits` hex digits of `word` at `offset`.
+    static func writeHex(_ word: UInt64, digits: Int, into buffer: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        var rest = word
+        for i in stride(from: offset + digits - 1, through: offset, by: -1) {
+            let nibble = UInt8(rest & 15)
+            buffer[i] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+            rest >>= 4
         }
     }
 }
