@@ -104,10 +104,33 @@ public struct Router: Sendable {
     }
 
     /// Routes one request; never throws: every failure becomes a JSON error response.
+    ///
+    /// The route is resolved here, once; the answer carries its pattern (`HTTPResponse.route`) for metrics and logs
+    /// (nil when no pattern matched the path).
     public func respond(_ request: HTTPRequest) async -> HTTPResponse {
+        switch resolve(request) {
+        case .answered(var response, let pattern):
+            response.route = pattern
+            return response
+        case .matched(let entry, let parameters):
+            var response = await run(entry, request, parameters)
+            response.route = entry.pattern
+            return response
+        }
+    }
+
+    /// What matching a request against the routes decided.
+    private enum Resolution {
+        /// Answered without a handler (404, 405, OPTIONS, invalid parameter), with the pattern that matched if any.
+        case answered(HTTPResponse, pattern: String?)
+        /// This entry serves it, with its validated parameters.
+        case matched(Entry, PathParameters)
+    }
+
+    private func resolve(_ request: HTTPRequest) -> Resolution {
         let pathSegments = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         guard request.path.hasPrefix("/") else {
-            return .jsonError(404, "no route for \(request.method) \(request.path)")
+            return .answered(.jsonError(404, "no route for \(request.method) \(request.path)"), pattern: nil)
         }
         // Candidates: patterns that match the path; literal segments beat parameters, leftmost first.
         var best: [(entry: Entry, score: [Bool])] = []
@@ -128,8 +151,8 @@ public struct Router: Sendable {
             }
             best.append((entry, score))
         }
-        guard !best.isEmpty else {
-            return .jsonError(404, "no route for \(request.method) \(request.path)")
+        guard let pattern = best.first?.entry.pattern else {
+            return .answered(.jsonError(404, "no route for \(request.method) \(request.path)"), pattern: nil)
         }
         // Methods are case-sensitive tokens (RFC 9110 9.1): `get` is not GET.
         let method = request.method
@@ -140,23 +163,28 @@ public struct Router: Sendable {
             if allowed.contains("GET") && !allowed.contains("HEAD") { allowed.append("HEAD") }
             allowed.append("OPTIONS")
             let allow = allowed.joined(separator: ", ")
-            if method == "OPTIONS" { return HTTPResponse(status: 204, headers: ["Allow": allow]) }
-            return .jsonError(405, "method \(request.method) is not allowed on \(request.path); allowed: \(allow)", headers: ["Allow": allow])
+            if method == "OPTIONS" { return .answered(HTTPResponse(status: 204, headers: ["Allow": allow]), pattern: pattern) }
+            return .answered(.jsonError(405, "method \(request.method) is not allowed on \(request.path); allowed: \(allow)",
+                                        headers: ["Allow": allow]), pattern: pattern)
         }
         var captures: [String: String] = [:]
         for (segment, actual) in zip(chosen.entry.segments, pathSegments) {
             guard case .parameter(let name) = segment else { continue }
             let value = String(actual)
-            if let problem = PathParameterRules.problem(name: name, value: value) { return .jsonError(400, problem) }
+            if let problem = PathParameterRules.problem(name: name, value: value) { return .answered(.jsonError(400, problem), pattern: pattern) }
             captures[name] = value
         }
-        guard let handler = chosen.entry.handler else {
-            return .jsonError(501, "\(chosen.entry.operation?.rawValue ?? chosen.entry.pattern) is not implemented")
+        return .matched(chosen.entry, PathParameters(captures))
+    }
+
+    private func run(_ entry: Entry, _ request: HTTPRequest, _ parameters: PathParameters) async -> HTTPResponse {
+        guard let handler = entry.handler else {
+            return .jsonError(501, "\(entry.operation?.rawValue ?? entry.pattern) is not implemented")
         }
         // A request whose client already left (its task was cancelled while queued) is not worth starting.
         if Task.isCancelled { return .jsonError(499, "request cancelled: the client closed the connection") }
         do {
-            return try await handler(request, PathParameters(captures))
+            return try await handler(request, parameters)
         } catch let error as HTTPErrorConvertible {
             return error.response
         } catch is CancellationError {
@@ -164,7 +192,8 @@ public struct Router: Sendable {
             return .jsonError(499, "request cancelled: the client closed the connection")
         } catch {
             let id = request.requestID.isEmpty ? "-" : request.requestID
-            log("request \(id): \(request.method) \(request.path) failed with unmapped error: \(String(reflecting: error))")
+            let trace = request.trace.map { " trace \($0.traceID)" } ?? ""
+            log("request \(id)\(trace): \(request.method) \(request.path) failed with unmapped error: \(String(reflecting: error))")
             return .jsonError(500, "internal server error (request id \(id))")
         }
     }

@@ -11,6 +11,7 @@ final class ServerContext: Sendable {
     let responder: HTTPResponder
     let inlineResponder: HTTPInlineResponder?
     let admission: HTTPAdmission?
+    let connectionObserver: HTTPConnectionObserver?
     let logger: Logger
     let policy: TimeoutPolicy
     /// `Server: <name>\r\n`, built once.
@@ -23,11 +24,12 @@ final class ServerContext: Sendable {
     let overflowReserve = 32
 
     init(configuration: HTTPServerConfiguration, responder: @escaping HTTPResponder, inlineResponder: HTTPInlineResponder?,
-         admission: HTTPAdmission? = nil) {
+         admission: HTTPAdmission? = nil, connectionObserver: HTTPConnectionObserver? = nil) {
         self.configuration = configuration
         self.responder = responder
         self.inlineResponder = inlineResponder
         self.admission = admission
+        self.connectionObserver = connectionObserver
         logger = configuration.logger
         policy = TimeoutPolicy(idleSeconds: configuration.idleTimeout, readSeconds: configuration.readTimeout)
         let name = configuration.serverName.utf8.filter { $0 >= 0x20 && $0 < 0x7F }
@@ -152,6 +154,7 @@ final class EventLoop {
             }
             overflow = true
         }
+        if !overflow { context.connectionObserver?(1) }
         uv_tcp_nodelay(handle, 1)
         if context.configuration.socketSendBufferBytes > 0 {
             var size = Int32(clamping: context.configuration.socketSendBufferBytes)
@@ -184,6 +187,7 @@ final class EventLoop {
             context.overflowConnections.subtract(1, ordering: .relaxed)
         } else {
             context.openConnections.subtract(1, ordering: .relaxed)
+            context.connectionObserver?(-1)
         }
         if draining { stopIfDrained() }
     }
@@ -260,10 +264,7 @@ final class EventLoop {
 
     private func sweep() {
         let now = SystemClock.nanoseconds()
-        let policy = context.policy
-        for connection in Array(connections.values) {
-            connection.apply(policy.action(for: connection.phase, now: now))
-        }
+        for connection in Array(connections.values) { connection.timerFired(now: now) }
         http2?.sweep(now: now)
     }
 
@@ -271,8 +272,8 @@ final class EventLoop {
     func refreshDate() { dateCache.refresh() }
 
     /// Appends one access line; it is written after this loop iteration.
-    func logAccess(method: String, path: String, status: Int, bytes: Int, startedAt: UInt64, requestID: String, remote: String,
-                   grpcStatus: Int? = nil) {
+    func logAccess(method: String, path: String, route: String?, status: Int, bytes: Int, startedAt: UInt64, requestID: String,
+                   traceID: String, remote: String, grpcStatus: Int? = nil) {
         guard logAccessLines else { return }
         refreshDate()
         let elapsed = SystemClock.nanoseconds() &- startedAt
@@ -280,11 +281,13 @@ final class EventLoop {
         line.begin(time: dateCache.iso8601, level: "info", message: "access")
         line.field("method", method)
         line.field("path", path)
+        line.field("route", route ?? "-")
         line.number("status", status)
         if let grpcStatus { line.number("grpc_status", grpcStatus) }
         line.number("bytes", bytes)
         line.milliseconds("duration_ms", nanoseconds: elapsed)
         line.field("request_id", requestID)
+        line.field("trace_id", traceID)
         line.field("remote", remote)
         line.end()
         logBuffer = line.out

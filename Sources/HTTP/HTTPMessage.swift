@@ -68,6 +68,8 @@ public struct HTTPRequest: Sendable {
     public var requestID: String
     /// Peer address as `ip:port`.
     public var remoteAddress: String
+    /// The request's W3C trace (continued from its `traceparent` or started by the server); nil outside a server.
+    public var trace: TraceContext?
 
     /// A request value; used by the server and by tests that call a responder directly.
     public init(method: String, path: String, query: String = "", version: (major: Int, minor: Int) = (1, 1),
@@ -101,6 +103,9 @@ public struct HTTPResponse: Sendable {
     public var headers: HTTPHeaders
     /// Body bytes (omitted on the wire for HEAD, 1xx, 204 and 304).
     public var body: [UInt8]
+    /// The path template of the route that answered (e.g. `/v2/models/{model}/infer`), set by the router once it
+    /// resolved the request; the access log writes it. Not sent.
+    public var route: String?
 
     /// A response with the given status, headers and body.
     public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {

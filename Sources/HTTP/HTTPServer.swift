@@ -12,6 +12,9 @@ public typealias HTTPInlineResponder = @Sendable (HTTPRequest) -> HTTPResponse?
 /// it (e.g. 401 before a large upload is buffered). Runs on the loop thread for requests that have a body.
 public typealias HTTPAdmission = @Sendable (HTTPRequest) -> HTTPResponse?
 
+/// Told +1 when a connection within the budget opens and -1 when it closes (on a loop thread; keep it cheap).
+public typealias HTTPConnectionObserver = @Sendable (_ change: Int) -> Void
+
 /// Why the server could not start.
 public enum HTTPServerError: Error, Equatable, CustomStringConvertible {
     /// `host` is not an IPv4 or IPv6 literal.
@@ -54,13 +57,15 @@ public final class HTTPServer: Sendable {
     private let grpc: GRPCEndpoint?
 
     /// A server that will answer with `responder`; `inlineResponder` (if any) is tried first, on the loop thread;
-    /// `admission` (if any) may refuse a request with a body from its headers, before the body is read.
+    /// `admission` (if any) may refuse a request with a body from its headers, before the body is read;
+    /// `connectionObserver` (if any) follows the open connections as they open and close.
     public init(configuration: HTTPServerConfiguration = HTTPServerConfiguration(), responder: @escaping HTTPResponder,
-                inlineResponder: HTTPInlineResponder? = nil, admission: HTTPAdmission? = nil, grpc: GRPCEndpoint? = nil) {
+                inlineResponder: HTTPInlineResponder? = nil, admission: HTTPAdmission? = nil,
+                connectionObserver: HTTPConnectionObserver? = nil, grpc: GRPCEndpoint? = nil) {
         self.configuration = configuration
         self.grpc = grpc
         context = ServerContext(configuration: configuration, responder: responder, inlineResponder: inlineResponder,
-                                admission: admission)
+                                admission: admission, connectionObserver: connectionObserver)
     }
 
     /// Binds, starts the loop threads and returns the bound port once listening (useful with port 0).

@@ -15,6 +15,8 @@ enum ResponseSerializer {
         var serverLine: [UInt8]
         /// Id echoed as `X-Request-ID` unless the handler set one.
         var requestID: String
+        /// The trace whose `traceparent` (naming the server's span) is sent, unless the handler set one.
+        var trace: TraceContext? = nil
         /// Whether the connection stays open after this response.
         var keepAlive: Bool
         /// HTTP/1.0 clients need `Connection: keep-alive` spelled out.
@@ -29,7 +31,7 @@ enum ResponseSerializer {
         let status = (100..<600).contains(response.status) ? response.status : 500
         out.append(statusLines[status])
         var handlerClosed = false
-        var sawServer = false, sawDate = false, sawID = false
+        var sawServer = false, sawDate = false, sawID = false, sawTrace = false
         for field in response.headers.fields {
             var name = field.name, value = field.value
             name.withUTF8 { n in
@@ -38,6 +40,7 @@ enum ResponseSerializer {
                     switch n.count {
                     case 4 where lowercaseEquals(n, "date"): sawDate = true
                     case 6 where lowercaseEquals(n, "server"): sawServer = true
+                    case 11 where lowercaseEquals(n, "traceparent"): sawTrace = true
                     case 10 where lowercaseEquals(n, "connection"):
                         if field.value.lowercased().contains("close") { handlerClosed = true }
                         return
@@ -68,6 +71,13 @@ enum ResponseSerializer {
         if !sawID {
             out.append(requestIDPrefix)
             out.append(string: context.requestID)
+            out.append(13, 10)
+        }
+        if !sawTrace, let trace = context.trace {
+            out.append(traceparentPrefix)
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: TraceContext.headerLength) { buffer in
+                out.append(UnsafeBufferPointer(rebasing: buffer[..<trace.write(into: buffer)]))
+            }
             out.append(13, 10)
         }
         if !context.keepAlive || handlerClosed {
@@ -123,6 +133,7 @@ enum ResponseSerializer {
     private static let contentLengthPrefix = Array("Content-Length: ".utf8)
     private static let datePrefix = Array("Date: ".utf8)
     private static let requestIDPrefix = Array("X-Request-ID: ".utf8)
+    private static let traceparentPrefix = Array("traceparent: ".utf8)
     private static let connectionClose = Array("Connection: close\r\n".utf8)
     private static let connectionKeepAlive = Array("Connection: keep-alive\r\n".utf8)
 

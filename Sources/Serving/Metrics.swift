@@ -1,7 +1,10 @@
 import Infrastructure
 import Foundation
 
-/// A Prometheus metric registry: lock-guarded, so any thread records without awaiting; exports text format 0.0.4.
+import Synchronization
+
+/// A Prometheus metric registry: any thread records synchronously (atomics for counters and gauges, a lock per
+/// histogram) without awaiting; each series renders its label set once, when created; export writes text format 0.0.4.
 public final class Metrics: Sendable {
     /// The Content-Type of `exposition()`.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
@@ -20,18 +23,31 @@ public final class Metrics: Sendable {
 
     private struct Family {
         let name: String
-        let help: String
+        /// `# HELP` and `# TYPE` lines, rendered once.
+        let header: String
         let kind: Kind
-        let buckets: [Double]
-        var children: [String: (labels: [(String, String)], metric: any MetricSample)] = [:]
+        /// Series by label key, plus the keys in export order (kept sorted on insert, not per scrape).
+        var children: [String: any MetricSample] = [:]
+        var order: [String] = []
     }
 
     private struct Registry {
         var families: [String: Family] = [:]
         var order: [String] = []
+        /// Values read at export time (e.g. readiness), by family name.
+        var computed: [String: @Sendable () -> Double] = [:]
+    }
+
+    /// Label values of one HTTP series.
+    private struct HTTPSeriesKey: Hashable {
+        var route: String
+        var method: String
+        var status: Int
     }
 
     private let registry = Locked(Registry())
+    /// The HTTP request series by their label values, so recording a request does not rebuild a label key.
+    private let httpSeries = Locked([HTTPSeriesKey: (Counter, Histogram)]())
     private let includeProcessMetrics: Bool
 
     /// An empty registry; `includeProcessMetrics` adds `process_*` series read from /proc at export time.
@@ -41,24 +57,39 @@ public final class Metrics: Sendable {
 
     /// The counter `name{labels}`, created on first use.
     public func counter(_ name: String, help: String, labels: [String: String] = [:]) -> Counter {
-        child(name, help: help, kind: .counter, buckets: [], labels: labels) { Counter() } as! Counter
+        child(name, help: help, kind: .counter, labels: labels) { Counter(name: name, labels: $0) } as! Counter
     }
 
     /// The gauge `name{labels}`, created on first use.
     public func gauge(_ name: String, help: String, labels: [String: String] = [:]) -> Gauge {
-        child(name, help: help, kind: .gauge, buckets: [], labels: labels) { Gauge() } as! Gauge
+        child(name, help: help, kind: .gauge, labels: labels) { Gauge(name: name, labels: $0) } as! Gauge
     }
 
     /// The histogram `name{labels}` with upper bounds `buckets` (`+Inf` is implicit), created on first use.
     public func histogram(_ name: String, help: String, labels: [String: String] = [:], buckets: [Double] = Metrics.latencyBuckets) -> Histogram {
         let bounds = Array(Set(buckets.filter { $0.isFinite })).sorted()
-        return child(name, help: help, kind: .histogram, buckets: bounds, labels: labels) { Histogram(bounds: bounds) } as! Histogram
+        return child(name, help: help, kind: .histogram, labels: labels) { Histogram(name: name, labels: $0, bounds: bounds) } as! Histogram
+    }
+
+    /// A gauge without labels whose value `read` returns at export time (for state owned elsewhere, like readiness).
+    public func computedGauge(_ name: String, help: String, read: @escaping @Sendable () -> Double) {
+        precondition(Self.isValidName(name), "invalid metric name \(name)")
+        registry.withLock { registry in
+            if registry.families[name] == nil {
+                registry.families[name] = Family(name: name, header: Self.header(name, help, .gauge), kind: .gauge)
+                registry.order.append(name)
+            }
+            registry.computed[name] = read
+        }
     }
 
     /// Removes one labelled series (e.g. of a model deleted from the repository).
     public func remove(_ name: String, labels: [String: String]) {
         let key = Self.key(of: Self.sortedLabels(labels))
-        registry.withLock { _ = $0.families[name]?.children.removeValue(forKey: key) }
+        registry.withLock { registry in
+            guard registry.families[name]?.children.removeValue(forKey: key) != nil else { return }
+            registry.families[name]?.order.removeAll { $0 == key }
+        }
     }
 
     /// Records a classification request's top-1 score (0...1) for the model version.
@@ -68,12 +99,20 @@ public final class Metrics: Sendable {
                   buckets: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1]).observe(score)
     }
 
-    /// Counts one HTTP request by route template and status, and observes its duration.
+    /// Counts one HTTP request by route template, method and status, and observes its duration.
     public func recordHTTPRequest(route: String, method: String, status: Int, seconds: Double) {
-        counter("osprey_http_requests_total", help: "HTTP requests by route, method and status.",
-                labels: ["route": route, "method": method, "status": String(status)]).increment()
-        histogram("osprey_http_request_duration_seconds", help: "HTTP request handling time by route, in seconds.",
-                  labels: ["route": route]).observe(seconds)
+        let key = HTTPSeriesKey(route: route, method: method, status: status)
+        let series = httpSeries.withLock { $0[key] } ?? httpSeries.withLock { cache in
+            if let existing = cache[key] { return existing }
+            let labels = ["route": route, "method": method, "status": String(status)]
+            let made = (counter("osprey_http_requests_total", help: "HTTP requests by route, method and status.", labels: labels),
+                        histogram("osprey_http_request_duration_seconds",
+                                  help: "HTTP request handling time by route, method and status, in seconds.", labels: labels))
+            cache[key] = made
+            return made
+        }
+        series.0.increment()
+        series.1.observe(seconds)
     }
 
     /// The gauge of open HTTP connections (increment on accept, decrement on close).
@@ -85,36 +124,47 @@ public final class Metrics: Sendable {
     public func exposition() -> String {
         var out = ""
         out.reserveCapacity(8192)
-        let families = registry.withLock { registry in registry.order.compactMap { registry.families[$0] } }
-        for family in families {
-            out += "# HELP \(family.name) \(Self.escapeHelp(family.help))\n# TYPE \(family.name) \(family.kind.rawValue)\n"
-            for key in family.children.keys.sorted() {
-                let (labels, metric) = family.children[key]!
-                metric.write(name: family.name, labels: labels, into: &out)
-            }
+        let (families, computed) = registry.withLock { registry in
+            (registry.order.compactMap { name -> (String, String, [any MetricSample])? in
+                guard let family = registry.families[name] else { return nil }
+                return (name, family.header, family.order.compactMap { family.children[$0] })
+            }, registry.computed)
+        }
+        for (name, header, children) in families {
+            out += header
+            if let read = computed[name] { out += "\(name) \(Self.format(read()))\n" }
+            for child in children { child.write(into: &out) }
         }
         if includeProcessMetrics { ProcessMetrics.write(into: &out) }
         return out
     }
 
-    private func child(_ name: String, help: String, kind: Kind, buckets: [Double], labels: [String: String],
-                       make: () -> any MetricSample) -> any MetricSample {
-        precondition(Self.isValidName(name), "invalid metric name \(name)")
+    private func child(_ name: String, help: String, kind: Kind, labels: [String: String],
+                       make: ([(String, String)]) -> any MetricSample) -> any MetricSample {
         let sorted = Self.sortedLabels(labels)
+        let key = Self.key(of: sorted)
+        if let existing = registry.withLock({ $0.families[name]?.children[key] }) { return existing }
+        precondition(Self.isValidName(name), "invalid metric name \(name)")
         precondition(sorted.allSatisfy { Self.isValidName($0.0) && !$0.0.hasPrefix("__") && ($0.0 != "le" || kind != .histogram) },
                      "invalid label name in \(labels)")
-        let key = Self.key(of: sorted)
         return registry.withLock { registry in
             if registry.families[name] == nil {
-                registry.families[name] = Family(name: name, help: help, kind: kind, buckets: buckets)
+                registry.families[name] = Family(name: name, header: Self.header(name, help, kind), kind: kind)
                 registry.order.append(name)
             }
             precondition(registry.families[name]!.kind == kind, "metric \(name) registered as \(registry.families[name]!.kind), used as \(kind)")
-            if let existing = registry.families[name]!.children[key] { return existing.metric }
-            let metric = make()
-            registry.families[name]!.children[key] = (sorted, metric)
+            if let existing = registry.families[name]!.children[key] { return existing }
+            let metric = make(sorted)
+            registry.families[name]!.children[key] = metric
+            let order = registry.families[name]!.order
+            let position = order.firstIndex { $0 > key } ?? order.count
+            registry.families[name]!.order.insert(key, at: position)
             return metric
         }
+    }
+
+    private static func header(_ name: String, _ help: String, _ kind: Kind) -> String {
+        "# HELP \(name) \(escapeHelp(help))\n# TYPE \(name) \(kind.rawValue)\n"
     }
 
     private static func sortedLabels(_ labels: [String: String]) -> [(String, String)] {
@@ -159,42 +209,77 @@ public final class Metrics: Sendable {
 
 /// One labelled series that can write its sample lines.
 protocol MetricSample: AnyObject, Sendable {
-    func write(name: String, labels: [(String, String)], into out: inout String)
+    /// Appends the series' sample lines (its name and labels were rendered when it was created).
+    func write(into out: inout String)
+}
+
+/// A Double updated with compare-and-swap on its bit pattern: lock-free recording from any thread.
+struct AtomicDouble: ~Copyable, Sendable {
+    private let bits = Atomic<UInt64>(0)
+
+    /// Adds `amount`.
+    func add(_ amount: Double) {
+        var current = bits.load(ordering: .relaxed)
+        while true {
+            let next = (Double(bitPattern: current) + amount).bitPattern
+            let (exchanged, original) = bits.compareExchange(expected: current, desired: next, ordering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
+    }
+
+    /// Replaces the value.
+    func store(_ value: Double) { bits.store(value.bitPattern, ordering: .relaxed) }
+
+    /// The current value.
+    func load() -> Double { Double(bitPattern: bits.load(ordering: .relaxed)) }
 }
 
 /// A monotonically increasing value.
 public final class Counter: MetricSample {
-    private let state = Locked(0.0)
+    private let state = AtomicDouble()
+    /// `name{labels} `, rendered once.
+    private let prefix: String
+
+    init(name: String, labels: [(String, String)]) { prefix = name + Metrics.labelText(labels) + " " }
 
     /// Adds `amount` (must be >= 0).
     public func increment(by amount: Double = 1) {
         precondition(amount >= 0, "counters only go up")
-        state.withLock { $0 += amount }
+        state.add(amount)
     }
 
     /// The current value.
-    public var value: Double { state.withLock { $0 } }
+    public var value: Double { state.load() }
 
-    func write(name: String, labels: [(String, String)], into out: inout String) {
-        out += "\(name)\(Metrics.labelText(labels)) \(Metrics.format(value))\n"
+    func write(into out: inout String) {
+        out += prefix
+        out += Metrics.format(value)
+        out += "\n"
     }
 }
 
 /// A value that can go up and down.
 public final class Gauge: MetricSample {
-    private let state = Locked(0.0)
+    private let state = AtomicDouble()
+    /// `name{labels} `, rendered once.
+    private let prefix: String
+
+    init(name: String, labels: [(String, String)]) { prefix = name + Metrics.labelText(labels) + " " }
 
     /// Replaces the value.
-    public func set(_ value: Double) { state.withLock { $0 = value } }
+    public func set(_ value: Double) { state.store(value) }
     /// Adds `amount` (may be negative).
-    public func increment(by amount: Double = 1) { state.withLock { $0 += amount } }
+    public func increment(by amount: Double = 1) { state.add(amount) }
     /// Subtracts `amount`.
-    public func decrement(by amount: Double = 1) { state.withLock { $0 -= amount } }
+    public func decrement(by amount: Double = 1) { state.add(-amount) }
     /// The current value.
-    public var value: Double { state.withLock { $0 } }
+    public var value: Double { state.load() }
 
-    func write(name: String, labels: [(String, String)], into out: inout String) {
-        out += "\(name)\(Metrics.labelText(labels)) \(Metrics.format(value))\n"
+    func write(into out: inout String) {
+        out += prefix
+        out += Metrics.format(value)
+        out += "\n"
     }
 }
 
@@ -214,10 +299,17 @@ public final class Histogram: MetricSample {
 
     private let bounds: [Double]
     private let state: Locked<Snapshot>
+    /// `name_bucket{labels,le="x"} ` per bucket (with +Inf), `name_sum{labels} ` and `name_count{labels} `, rendered once.
+    private let bucketPrefixes: [String]
+    private let sumPrefix: String
+    private let countPrefix: String
 
-    init(bounds: [Double]) {
+    init(name: String, labels: [(String, String)], bounds: [Double]) {
         self.bounds = bounds
         state = Locked(Snapshot(bounds: bounds, counts: Array(repeating: 0, count: bounds.count + 1), sum: 0, count: 0))
+        bucketPrefixes = (bounds + [Double.infinity]).map { "\(name)_bucket\(Metrics.labelText(labels + [("le", Metrics.format($0))])) " }
+        sumPrefix = "\(name)_sum\(Metrics.labelText(labels)) "
+        countPrefix = "\(name)_count\(Metrics.labelText(labels)) "
     }
 
     /// Records one observation.
@@ -237,14 +329,16 @@ public final class Histogram: MetricSample {
     /// The current state.
     public var snapshot: Snapshot { state.withLock { $0 } }
 
-    func write(name: String, labels: [(String, String)], into out: inout String) {
+    func write(into out: inout String) {
         let s = snapshot
         var cumulative: UInt64 = 0
-        for (i, bound) in (s.bounds + [Double.infinity]).enumerated() {
+        for (i, prefix) in bucketPrefixes.enumerated() {
             cumulative += s.counts[i]
-            out += "\(name)_bucket\(Metrics.labelText(labels + [("le", Metrics.format(bound))])) \(cumulative)\n"
+            out += prefix
+            out += String(cumulative)
+            out += "\n"
         }
-        out += "\(name)_sum\(Metrics.labelText(labels)) \(Metrics.format(s.sum))\n"
-        out += "\(name)_count\(Metrics.labelText(labels)) \(s.count)\n"
+        out += sumPrefix + Metrics.format(s.sum) + "\n"
+        out += countPrefix + String(s.count) + "\n"
     }
 }

@@ -82,8 +82,7 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     let grpc = options.grpcPort.map { GRPCEndpoint(port: $0, maxMessageBytes: options.grpcMaxMessageBytes ?? options.configuration.maxBodyBytes,
                                                    responder: service.grpcResponder) }
     let server = HTTPServer(configuration: options.configuration, responder: service.responder, inlineResponder: service.inlineResponder,
-                            admission: service.admission, grpc: grpc)
-    service.setConnectionCounter { server.openConnections }
+                            admission: service.admission, connectionObserver: service.connectionObserver, grpc: grpc)
     // Started in this order, stopped in the reverse one: HTTP drains first, then polling stops, then the versions
     // are unloaded and their batchers finish. Models load in the background: the server answers (not ready) at once.
     let http = HTTPService(server: server, readiness: readiness, drainDelay: options.drainDelay, shutdownTimeout: options.shutdownTimeout,

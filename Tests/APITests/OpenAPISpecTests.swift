@@ -55,6 +55,45 @@ func openAPIOperations(_ text: String) -> [(method: String, path: String, operat
         }
     }
 
+    @Test func everyResponseDocumentsTraceparentAndEveryOperationAcceptsIt() throws {
+        let text = try String(contentsOf: Self.specURL, encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        func indent(_ line: String) -> Int { line.prefix { $0 == " " }.count }
+        /// The lines under `lines[start]` that are indented deeper than it.
+        func block(at start: Int) -> ArraySlice<String> {
+            let base = indent(lines[start])
+            var end = start + 1
+            while end < lines.count, lines[end].trimmingCharacters(in: .whitespaces).isEmpty || indent(lines[end]) > base { end += 1 }
+            return lines[(start + 1)..<end]
+        }
+        guard let components = lines.firstIndex(of: "components:"),
+              let responses = lines[components...].firstIndex(of: "  responses:") else { Issue.record("no components/responses"); return }
+        var documented: Set<String> = []
+        for index in block(at: responses).indices where indent(lines[index]) == 4 {
+            if block(at: index).contains("        traceparent:") { documented.insert(lines[index].trimmingCharacters(in: .whitespaces).dropLast().description) }
+        }
+        #expect(lines.contains("    Traceparent:"), "components define the header and the parameter")
+        var operations = 0, responsesChecked = 0
+        guard let paths = lines.firstIndex(of: "paths:") else { Issue.record("no paths"); return }
+        for index in block(at: paths).indices where indent(lines[index]) == 4 && lines[index].hasSuffix(":") {
+            let operation = block(at: index)
+            operations += 1
+            #expect(operation.contains("        - $ref: '#/components/parameters/Traceparent'"), "\(lines[index]) at line \(index + 1)")
+            for code in operation.indices where indent(lines[code]) == 8 && lines[code].hasPrefix("        '") {
+                responsesChecked += 1
+                let response = block(at: code)
+                if let reference = response.first(where: { $0.hasPrefix("          $ref: '#/components/responses/") }) {
+                    let name = reference.split(separator: "/").last.map { String($0.dropLast()) } ?? ""
+                    #expect(documented.contains(name), "components/responses/\(name) lacks traceparent")
+                } else {
+                    #expect(response.contains("            traceparent:"), "response at line \(code + 1) lacks traceparent")
+                }
+            }
+        }
+        #expect(operations == Routes.all.count)
+        #expect(responsesChecked > operations)
+    }
+
     @Test func extractorReadsTheRegularLayout() {
         let sample = """
         openapi: 3.1.0

@@ -22,6 +22,8 @@ class Server:
 
     def __init__(self, binary, repository, *extra, wait_ready=True, log_lines=2000, ready_timeout=120):
         self.log = []  # the last `log_lines` lines, oldest first
+        if "--grpc-port" not in extra:
+            extra = ("--grpc-port", "0", *extra)  # the default 8081 may be taken by another server or test
         self.proc = subprocess.Popen([binary, "serve", "--port", "0", "--model-repository", repository, "--log-level", "info", *extra],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.port = None

@@ -44,6 +44,8 @@ info:
       outputs to receive exact IEEE values.
     - BYTES elements in JSON are strings (their UTF-8 bytes are the element), not base64, as in Triton.
     - Every response carries `X-Request-ID` (the client's, or one the server generated).
+    - Every response carries `traceparent` (W3C Trace Context): the request's trace continued from a valid
+      `traceparent` request header, or a new one; the trace id is logged as `trace_id` in the access log.
     - Compressed request bodies (`Content-Encoding` other than identity) are refused with 415.
     - The request parameter `timeout` (microseconds, as in Triton) bounds the time an inference waits in the queue.
   license:
@@ -76,9 +78,14 @@ paths:
         traffic split and cascade; an image panel that classifies a dropped or picked picture with the top-k classes
         as bars, the latency and who answered; live figures from `/metrics` every 3 s; and the admin actions (pin,
         unpin, load, unload, traffic) behind a token field.
+      parameters:
+        - $ref: '#/components/parameters/Traceparent'
       responses:
         '200':
           description: The page.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             text/html:
               schema:
@@ -88,9 +95,14 @@ paths:
       operationId: openAPISpec
       tags: [console]
       summary: This specification
+      parameters:
+        - $ref: '#/components/parameters/Traceparent'
       responses:
         '200':
           description: openapi.yaml as built into the server.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/yaml:
               schema:
@@ -100,9 +112,14 @@ paths:
       operationId: serverMetadata
       tags: [metadata]
       summary: Server metadata
+      parameters:
+        - $ref: '#/components/parameters/Traceparent'
       responses:
         '200':
           description: Server name, version and supported protocol extensions.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -115,9 +132,14 @@ paths:
       tags: [health]
       summary: Liveness
       description: 200 while the process can serve HTTP; used by orchestrators to restart a wedged server.
+      parameters:
+        - $ref: '#/components/parameters/Traceparent'
       responses:
         '200':
           description: The server is live.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -133,15 +155,23 @@ paths:
         200 when every required model has a READY version: the models named by `--require-models`, else every model
         whose directory held a version at start. Models added later (upload, polling) never make it 503 by failing;
         an empty repository with nothing required is ready. 503 while starting (repository not yet scanned) or draining.
+      parameters:
+        - $ref: '#/components/parameters/Traceparent'
       responses:
         '200':
           description: Ready.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
                 $ref: '#/components/schemas/Readiness'
         '503':
           description: Not ready (starting, a required model without a READY version, or draining after SIGTERM).
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -154,9 +184,14 @@ paths:
       description: |
         Every model of the repository with its default version, whether that version is pinned, and each version's
         state. Failure reasons are left out (they are for operators: `POST /v2/repository/index`).
+      parameters:
+        - $ref: '#/components/parameters/Traceparent'
       responses:
         '200':
           description: The models, sorted by name; versions in ascending order.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -167,10 +202,14 @@ paths:
       tags: [metadata]
       summary: Metadata of a model's default version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
       responses:
         '200':
           description: Model metadata.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -187,11 +226,15 @@ paths:
       tags: [metadata]
       summary: Metadata of one model version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/Version'
       responses:
         '200':
           description: Model metadata.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -208,10 +251,14 @@ paths:
       tags: [health]
       summary: Readiness of a model's default version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
       responses:
         '200':
           description: Ready.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -228,11 +275,15 @@ paths:
       tags: [health]
       summary: Readiness of one model version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/Version'
       responses:
         '200':
           description: Ready.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -249,6 +300,7 @@ paths:
       tags: [inference]
       summary: Inference on a model's default version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/InferenceHeaderContentLength'
       requestBody:
@@ -276,6 +328,7 @@ paths:
       tags: [inference]
       summary: Inference on one model version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/Version'
         - $ref: '#/components/parameters/InferenceHeaderContentLength'
@@ -307,6 +360,7 @@ paths:
         The image is decoded, preprocessed with the model's configuration (resize, crop, normalize, layout)
         and run; the response lists the `top_k` classes per image, highest score first.
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/TopK'
       requestBody:
@@ -334,6 +388,7 @@ paths:
       tags: [inference]
       summary: Classify an image with one model version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/Version'
         - $ref: '#/components/parameters/TopK'
@@ -362,10 +417,14 @@ paths:
       tags: [metadata]
       summary: Configuration of a model's default version (Triton's model configuration extension)
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
       responses:
         '200':
           description: The effective configuration.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -382,11 +441,15 @@ paths:
       tags: [metadata]
       summary: Configuration of one model version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/Version'
       responses:
         '200':
           description: The effective configuration.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -403,6 +466,7 @@ paths:
       tags: [observability]
       summary: Statistics of every loaded version of a model
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
       responses:
         '200':
@@ -417,6 +481,7 @@ paths:
       tags: [observability]
       summary: Statistics of one model version
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/Version'
       responses:
@@ -440,9 +505,14 @@ paths:
           application/json:
             schema:
               $ref: '#/components/schemas/RepositoryIndexRequest'
+      parameters:
+        - $ref: '#/components/parameters/Traceparent'
       responses:
         '200':
           description: One entry per model version found.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -468,6 +538,7 @@ paths:
         - {}
         - bearerAuth: []
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
       requestBody:
         required: false
@@ -485,6 +556,9 @@ paths:
       responses:
         '200':
           description: Loaded (empty body).
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
@@ -509,10 +583,14 @@ paths:
         - {}
         - bearerAuth: []
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
       responses:
         '200':
           description: Unloaded (empty body).
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
@@ -537,6 +615,7 @@ paths:
         - {}
         - bearerAuth: []
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
         - $ref: '#/components/parameters/Version'
         - name: Digest
@@ -564,6 +643,9 @@ paths:
       responses:
         '201':
           description: Stored, compiled and published.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -591,6 +673,7 @@ paths:
         - {}
         - bearerAuth: []
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
       requestBody:
         required: true
@@ -601,6 +684,9 @@ paths:
       responses:
         '200':
           description: The new default.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -623,10 +709,14 @@ paths:
         - {}
         - bearerAuth: []
       parameters:
+        - $ref: '#/components/parameters/Traceparent'
         - $ref: '#/components/parameters/Model'
       responses:
         '200':
           description: The default now in effect.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             application/json:
               schema:
@@ -644,9 +734,14 @@ paths:
       operationId: metrics
       tags: [observability]
       summary: Prometheus metrics
+      parameters:
+        - $ref: '#/components/parameters/Traceparent'
       responses:
         '200':
           description: Prometheus text exposition format.
+          headers:
+            traceparent:
+              $ref: '#/components/headers/Traceparent'
           content:
             text/plain; version=0.0.4:
               schema:
@@ -658,6 +753,16 @@ components:
       scheme: bearer
       description: Optional; when the server is started with an admin token, repository routes require it.
   parameters:
+    Traceparent:
+      name: traceparent
+      in: header
+      required: false
+      description: |
+        W3C Trace Context of the caller's span. A valid value continues its trace (same trace id in the response's
+        `traceparent` and in the access log); an invalid one is ignored and a new trace is started, as the spec says.
+      schema:
+        type: string
+        example: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
     Model:
       name: model
       in: path
@@ -697,6 +802,14 @@ components:
         type: integer
         minimum: 0
   headers:
+    Traceparent:
+      description: |
+        W3C Trace Context (https://www.w3.org/TR/trace-context/): `00-<trace-id>-<span-id>-<flags>` naming the
+        server's span of the request's trace; the trace id is the request's (continued from a valid `traceparent`
+        request header, else new) and is logged as `trace_id` on the request's access line.
+      schema:
+        type: string
+        pattern: '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
     Allow:
       description: Methods the path accepts.
       schema:
@@ -760,6 +873,8 @@ components:
         `Inference-Header-Content-Length` when any output was requested as binary (`binary_data` on the output
         or `binary_data_output` on the request), the binary outputs following the JSON in output order.
       headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
         Inference-Header-Content-Length:
           $ref: '#/components/headers/InferenceHeaderContentLength'
       content:
@@ -772,18 +887,27 @@ components:
             format: binary
     Classify:
       description: Top classes per image, highest score first.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
             $ref: '#/components/schemas/ClassifyResponse'
     Statistics:
       description: Per-version request and timing statistics.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
             $ref: '#/components/schemas/ModelStatistics'
     BadRequest:
       description: The request is malformed (body, parameters, shapes, datatypes); the message says what was expected.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
@@ -791,6 +915,8 @@ components:
     Unauthorized:
       description: Missing or invalid bearer token.
       headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
         WWW-Authenticate:
           schema:
             type: string
@@ -800,12 +926,18 @@ components:
             $ref: '#/components/schemas/Error'
     Forbidden:
       description: Not allowed (a non-loopback client while no admin token is set), or the model repository is read-only.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
             $ref: '#/components/schemas/Error'
     NotFound:
       description: Unknown path, model or version.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
@@ -813,6 +945,8 @@ components:
     MethodNotAllowed:
       description: The path exists but not with this method.
       headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
         Allow:
           $ref: '#/components/headers/Allow'
       content:
@@ -821,6 +955,9 @@ components:
             $ref: '#/components/schemas/Error'
     Conflict:
       description: The version already exists (upload without `replace=true`), or a load found no version on disk.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
@@ -829,6 +966,9 @@ components:
       description: |
         Nothing was stored or loaded: the repository's file system is full, or the version would take the loaded
         versions past `--max-model-memory` (the message names the bytes needed, loaded and allowed).
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
@@ -838,6 +978,9 @@ components:
         The body exceeds `--max-body-bytes`, or the request exceeds a per-request limit: BYTES elements
         (`--max-bytes-elements`), decoded tensor bytes (`--max-decoded-bytes`), image pixels or decoded image bytes
         (`--max-image-pixels`, `--max-image-bytes`), multipart parts. The message names the limit and the count.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
@@ -846,6 +989,9 @@ components:
       description: |
         The Content-Type (or Content-Encoding) is not accepted by this operation; on classify, also a body or
         multipart part that is not PNG or JPEG (a GIF part answers 415 like a GIF body).
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
@@ -853,6 +999,8 @@ components:
     TooManyRequests:
       description: The model's queue is full.
       headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
         Retry-After:
           $ref: '#/components/headers/RetryAfter'
       content:
@@ -862,6 +1010,8 @@ components:
     Unavailable:
       description: Not ready (starting, loading, draining).
       headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
         Retry-After:
           $ref: '#/components/headers/RetryAfter'
       content:
@@ -870,12 +1020,18 @@ components:
             $ref: '#/components/schemas/Error'
     Timeout:
       description: The request waited longer than its deadline.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:
             $ref: '#/components/schemas/Error'
     InternalError:
       description: An unexpected failure; the message carries the request id, which is also logged.
+      headers:
+        traceparent:
+          $ref: '#/components/headers/Traceparent'
       content:
         application/json:
           schema:

@@ -28,8 +28,6 @@ extension ServiceContext {
 
     /// `GET /metrics`: Prometheus text format 0.0.4.
     func metricsExposition() -> HTTPResponse {
-        metrics.gauge("osprey_http_open_connections", help: "Open HTTP connections.").set(Double(state.connectionCount()))
-        metrics.gauge("osprey_ready", help: "1 when the server reports ready.").set(isReady ? 1 : 0)
         return HTTPResponse(status: 200, headers: ["Content-Type": Metrics.contentType], body: Array(metrics.exposition().utf8))
     }
 }

@@ -47,9 +47,11 @@ public final class OspreyService: Sendable {
     /// `readiness` is the server's drain switch: shutdown clears it so `/v2/health/ready` fails while requests finish.
     public init(registry: ModelRegistry, metrics: Metrics, workers: BlockingExecutor, options: ServiceOptions = ServiceOptions(),
                 readiness: ReadinessFlag = ReadinessFlag(), log: @escaping @Sendable (String) -> Void = { Logger().error($0) }) {
-        context = ServiceContext(registry: registry, metrics: metrics, workers: workers, options: options,
-                                 readiness: readiness, state: ServiceState())
+        context = ServiceContext(registry: registry, metrics: metrics, workers: workers, options: options, readiness: readiness)
         router = Routes.makeRouter(handlers: ServiceContext.handlers(context), log: log)
+        let context = self.context
+        metrics.computedGauge("osprey_ready", help: "1 when the server reports ready.") { context.isReady ? 1 : 0 }
+        _ = metrics.openConnections
     }
 
     /// Models, versions and their batchers.
@@ -63,31 +65,38 @@ public final class OspreyService: Sendable {
     /// Ready when not draining and every model in the repository has a READY version.
     public var isReady: Bool { context.isReady }
 
-    /// Sets the function that reports open HTTP connections (read at scrape time).
-    public func setConnectionCounter(_ counter: @escaping @Sendable () -> Int) { context.state.setConnectionCounter(counter) }
+    /// Keeps `osprey_http_open_connections` as connections open and close (give it to the HTTP server).
+    public var connectionObserver: HTTPConnectionObserver {
+        let gauge = context.metrics.openConnections
+        return { change in gauge.increment(by: Double(change)) }
+    }
 
     /// Health probes answered on the loop thread (no hop, so probes stay fast under load); nil defers to `responder`.
     public var inlineResponder: HTTPInlineResponder {
         let context = self.context
         return { request in
             guard request.method == "GET" || request.method == "HEAD" else { return nil }
+            let started = SystemClock.nanoseconds()
+            var response: HTTPResponse
             switch request.path {
-            case "/v2/health/live": return context.liveResponse()
-            case "/v2/health/ready": return context.readyResponse()
+            case "/v2/health/live": response = context.liveResponse()
+            case "/v2/health/ready": response = context.readyResponse()
             default: return nil
             }
+            response.route = request.path
+            context.record(request, response, since: started)
+            return response
         }
     }
 
-    /// The responder for the HTTP server: routing, handlers and per-route HTTP metrics.
+    /// The responder for the HTTP server: routing (the route resolved once), handlers and per-route HTTP metrics.
     public var responder: HTTPResponder {
         let router = self.router
-        let metrics = context.metrics
+        let context = self.context
         return { request in
+            let started = SystemClock.nanoseconds()
             let response = await router.respond(request)
-            let route = Routes.pattern(matching: request.path) ?? "unmatched"
-            metrics.counter("osprey_http_requests_total", help: "HTTP requests by route, method and status.",
-                            labels: ["route": route, "method": request.method, "status": String(response.status)]).increment()
+            context.record(request, response, since: started)
             return response
         }
     }
@@ -100,15 +109,12 @@ struct ServiceContext: Sendable {
     let workers: BlockingExecutor
     let options: ServiceOptions
     let readiness: ReadinessFlag
-    let state: ServiceState
 
     var isReady: Bool { readiness.isReady && registry.isReady }
-}
 
-/// Mutable service state read from any thread: a lock, no awaiting.
-final class ServiceState: Sendable {
-    private let counter = Locked<@Sendable () -> Int>({ 0 })
-
-    func setConnectionCounter(_ c: @escaping @Sendable () -> Int) { counter.withLock { $0 = c } }
-    func connectionCount() -> Int { counter.withLock { $0 }() }
+    /// Counts the request under its route pattern (`unmatched` when none matched) and observes its handling time.
+    func record(_ request: HTTPRequest, _ response: HTTPResponse, since started: UInt64) {
+        let seconds = Double(SystemClock.nanoseconds() &- started) / 1e9
+        metrics.recordHTTPRequest(route: response.route ?? "unmatched", method: request.method, status: response.status, seconds: seconds)
+    }
 }

@@ -103,8 +103,9 @@ final class HTTP2Acceptor {
         let key = CallKey(connection: connection, stream: stream)
         tasks.removeValue(forKey: key)?.cancel()
         streamingCalls.remove(key)
-        owner.logAccess(method: "POST", path: path, status: status == nil ? 499 : 200, bytes: bytes, startedAt: startedAt,
-                        requestID: requestID, remote: remote, grpcStatus: status.map(\.rawValue) ?? GRPCStatusCode.cancelled.rawValue)
+        // gRPC's route is its method path (a closed set of service methods); no W3C trace is carried over gRPC yet.
+        owner.logAccess(method: "POST", path: path, route: path, status: status == nil ? 499 : 200, bytes: bytes, startedAt: startedAt,
+                        requestID: requestID, traceID: "-", remote: remote, grpcStatus: status.map(\.rawValue) ?? GRPCStatusCode.cancelled.rawValue)
     }
 
     private func drainMailbox() {
