@@ -77,7 +77,7 @@ paths:
         One self-contained page (no external assets) showing every model with its versions, states, failure reasons,
         traffic split and cascade; an image panel that classifies a dropped or picked picture with the top-k classes
         as bars, the latency and who answered; live figures from `/metrics` every 3 s; and the admin actions (pin,
-        unpin, load, unload, traffic) behind a token field.
+        unpin, load, unload) behind a token field.
       parameters:
         - $ref: '#/components/parameters/Traceparent'
       responses:
