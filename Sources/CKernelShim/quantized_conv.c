@@ -378,6 +378,16 @@ static void depthwise_portable(const uint8_t *x, int is_signed, int32_t x_zero, 
 __attribute__((target("avx2")))
 static void depthwise_pad16(const uint8_t *x, int is_signed, int32_t x_zero, int h, int w, int pt, int pl, int ph, int sw, int len, int16_t *padded) {
     int row_len = sw * len;
+    // Phase p's index i reads column i * sw + p - pl: inside the row for i in [first[p], last[p]).
+    int first[8], last[8];
+    if (sw > 8) return;
+    for (int p = 0; p < sw; p++) {
+        int a = pl - p, i0 = a <= 0 ? 0 : (a + sw - 1) / sw, i1 = (w + pl - p + sw - 1) / sw;
+        if (i1 > len) i1 = len;
+        if (i0 > i1) i0 = i1;
+        first[p] = i0;
+        last[p] = i1;
+    }
     for (int py = 0; py < ph; py++) {
         int16_t *row = padded + (size_t)py * row_len;
         int iy = py - pt;
@@ -386,10 +396,7 @@ static void depthwise_pad16(const uint8_t *x, int is_signed, int32_t x_zero, int
         const int8_t *ss = (const int8_t *)su;
         for (int p = 0; p < sw; p++) {
             int16_t *dst = row + p * len;
-            // Index i reads column i * sw + p - pl: inside the row for i in [i0, i1).
-            int a = pl - p, i0 = a <= 0 ? 0 : (a + sw - 1) / sw, i1 = (w + pl - p + sw - 1) / sw;
-            if (i1 > len) i1 = len;
-            if (i0 > i1) i0 = i1;
+            int i0 = first[p], i1 = last[p];
             for (int i = 0; i < i0; i++) dst[i] = 0;
             const int off = p - pl;
             if (is_signed) for (int i = i0; i < i1; i++) dst[i] = (int16_t)((int32_t)ss[i * sw + off] - x_zero);
@@ -407,7 +414,7 @@ static int depthwise_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int h
                           int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
                           const osprey_qepilogue *ep, void *out, int32_t *scratch) {
     int taps = kh * kw;
-    if (taps > DEPTHWISE_MAX_TAPS) return 0;
+    if (taps > DEPTHWISE_MAX_TAPS || sw > 8) return 0;
     int ph, len;
     depthwise_geometry(oh, ow, kh, kw, sh, sw, dh, dw, &ph, &len);
     int row_len = sw * len;
@@ -494,5 +501,19 @@ void osprey_qplane_sums(const uint8_t *x, int is_signed, long planes, long size,
         if (is_signed) for (long i = 0; i < size; i++) s += (int8_t)u[i];
         else for (long i = 0; i < size; i++) s += u[i];
         sums[p] = s;
+    }
+}
+
+void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
+                              const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                              const osprey_qepilogue *ep, void *out, int32_t *scratch) {
+    size_t size = ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8 ? 1 : 4;
+    for (int p = first; p < first + count; p++) {
+        int c = p % channels;
+        osprey_qepilogue e = *ep;
+        if (e.bias) e.bias += c;
+        if (e.scale) e.scale += c;
+        osprey_qdepthwise(x + (size_t)p * h * w, is_signed, x_zero, h, w, weights + (size_t)c * kh * kw, kh, kw, sh, sw, dh, dw, pt, pl,
+                          oh, ow, &e, (char *)out + (size_t)p * oh * ow * size, scratch);
     }
 }

@@ -68,6 +68,12 @@ void osprey_qdepthwise(const uint8_t *x, int is_signed, int32_t x_zero, int h, i
                        int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
                        const osprey_qepilogue *ep, void *out, int32_t *scratch);
 
+/// `osprey_qdepthwise` over planes [first, first + count) of an N x C x H x W tensor (x and out at plane 0): plane p
+/// is channel p % channels, with that channel's weights and epilogue row (ep->bias[c], ep->scale[c]).
+void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
+                              const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                              const osprey_qepilogue *ep, void *out, int32_t *scratch);
+
 /// int32s of scratch `osprey_qdepthwise` needs for these geometries.
 int osprey_qdepthwise_scratch(int h, int w, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow);
 

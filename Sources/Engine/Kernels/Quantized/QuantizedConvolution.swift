@@ -188,23 +188,20 @@ private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: In
     }
 }
 
-/// Depthwise: each channel's plane through `osprey_qdepthwise`, channels split across threads.
+/// Depthwise: each channel's plane through `osprey_qdepthwise_planes`, planes split across threads.
 private func runDepthwise(x: UnsafePointer<UInt8>, signed: Bool, xZero: Int32, n: Int, channels: Int, geometry gm: ConvGeometry2D,
                           taps: [Int32], epilogue: (Int) -> osprey_qepilogue, out: UnsafeMutableRawPointer, outBytes: Int) {
     let scratchCount = Int(osprey_qdepthwise_scratch(Int32(gm.h), Int32(gm.w), Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw),
                                                      Int32(gm.dh), Int32(gm.dw), Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow)))
-    let window = gm.kh * gm.kw, plane = gm.oh * gm.ow
+    let plane = gm.oh * gm.ow
     taps.withUnsafeBufferPointer { t in
-        parallelRanges(n * channels, minimumChunk: max(1, 65_536 / max(1, plane * window))) { range in
+        parallelRanges(n * channels, minimumChunk: max(1, 65_536 / max(1, plane * gm.kh * gm.kw))) { range in
             let scratch = UnsafeMutablePointer<Int32>.allocate(capacity: scratchCount)
             defer { scratch.deallocate() }
-            for index in range {
-                let channel = index % channels
-                var ep = epilogue(channel)
-                osprey_qdepthwise(x + index * gm.h * gm.w, signed ? 1 : 0, xZero, Int32(gm.h), Int32(gm.w), t.baseAddress! + channel * window,
-                                  Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw), Int32(gm.dh), Int32(gm.dw), Int32(gm.pt), Int32(gm.pl),
-                                  Int32(gm.oh), Int32(gm.ow), &ep, out + index * plane * outBytes, scratch)
-            }
+            var ep = epilogue(0)
+            osprey_qdepthwise_planes(x, signed ? 1 : 0, xZero, Int32(range.lowerBound), Int32(range.count), Int32(channels), Int32(gm.h), Int32(gm.w),
+                                     t.baseAddress!, Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw), Int32(gm.dh), Int32(gm.dw),
+                                     Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow), &ep, out, scratch)
         }
     }
 }
