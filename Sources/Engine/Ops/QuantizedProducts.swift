@@ -135,3 +135,41 @@ func qlinearMatMul(plan: QuantizedMatMulPlan, _ inputs: KernelInputs, _ ctx: OpC
     return try quantizedMatMul(plan: plan, a: a, aZero: inputs[2],
                                output: .requantized(multipliers: multipliers, zero: Int32(yZero.doubleValue(at: 0)), dtype: yZero.dtype), ctx)
 }
+
+/// int32 MatMul sums [..., M, N] requantized to y_zero's 8-bit dtype: saturate(round_half_even(float(sum) *
+/// (a_scale[row] * b_scale[col] / y_scale)) + y_zero), in float as onnxruntime and the fused epilogue compute it,
+/// straight from the int32 buffer. Nil when y_zero is not 8-bit or a scale fits neither per tensor nor per row/column.
+func requantizedMatMulSums(_ sums: Tensor, aScale: [Double], bScale: [Double], yScale: Double, yZero: Tensor) -> Tensor? {
+    let shape = sums.shape
+    let n = shape.last ?? 1, m = shape.count >= 2 ? shape[shape.count - 2] : 1
+    guard sums.dtype == .int32, isEightBit(yZero.dtype), yZero.count == 1, aScale.count == 1 || aScale.count == m,
+          bScale.count == 1 || bScale.count == n else { return nil }
+    // One multiplier per (row, column) of the M x N matrix, shared by every batch.
+    var multipliers = [Float](repeating: 0, count: m * n)
+    for r in 0..<m {
+        for c in 0..<n { multipliers[r * n + c] = Float(aScale[aScale.count == 1 ? 0 : r]) * Float(bScale[bScale.count == 1 ? 0 : c]) / Float(yScale) }
+    }
+    let zero = Float(yZero.doubleValue(at: 0))
+    let (low, high): (Float, Float) = yZero.dtype == .int8 ? (-128, 127) : (0, 255)
+    var out = Tensor.pooled(yZero.dtype, shape: shape)
+    let count = sums.count, plane = m * n
+    sums.withUnsafeBufferPointer(of: Int32.self) { s in
+        out.withUnsafeMutableBytes { raw in
+            multipliers.withUnsafeBufferPointer { mp in
+                if yZero.dtype == .int8 {
+                    let o = raw.bindMemory(to: Int8.self)
+                    for i in 0..<count { o[i] = Int8(saturatedValue((Float(s[i]) * mp[i % plane]).rounded(.toNearestOrEven) + zero, low, high)) }
+                } else {
+                    let o = raw.bindMemory(to: UInt8.self)
+                    for i in 0..<count { o[i] = UInt8(saturatedValue((Float(s[i]) * mp[i % plane]).rounded(.toNearestOrEven) + zero, low, high)) }
+                }
+            }
+        }
+    }
+    return out
+}
+
+/// `v` clamped into [low, high]; NaN (a zero or NaN scale) becomes 0, as the saturating cast of the reference path makes it.
+@inline(__always) private func saturatedValue(_ v: Float, _ low: Float, _ high: Float) -> Float {
+    v.isNaN ? 0 : Swift.min(Swift.max(v, low), high)
+}

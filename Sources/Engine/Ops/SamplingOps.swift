@@ -197,6 +197,7 @@ let samplingOperators: OperatorTable = [
         let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
         let sums: [Int64], shape: [Int]
         if let fast = try fastIntegerMatMul(a, zero: inputs[2], b, zero: inputs[5], packed: packed, ctx) {
+            if let y = requantizedMatMulSums(fast, aScale: aScale, bScale: bScale, yScale: yScale, yZero: yZeroT) { return [y] }
             (sums, shape) = (fast.scalars(as: Int32.self).map { Int64($0) }, fast.shape)
         } else {
             (sums, shape) = try integerMatMulFast(a, zero: inputs[2], b, zero: inputs[5], ctx) ?? integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
