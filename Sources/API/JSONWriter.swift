@@ -20,31 +20,32 @@ public struct JSONWriter: Sendable {
         needsComma = true
     }
 
-    /// Writes `{`.
-    public mutating func beginObject() {
+    /// Writes an opening bracket as the next value; its first member needs no comma.
+    @inline(__always)
+    private mutating func open(_ bracket: UInt8) {
         separate()
-        bytes.append(UInt8(ascii: "{"))
+        bytes.append(bracket)
         needsComma = false
     }
+
+    /// Writes a closing bracket; what follows the container needs a comma.
+    @inline(__always)
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
+        needsComma = true
+    }
+
+    /// Writes `{`.
+    public mutating func beginObject() { open(UInt8(ascii: "{")) }
 
     /// Writes `}`.
-    public mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
-    }
+    public mutating func endObject() { close(UInt8(ascii: "}")) }
 
     /// Writes `[`.
-    public mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
-    }
+    public mutating func beginArray() { open(UInt8(ascii: "[")) }
 
     /// Writes `]`.
-    public mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        needsComma = true
-    }
+    public mutating func endArray() { close(UInt8(ascii: "]")) }
 
     /// Writes `"key":`; the next call writes its value.
     public mutating func key(_ key: String) {
