@@ -124,23 +124,19 @@ public struct JSONWriter: Sendable {
     }
 
     /// Writes the shortest text that reads back as the same Double (`null` when not finite).
-    public mutating func double(_ value: Double) {
-        separate()
-        guard value.isFinite else { bytes.append(contentsOf: nullText); return }
-        if value == value.rounded(.towardZero) && abs(value) < 1e15 && !(value == 0 && value.sign == .minus) {
-            appendInteger(Int64(value))
-            return
-        }
-        var text = value.description
-        text.withUTF8 { bytes.append(contentsOf: $0) }
-    }
+    public mutating func double(_ value: Double) { floatingPoint(value, integralBelow: 1e15) }
 
     /// Writes the shortest text that reads back as the same Float (`null` when not finite).
-    public mutating func float(_ value: Float) {
+    public mutating func float(_ value: Float) { floatingPoint(value, integralBelow: 1e7) }
+
+    /// `value`'s shortest round-trip text, or `null` when not finite; integral values below `limit` (where the type
+    /// is still exact) as plain integers, without Swift's `.0`.
+    @inline(__always)
+    private mutating func floatingPoint<F: BinaryFloatingPoint & CustomStringConvertible>(_ value: F, integralBelow limit: F) {
         separate()
         guard value.isFinite else { bytes.append(contentsOf: nullText); return }
-        if value == value.rounded(.towardZero) && abs(value) < 1e7 && !(value == 0 && value.sign == .minus) {
-            appendInteger(Int32(value))
+        if value == value.rounded(.towardZero) && abs(value) < limit && !(value == 0 && value.sign == .minus) {
+            appendInteger(Int64(value))
             return
         }
         var text = value.description
