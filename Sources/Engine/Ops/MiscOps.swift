@@ -17,20 +17,6 @@ private func cosineWindow(_ ctx: OpContext, _ coefficients: [Double]) -> @Sendab
     }
 }
 
-/// What ConvInteger and QLinearConv read at compile time: the window attributes, `group` (at least 1), and constant
-/// 2-D weights (input `weights`, zero point input `weightZero`) widened for the integer GEMM once, here.
-private func integerConvolutionSetup(_ ctx: OpContext, weights: Int, weightZero: Int) throws
-    -> (attrs: WindowAttributes, groups: Int, widened: WidenedConvWeights?) {
-    let attrs = try WindowAttributes(ctx)
-    let groups = try ctx.int("group", 1)
-    guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
-    let widened = ctx.constants[weights].flatMap { w in
-        !ctx.hasInput(weightZero) || ctx.constants[weightZero] != nil
-            ? WidenedConvWeights(w, zero: ctx.constants[weightZero], groups: groups) : nil
-    }
-    return (attrs, groups, widened)
-}
-
 let miscOperators: OperatorTable = [
     "LRN": { ctx in
         let alpha = try ctx.float("alpha", 1e-4), beta = try ctx.float("beta", 0.75), bias = try ctx.float("bias", 1)
@@ -124,7 +110,13 @@ let miscOperators: OperatorTable = [
         }
     },
     "ConvInteger": { ctx in
-        let (attrs, groups, widened) = try integerConvolutionSetup(ctx, weights: 1, weightZero: 3)
+        let attrs = try WindowAttributes(ctx)
+        let groups = try ctx.int("group", 1)
+        guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
+        // Constant 2-D weights are widened for the integer GEMM once, here.
+        let widened = ctx.constants[1].flatMap { w in
+            !ctx.hasInput(3) || ctx.constants[3] != nil ? WidenedConvWeights(w, zero: ctx.constants[3], groups: groups) : nil
+        }
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx)
             if let widened, let fast = try fastIntegerConvolution(ctx, attrs, x: x, xZero: inputs[2], weights: widened, bias: nil) {
@@ -137,7 +129,12 @@ let miscOperators: OperatorTable = [
         }
     },
     "QLinearConv": { ctx in
-        let (attrs, groups, widened) = try integerConvolutionSetup(ctx, weights: 3, weightZero: 5)
+        let attrs = try WindowAttributes(ctx)
+        let groups = try ctx.int("group", 1)
+        guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
+        let widened = ctx.constants[3].flatMap { w in
+            !ctx.hasInput(5) || ctx.constants[5] != nil ? WidenedConvWeights(w, zero: ctx.constants[5], groups: groups) : nil
+        }
         // Weights the integer GEMM cannot take (non-2-D) are centred once for the double-precision path.
         var centered: [Double]?
         if widened == nil, let w = ctx.constants[3], !ctx.hasInput(5) || ctx.constants[5] != nil { centered = centeredConvolutionWeights(w, zero: ctx.constants[5]) }
