@@ -302,6 +302,10 @@ def export_ortools(manifest):
     for arch in ("tv_mobilenet_v2_op13", "tv_resnet18_op17", "minilm_l6_v2_op14"):
         if arch in manifest and manifest[arch].get("path"):
             sources[arch] = (os.path.join(ROOT, manifest[arch]["path"]), manifest[arch]["inputs"])
+    # The engine suite's MobileNetV2 (Benchmarks/engine/make_models.py), when it was made: what the quantized bench runs.
+    suite = os.path.join(OUT, "engine", "mobilenetv2.onnx")
+    if os.path.exists(suite):
+        sources["suite_mobilenetv2"] = (suite, [{"name": "input", "shape": ["N", 3, 224, 224], "dtype": "float32"}])
 
     def random_feeds(inputs, batch):
         feeds = {}
@@ -320,7 +324,7 @@ def export_ortools(manifest):
 
     for source, (path, inputs) in sources.items():
         base = source.replace("_op13", "").replace("_op17", "").replace("_op14", "")
-        base = base if base.startswith(("tv_", "minilm")) else f"ort_{base}"
+        base = base if base.startswith(("tv_", "minilm", "suite_")) else f"ort_{base}"
         is_image = inputs[0]["dtype"] == "float32" and len(inputs[0]["shape"]) == 4
         try:
             if is_image:
@@ -336,6 +340,14 @@ def export_ortools(manifest):
                 out = os.path.join(ZOO, f"{base}_dynamic.onnx")
                 quantize_dynamic(path, out, weight_type=QuantType.QInt8, reduce_range=True)
                 quantized(f"{base}_dynamic", out, inputs, "onnxruntime quantize_dynamic (s8 weights, reduce_range)", 13)
+            if source == "minilm_l6_v2_op14":
+                # Static quantization of the MatMuls (what quantize_static quantizes in a transformer), both formats.
+                for fmt, label in ((QuantFormat.QDQ, "qdq"), (QuantFormat.QOperator, "qoperator")):
+                    out = os.path.join(ZOO, f"{base}_static_{label}.onnx")
+                    quantize_static(path, out, CalibrationReader([random_feeds(inputs, 2) for _ in range(4)]), quant_format=fmt,
+                                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+                                    calibrate_method=CalibrationMethod.MinMax, op_types_to_quantize=["MatMul"])
+                    quantized(f"{base}_static_{label}", out, inputs, f"onnxruntime quantize_static ({label}, MatMuls, u8/s8 per-channel, reduce_range)", 13)
             if source in ("tiny_bert", "minilm_l6_v2_op14"):
                 heads, hidden = (2, 16) if source == "tiny_bert" else (12, 384)
                 out = os.path.join(ZOO, f"{base}_transformer_optimized.onnx")

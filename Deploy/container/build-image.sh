@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 TAG=${1:-osprey:0.1.0}
 OUT=Deploy/out
 ROOTFS=$OUT/rootfs
-RUNTIME_PACKAGES=libuv1,libhttp-parser2.9,libopenblas0-pthread,libpng16-16,libturbojpeg0,libstdc++6
+RUNTIME_PACKAGES=libuv1,libhttp-parser2.9,libnghttp2-14,libopenblas0-pthread,libpng16-16,libturbojpeg0,libstdc++6
 
 for tool in debootstrap podman; do
     command -v "$tool" >/dev/null || .ci/apt-ensure "$tool"

@@ -34,7 +34,7 @@ public final class CompiledModel: Sendable {
     }
 
     /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps, `fuseChains: false` keeps
-    /// decomposed activation chains and constant scale-and-shift after convs as their nodes (tests compare both);
+    /// decomposed activation chains, constant scale-and-shift after convs and QDQ patterns as their nodes (tests compare both);
     /// `isSubgraph` marks a control-flow body.
     init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool, fuseChains: Bool = true, isSubgraph: Bool = false) throws {
         // The optimizer's constant table becomes the only owner of the initializers (when the caller gives the model
@@ -99,6 +99,8 @@ public final class CompiledModel: Sendable {
         let ordered = try GraphOptimizer.topologicalOrder(nodes, available: available)
         var optimizer = GraphOptimizer(nodes: ordered.map { PlannedNode(node: $0) }, constants: consume constants,
                                        graphOutputs: Set(graph.outputs.map(\.name)), opset: opset)
+        // Before folding: folding would turn the weights' DequantizeLinear into float32 weights.
+        if fuseChains { optimizer.fuseQuantizedPatterns() }
         try optimizer.foldConstants()
         optimizer.foldBatchNormalization()
         if fuseChains {

@@ -172,13 +172,6 @@ function actionButtons(name, version, isDefault) {
   }
   buttons.push(el("button", { text: "load", onclick: () => admin("POST", base + "/load", {}, "load " + name) }));
   buttons.push(el("button", { text: "unload", onclick: () => admin("POST", base + "/unload", {}, "unload " + name) }));
-  buttons.push(el("button", { text: "traffic…", onclick: () => {
-    const text = prompt('Traffic split for ' + name + ' as JSON, e.g. {"2": 90, "3": 10} (empty: back to config.json)');
-    if (text === null) return;
-    if (text.trim() === "") { admin("DELETE", base + "/traffic", undefined, "reset traffic of " + name); return; }
-    let split; try { split = JSON.parse(text); } catch (e) { log("traffic: not JSON: " + e.message, true); return; }
-    admin("POST", base + "/traffic", split, "set traffic of " + name);
-  } }));
   const cell = el("td");
   buttons.forEach((b, i) => { if (i) cell.append(" "); cell.append(b); });
   return cell;

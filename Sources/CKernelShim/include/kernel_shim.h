@@ -23,5 +23,7 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 
 /// The integer GEMM behind the quantized operators (a compiled C kernel, quantized_gemm.c).
 #include "quantized_gemm.h"
+/// The fused-epilogue integer kernels of QLinearConv / ConvInteger / QLinearMatMul and the quantized elementwise ops.
+#include "quantized_conv.h"
 
 #endif

@@ -1,3 +1,4 @@
+import CKernelShim
 import Foundation
 import Tensor
 
@@ -98,12 +99,23 @@ private func quantized(_ real: [Double], shape: [Int], scale: Double, zero: Doub
 }
 
 /// QLinearAdd / QLinearMul: (A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point), broadcasting.
-private func qlinearBinary(_ op: @escaping @Sendable (Double, Double) -> Double) -> @Sendable (OpContext) throws -> PreparedKernel {
+/// Same-shape 8-bit operands take `osprey_qlinear_binary` (float arithmetic as onnxruntime's); the double-precision
+/// broadcast below is its reference twin and runs every other shape.
+private func qlinearBinary(isMul: Bool, _ op: @escaping @Sendable (Double, Double) -> Double) -> @Sendable (OpContext) throws -> PreparedKernel {
     { ctx in PreparedKernel { inputs in
         let a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
         let (sa, za) = try scalarParameters(inputs.required(1, ctx), inputs[2], "A", ctx)
         let (sb, zb) = try scalarParameters(inputs.required(4, ctx), inputs[5], "B", ctx)
         let (sc, zc) = try scalarParameters(inputs.required(6, ctx), inputs[7], "C", ctx)
+        if a.shape == b.shape, a.dtype == b.dtype, a.dtype == .uint8 || a.dtype == .int8, inputs[7].map({ $0.dtype == a.dtype }) ?? true {
+            var out = Tensor.pooled(a.dtype, shape: a.shape)
+            a.withUnsafeBytes { pa in b.withUnsafeBytes { pb in out.withUnsafeMutableBytes { po in
+                osprey_qlinear_binary(isMul ? 1 : 0, a.dtype == .int8 ? 1 : 0, a.count, pa.baseAddress!.assumingMemoryBound(to: UInt8.self), Float(sa), Int32(za),
+                                      pb.baseAddress!.assumingMemoryBound(to: UInt8.self), Float(sb), Int32(zb), Float(sc), Int32(zc),
+                                      po.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            } } }
+            return [out]
+        }
         let ra = Tensor(shape: a.shape, scalars: dequantized(a, scale: sa, zero: za)), rb = Tensor(shape: b.shape, scalars: dequantized(b, scale: sb, zero: zb))
         let sum = try broadcastBinary(ra, rb, ctx) { (x: Double, y: Double) -> Double in op(x, y) }
         return [try quantized(sum.scalars(as: Double.self), shape: sum.shape, scale: sc, zero: zc, dtype: a.dtype, ctx)]
@@ -140,15 +152,76 @@ private func movingChannels(_ x: Tensor, toFirst: Bool) -> Tensor {
     return permutedCopy(x, viewShape: x.shape, perm: perm, outShape: perm.map { x.shape[$0] })
 }
 
+/// a_scale * b_scale[j] per output column, in float as onnxruntime multiplies them.
+private func scaledMultipliers(_ aScale: Float, _ bScale: [Double]) -> [Float] { bScale.map { Float($0) * aScale } }
+
+/// A float bias with one value per output column.
+private func columnBias(_ bias: Tensor, _ n: Int, _ ctx: OpContext) throws -> [Float] {
+    let b = try floatValues(bias, "bias", ctx)
+    guard b.count == n else { throw ctx.error(.executionFailed, "bias has \(b.count) elements, expected \(n)") }
+    return b
+}
+
+/// DynamicQuantizeMatMul on the u8 x s8 GEMM: A quantized to uint8 with onnxruntime's dynamic range (one scale and
+/// zero point for the whole tensor), the product scaled to float and biased in the GEMM's epilogue.
+private func dynamicQuantizeMatMul(plan: QuantizedMatMulPlan, a: Tensor, bScale: Tensor, bias: Tensor?, _ ctx: OpContext) throws -> Tensor? {
+    guard a.dtype == .float32, a.rank >= 1 else { return nil }
+    guard a.shape[a.rank - 1] == plan.k else { throw ctx.error(.executionFailed, "A \(a.shape) does not match B's \(plan.k) rows") }
+    let multipliersB = try columnParameters(bScale, columns: plan.n, fallback: 1, "b_scale", ctx)
+    let biasValues = try bias.map { try columnBias($0, plan.n, ctx) }
+    return a.floatPointer { x -> Tensor in
+        let values = UnsafeBufferPointer(start: x, count: a.count)
+        let (scale, zero) = dynamicQuantizationParameters(values)
+        let q = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, a.count))
+        defer { q.deallocate() }
+        for i in 0..<a.count { q[i] = UInt8(min(max((values[i] / scale).rounded(.toNearestOrEven) + zero, 0), 255)) }
+        return runQuantizedMatMul(plan: plan, a: q, signed: false, aZero: Int32(zero), shape: a.shape,
+                                  output: .scaled(multipliers: scaledMultipliers(scale, multipliersB), bias: biasValues))
+    }
+}
+
+/// QGemm on the u8 x s8 GEMM: (A - a_zero) B' + C scaled by alpha * a_scale * b_scale[j], requantized with
+/// (y_scale, y_zero) or left as float. Nil when A is not 2-D 8-bit with a per-tensor scale or C is not one int32 per
+/// column (the double-precision path runs those).
+private func qgemm(plan: QuantizedMatMulPlan, alpha: Float, _ inputs: KernelInputs, _ ctx: OpContext) throws -> Tensor? {
+    let a = try inputs.required(0, ctx), aScale = try inputs.required(1, ctx)
+    guard a.rank == 2, a.dtype == .uint8 || a.dtype == .int8, aScale.count == 1, inputs[2].map({ $0.count == 1 && $0.dtype == a.dtype }) ?? true else { return nil }
+    var bias: [Int32]?
+    if let c = inputs[6] {
+        guard c.dtype == .int32, c.count == plan.n, c.rank <= 1 || (c.rank == 2 && c.shape[0] == 1) else { return nil }
+        bias = c.scalars(as: Int32.self)
+    }
+    let bScale = try columnParameters(inputs.required(4, ctx), columns: plan.n, fallback: 1, "b_scale", ctx)
+    let scale = alpha * Float(aScale.doubleValue(at: 0))
+    let output: QuantizedMatMulOutput
+    if let yScale = inputs[7] {
+        let (sy, zy) = try scalarParameters(yScale, inputs[8], "Y", ctx)
+        let dtype = inputs[8]?.dtype ?? .uint8
+        guard dtype == .uint8 || dtype == .int8 else { return nil }
+        output = .requantized(multipliers: bScale.map { scale * Float($0) / Float(sy) }, zero: Int32(zy), dtype: dtype)
+    } else {
+        output = .scaled(multipliers: bScale.map { scale * Float($0) }, bias: nil)
+    }
+    let z = Int32(inputs[2]?.doubleValue(at: 0) ?? 0)
+    guard a.shape[1] == plan.k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(plan.k), \(plan.n)]") }
+    return a.withUnsafeBytes { p in
+        runQuantizedMatMul(plan: plan, a: p.baseAddress!.assumingMemoryBound(to: UInt8.self), signed: a.dtype == .int8, aZero: z,
+                           shape: a.shape, output: output, columnBias: bias)
+    }
+}
+
 let contribQuantizationOperators: OperatorTable = [
     "QuantizeLinear": quantizationOperators["QuantizeLinear"]!,
     "DequantizeLinear": quantizationOperators["DequantizeLinear"]!,
     // Float A quantized on the fly to uint8 (onnxruntime's dynamic range), times quantized B, rescaled, plus bias.
     "DynamicQuantizeMatMul": { ctx in
-        let (prepared, consumed, bShape) = try constantCenteredB(ctx, b: 1, zero: 3, onlyMatrices: false)
+        let plan = quantizedMatMulPlan(ctx, b: 1, zero: 3)
+        let (prepared, consumed, bShape): ([Double]?, Set<Int>, [Int]?) = try plan != nil ? (nil, [], nil) : constantCenteredB(ctx, b: 1, zero: 3, onlyMatrices: false)
         return PreparedKernel(kernel: { inputs in
-            [try scaledIntegerProduct(inputs, ctx, prepared: prepared, bShape: bShape, bZero: 3, bScale: 2, bias: 4,
-                                      notMatrix: .executionFailed) { a in
+            let a = try inputs.required(0, ctx)
+            if let plan, let fast = try dynamicQuantizeMatMul(plan: plan, a: a, bScale: inputs.required(2, ctx), bias: inputs[4], ctx) { return [fast] }
+            return [try scaledIntegerProduct(inputs, ctx, prepared: prepared, bShape: bShape, bZero: 3, bScale: 2, bias: 4,
+                                             notMatrix: .executionFailed) { a in
                 let values = try floatValues(a, "A", ctx)
                 let (scale, zero) = values.withUnsafeBufferPointer { dynamicQuantizationParameters($0) }
                 return (values.withUnsafeBufferPointer { dynamicallyQuantizedCentered($0, scale: scale, zero: zero) }, scale)
@@ -157,10 +230,19 @@ let contribQuantizationOperators: OperatorTable = [
     },
     // Integer A times integer B, rescaled by a_scale * b_scale to float, plus bias.
     "MatMulIntegerToFloat": { ctx in
-        let (prepared, consumed, bShape) = try constantCenteredB(ctx, b: 1, zero: 5, onlyMatrices: true)
+        let plan = quantizedMatMulPlan(ctx, b: 1, zero: 5)
+        let (prepared, consumed, bShape): ([Double]?, Set<Int>, [Int]?) = try plan != nil ? (nil, [], nil) : constantCenteredB(ctx, b: 1, zero: 5, onlyMatrices: true)
         return PreparedKernel(kernel: { inputs in
-            [try scaledIntegerProduct(inputs, ctx, prepared: prepared, bShape: bShape, bZero: 5, bScale: 3, bias: 6,
-                                      notMatrix: .unsupportedAttribute) { a in
+            let a = try inputs.required(0, ctx)
+            if let plan, inputs[2]?.count == 1,
+               let fast = try quantizedMatMul(plan: plan, a: a, aZero: inputs[4],
+                                              output: .scaled(multipliers: scaledMultipliers(Float(inputs.required(2, ctx).doubleValue(at: 0)),
+                                                                                             try columnParameters(inputs.required(3, ctx), columns: plan.n, fallback: 1, "b_scale", ctx)),
+                                                              bias: try inputs[6].map { try columnBias($0, plan.n, ctx) }), ctx) {
+                return [fast]
+            }
+            return [try scaledIntegerProduct(inputs, ctx, prepared: prepared, bShape: bShape, bZero: 5, bScale: 3, bias: 6,
+                                             notMatrix: .unsupportedAttribute) { a in
                 let (aScale, aZero) = try scalarParameters(inputs.required(2, ctx), inputs[4], "A", ctx)
                 return (a.doubles.map { $0 - aZero }, Float(aScale))
             }]
@@ -170,7 +252,11 @@ let contribQuantizationOperators: OperatorTable = [
     "QGemm": { ctx in
         let transA = try ctx.int("transA", 0) != 0, transB = try ctx.int("transB", 0) != 0
         let alpha = try ctx.float("alpha", 1)
+        // Constant B on the u8 x s8 GEMM (A not transposed): C, the scales and the requantization in its epilogue.
+        let plan = transA || !(!ctx.hasInput(5) || ctx.constants[5] != nil) ? nil
+            : ctx.constants[3].flatMap { QuantizedMatMulPlan($0, zero: ctx.constants[5], transposed: transB) }
         return PreparedKernel { inputs in
+            if let plan, let fast = try qgemm(plan: plan, alpha: alpha, inputs, ctx) { return [fast] }
             var a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
             guard a.rank == 2, b.rank == 2 else { throw ctx.error(.executionFailed, "A \(a.shape) and B \(b.shape) must be 2-D") }
             if transA { a = permutedCopy(a, viewShape: a.shape, perm: [1, 0], outShape: [a.shape[1], a.shape[0]]) }
@@ -191,8 +277,8 @@ let contribQuantizationOperators: OperatorTable = [
             return [try quantized(real, shape: [m, n], scale: sy, zero: zy, dtype: inputs[8]?.dtype ?? .uint8, ctx)]
         }
     },
-    "QLinearAdd": qlinearBinary { $0 + $1 },
-    "QLinearMul": qlinearBinary { $0 * $1 },
+    "QLinearAdd": qlinearBinary(isMul: false) { $0 + $1 },
+    "QLinearMul": qlinearBinary(isMul: true) { $0 * $1 },
     "QLinearSigmoid": qlinearLookup { _ in { 1 / (1 + Foundation.exp(-$0)) } },
     "QLinearLeakyRelu": qlinearLookup { ctx in let alpha = Double(try ctx.float("alpha", 0.01)); return { $0 >= 0 ? $0 : alpha * $0 } },
     // (Y_scale, Y_zero_point, then X, X_scale, X_zero_point per input): each input requantized to Y's parameters, then concatenated.
@@ -222,13 +308,15 @@ let contribQuantizationOperators: OperatorTable = [
             let (x, sx, zx, sy, zy) = try quantizedPoolInputs(inputs, channelsLast: channelsLast, ctx)
             let bounds = try quantizedBounds(x.dtype, ctx)
             let planes = x.shape[0] * x.shape[1], size = x.shape[2...].reduce(1, *)
-            let values = x.doubles
-            let multiplier = Float(sx) / (Float(sy) * Float(size))
-            let out = (0..<planes).map { p -> Double in
-                var sum = 0.0
-                for i in 0..<size { sum += values[p * size + i] }
-                return requantize(Double(Float(sum - Double(size) * zx) * multiplier), zero: zy, bounds)
+            var sums = [Int32](repeating: 0, count: planes)
+            if x.dtype == .uint8 || x.dtype == .int8 {
+                x.withUnsafeBytes { p in osprey_qplane_sums(p.baseAddress!.assumingMemoryBound(to: UInt8.self), x.dtype == .int8 ? 1 : 0, planes, size, &sums) }
+            } else {
+                let values = x.doubles
+                for p in 0..<planes { for i in 0..<size { sums[p] &+= Int32(values[p * size + i]) } }
             }
+            let multiplier = Float(sx) / (Float(sy) * Float(size))
+            let out = sums.map { requantize(Double(Float(Double($0) - Double(size) * zx) * multiplier), zero: zy, bounds) }
             var y = try castTensor(Tensor(shape: Array(x.shape[..<2]) + Array(repeating: 1, count: x.rank - 2), scalars: out), to: x.dtype, ctx)
             if channelsLast { y = movingChannels(y, toFirst: false) }
             return [y]

@@ -113,13 +113,11 @@ let miscOperators: OperatorTable = [
         let attrs = try WindowAttributes(ctx)
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
-        // Constant 2-D weights are widened for the integer GEMM once, here.
-        let widened = ctx.constants[1].flatMap { w in
-            !ctx.hasInput(3) || ctx.constants[3] != nil ? WidenedConvWeights(w, zero: ctx.constants[3], groups: groups) : nil
-        }
+        // Constant 2-D weights are prepared for the integer kernels once, here.
+        let plan = quantizedConvolutionPlan(ctx, weights: 1, zero: 3, groups: groups)
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx)
-            if let widened, let fast = try fastIntegerConvolution(ctx, attrs, x: x, xZero: inputs[2], weights: widened, bias: nil) {
+            if let plan, let fast = try quantizedConvolution(ctx, attrs, plan: plan, x: x, xZero: inputs[2], bias: nil, output: .sums) {
                 return [fast]
             }
             let w = try inputs.required(1, ctx)
@@ -132,32 +130,27 @@ let miscOperators: OperatorTable = [
         let attrs = try WindowAttributes(ctx)
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
-        let widened = ctx.constants[3].flatMap { w in
-            !ctx.hasInput(5) || ctx.constants[5] != nil ? WidenedConvWeights(w, zero: ctx.constants[5], groups: groups) : nil
-        }
-        // Weights the integer GEMM cannot take (non-2-D) are centred once for the double-precision path.
+        let plan = quantizedConvolutionPlan(ctx, weights: 3, zero: 5, groups: groups)
+        // Weights the integer kernels cannot take (non-2-D) are centred once for the double-precision path.
         var centered: [Double]?
-        if widened == nil, let w = ctx.constants[3], !ctx.hasInput(5) || ctx.constants[5] != nil { centered = centeredConvolutionWeights(w, zero: ctx.constants[5]) }
+        if plan == nil, let w = ctx.constants[3], !ctx.hasInput(5) || ctx.constants[5] != nil { centered = centeredConvolutionWeights(w, zero: ctx.constants[5]) }
         let prepared = centered
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), w = try inputs.required(3, ctx)
+            if let plan, let fast = try qlinearConvolution(ctx, attrs, plan: plan, inputs) { return [fast] }
             let xScale = try inputs.required(1, ctx).doubleValue(at: 0), wScale = try inputs.required(4, ctx).doubles
             let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
             guard wScale.count == 1 || wScale.count == w.shape[0] else { throw ctx.error(.executionFailed, "w_scale must be a scalar or per output channel") }
-            let sums: [Int64], shape: [Int]
-            if let widened, let fast = try fastIntegerConvolution(ctx, attrs, x: x, xZero: inputs[2], weights: widened, bias: inputs[8]) {
-                (sums, shape) = (fast.scalars(as: Int32.self).map { Int64($0) }, fast.shape)
-            } else {
-                (sums, shape) = try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8],
+            let (sums, shape) = try integerConvolutionFast(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8],
                                                            centeredWeights: prepared)
-                    ?? integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
-            }
+                ?? integerConvolution(ctx, attrs, groups: groups, x: x, xZero: inputs[2], w: w, wZero: inputs[5], bias: inputs[8])
             let bounds: (Double, Double) = yZeroT.dtype == .int8 ? (-128, 127) : (0, 255)
             let yZero = yZeroT.doubleValue(at: 0)
             let plane = shape[2...].reduce(1, *), channels = shape[1]
+            // In float as onnxruntime (and the fused integer epilogue) computes it: float(sum) * (x_scale * w_scale / y_scale).
             let values = sums.enumerated().map { i, sum -> Double in
-                let scale = xScale * wScale[wScale.count == 1 ? 0 : (i / plane) % channels] / yScale
-                return min(max((Double(sum) * scale).rounded(.toNearestOrEven) + yZero, bounds.0), bounds.1)
+                let scale = Float(xScale) * Float(wScale[wScale.count == 1 ? 0 : (i / plane) % channels]) / Float(yScale)
+                return min(max(Double((Float(sum) * scale).rounded(.toNearestOrEven)) + yZero, bounds.0), bounds.1)
             }
             return [try castTensor(Tensor(shape: shape, scalars: values), to: yZeroT.dtype, ctx)]
         }

@@ -1,6 +1,6 @@
 import Tensor
 
-// MatMulInteger / QLinearMatMul and ConvInteger / QLinearConv on the integer GEMM (Kernels/Quantized): 8-bit operands,
+// MatMulInteger / QLinearMatMul and ConvInteger / QLinearConv on the integer kernels (Kernels/Quantized): 8-bit operands,
 // exact int32 sums of (x - x_zero) * (w - w_zero). `integerMatMul` and `integerConvolution` stay as their reference
 // twins (and run the shapes these paths do not take: per-batch zero points, 1-D and 3-D convolutions).
 
@@ -74,86 +74,94 @@ func fastIntegerMatMul(_ a: Tensor, zero aZeroT: Tensor?, _ b: Tensor, zero bZer
     return out
 }
 
-/// Weights of a 2-D ConvInteger / QLinearConv widened once: per group, M/group rows of C/group * kh * kw values minus
-/// the per-output-channel (or scalar) zero point, in `quantizedRowStride` int16 rows.
-struct WidenedConvWeights: @unchecked Sendable {
-    /// Output channels, input channels per group, kernel height and width, groups.
-    let m: Int, cg: Int, kh: Int, kw: Int, groups: Int
-    /// Groups x (m / groups) rows, each `quantizedRowStride(cg * kh * kw)` int16s.
-    let rows: [Int16]
+/// The integer-kernel plan of a ConvInteger / QLinearConv whose weights (input `weights`) and their zero point
+/// (input `zero`, when present) are constants; nil otherwise (the kernel then runs the double-precision path).
+func quantizedConvolutionPlan(_ ctx: OpContext, weights: Int, zero: Int, groups: Int) -> QuantizedConvolutionPlan? {
+    guard let w = ctx.constants[weights], !ctx.hasInput(zero) || ctx.constants[zero] != nil else { return nil }
+    return QuantizedConvolutionPlan(w, zero: ctx.constants[zero], groups: groups)
+}
 
-    /// Widens `w` (OIHW, 8-bit) minus `zero` (scalar or per output channel); nil when the layout does not fit.
-    init?(_ w: Tensor, zero: Tensor?, groups: Int) {
-        guard w.rank == 4, isEightBit(w.dtype), groups >= 1, w.shape[0] % groups == 0 else { return nil }
-        let zeros = zeroPoints(zero)
-        guard zeros.count == 1 || zeros.count == w.shape[0] else { return nil }
-        (m, cg, kh, kw, self.groups) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3], groups)
-        let k = cg * kh * kw, stride = quantizedRowStride(k), m = self.m
-        var rows = [Int16](repeating: 0, count: max(1, m * stride))
-        rows.withUnsafeMutableBufferPointer { out in
-            withEightBits(w) { u, s in
-                if let u { widenQuantizedRows(m: m, k: k, values: u, rowStride: k, zeroPoints: zeros, into: out.baseAddress!) }
-                else { widenQuantizedRows(m: m, k: k, values: s!, rowStride: k, zeroPoints: zeros, into: out.baseAddress!) }
-            }
-        }
-        self.rows = rows
+/// ConvInteger sums (+ optional int32 bias) through the integer kernels; nil when x or its zero point do not fit
+/// (not a 2-D 8-bit input, or a zero point that is not a scalar).
+func quantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: QuantizedConvolutionPlan, x: Tensor, xZero: Tensor?,
+                          bias: Tensor?, output: QuantizedOutput) throws -> Tensor? {
+    guard xZero.map({ $0.count == 1 && $0.dtype == x.dtype }) ?? true else { return nil }
+    let z = Int32(xZero?.doubleValue(at: 0) ?? 0)
+    return try runQuantizedConvolution(ctx, attrs, plan: plan, x: x, xZero: z, bias: bias.map { $0.doubles.map { Int32($0) } }, output: output)
+}
+
+/// QLinearConv (x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, bias) on the integer kernels with the
+/// requantization fused: multiplier x_scale * w_scale[c] / y_scale in float, as onnxruntime computes it. Nil when
+/// the scales are not per tensor / per channel or the input does not fit (the caller falls back).
+func qlinearConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: QuantizedConvolutionPlan, _ inputs: KernelInputs) throws -> Tensor? {
+    let x = try inputs.required(0, ctx), xScale = try inputs.required(1, ctx), wScale = try inputs.required(4, ctx)
+    let yScale = try inputs.required(6, ctx), yZero = try inputs.required(7, ctx)
+    guard xScale.count == 1, yScale.count == 1, yZero.count == 1, yZero.dtype == .uint8 || yZero.dtype == .int8,
+          wScale.count == 1 || wScale.count == plan.m else { return nil }
+    let ratio = Float(xScale.doubleValue(at: 0)), ys = Float(yScale.doubleValue(at: 0))
+    let ws = wScale.doubles
+    let multipliers = (0..<plan.m).map { ratio * Float(ws[ws.count == 1 ? 0 : $0]) / ys }
+    return try quantizedConvolution(ctx, attrs, plan: plan, x: x, xZero: inputs[2], bias: inputs[8],
+                                    output: .requantized(multipliers: multipliers, zero: Int32(yZero.doubleValue(at: 0)), dtype: yZero.dtype))
+}
+
+/// The u8 x s8 plan of a MatMul whose B (input `b`) and B zero point (input `zero`, when present) are constants
+/// and fit (`QuantizedMatMulPlan`); nil otherwise.
+func quantizedMatMulPlan(_ ctx: OpContext, b: Int, zero: Int) -> QuantizedMatMulPlan? {
+    guard let matrix = ctx.constants[b], !ctx.hasInput(zero) || ctx.constants[zero] != nil else { return nil }
+    return QuantizedMatMulPlan(matrix, zero: ctx.constants[zero])
+}
+
+/// A (8-bit, [..., K], scalar zero point) times the plan's B through `runQuantizedMatMul`; nil when A does not fit.
+func quantizedMatMul(plan: QuantizedMatMulPlan, a: Tensor, aZero: Tensor?, output: QuantizedMatMulOutput, _ ctx: OpContext) throws -> Tensor? {
+    guard a.rank >= 1, isEightBit(a.dtype), aZero.map({ $0.count == 1 && $0.dtype == a.dtype }) ?? true else { return nil }
+    guard a.shape[a.rank - 1] == plan.k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(plan.k), \(plan.n)]") }
+    let z = Int32(aZero?.doubleValue(at: 0) ?? 0)
+    return a.withUnsafeBytes { p in
+        runQuantizedMatMul(plan: plan, a: p.baseAddress!.assumingMemoryBound(to: UInt8.self), signed: a.dtype == .int8, aZero: z,
+                           shape: a.shape, output: output)
     }
 }
 
-/// 2-D ConvInteger sums (+ int32 bias) on the integer GEMM: per image and group, the input's windows gathered into
-/// a K x (oh * ow) column matrix (padding filled with x_zero, so it contributes 0), packed, times the widened weights.
-/// Returns nil when the geometry is not 2-D (the caller falls back to `integerConvolution`).
-func fastIntegerConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, x: Tensor, xZero: Tensor?, weights: WidenedConvWeights,
-                            bias: Tensor?) throws -> Tensor? {
-    guard x.rank == 4, isEightBit(x.dtype), xZero.map({ $0.count == 1 }) ?? true else { return nil }
-    let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
-    let g = weights.groups, cg = weights.cg, mg = weights.m / g
-    guard c == cg * g else { throw ctx.error(.executionFailed, "X \(x.shape) has \(c) channels; W expects \(cg) x \(g) groups") }
-    let r = try attrs.resolve(spatial: 2, inputSpatial: [h, w], kernel: [weights.kh, weights.kw], ctx)
-    let oh = (h + r.padBegin[0] + r.padEnd[0] - r.dilations[0] * (weights.kh - 1) - 1) / r.strides[0] + 1
-    let ow = (w + r.padBegin[1] + r.padEnd[1] - r.dilations[1] * (weights.kw - 1) - 1) / r.strides[1] + 1
-    guard oh > 0, ow > 0 else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel [\(weights.kh), \(weights.kw)]") }
-    let biasValues = bias.map { $0.doubles.map { Int32($0) } }
-    if let biasValues, biasValues.count != weights.m { throw ctx.error(.executionFailed, "bias has \(biasValues.count) values, expected \(weights.m)") }
-    let xz = Int32(xZero?.doubleValue(at: 0) ?? 0)
-    let k = cg * weights.kh * weights.kw, columns = oh * ow
-    var out = Tensor(dtype: .int32, shape: [n, weights.m, oh, ow])
-    var gathered = [Int32](repeating: 0, count: k * columns)
-    out.withUnsafeMutableBufferPointer(of: Int32.self) { dst in
-        weights.rows.withUnsafeBufferPointer { wrows in
-            for image in 0..<n {
-                for group in 0..<g {
-                    // Window gather: row (ic, ky, kx), column (oy, ox); outside the input reads as x_zero.
-                    gathered.withUnsafeMutableBufferPointer { col in
-                        withEightBitValues(x) { value in
-                            for ic in 0..<cg {
-                                let plane = (image * c + group * cg + ic) * h * w
-                                for ky in 0..<weights.kh {
-                                    for kx in 0..<weights.kw {
-                                        let row = ((ic * weights.kh + ky) * weights.kw + kx) * columns
-                                        for oy in 0..<oh {
-                                            let iy = oy * r.strides[0] - r.padBegin[0] + ky * r.dilations[0]
-                                            for ox in 0..<ow {
-                                                let ix = ox * r.strides[1] - r.padBegin[1] + kx * r.dilations[1]
-                                                col[row + oy * ow + ox] = iy >= 0 && iy < h && ix >= 0 && ix < w ? value(plane + iy * w + ix) : xz
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    let packed = gathered.withUnsafeBufferPointer {
-                        PackedQuantizedMatrix(k: k, n: columns, values: $0.baseAddress!, rowStride: columns, zeroPoints: [xz])
-                    }
-                    let target = dst.baseAddress! + (image * weights.m + group * mg) * columns
-                    quantizedGemm(m: mg, a: wrows.baseAddress! + group * mg * quantizedRowStride(k), b: packed, c: target, ldc: columns)
-                    if let biasValues {
-                        for oc in 0..<mg {
-                            let b = biasValues[group * mg + oc], row = target + oc * columns
-                            for j in 0..<columns { row[j] &+= b }
-                        }
-                    }
+/// QLinearMatMul (a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero) with the requantization fused: multiplier
+/// a_scale * b_scale[j] / y_scale in float, as onnxruntime computes it. Nil when the scales are not per tensor (A, Y)
+/// and per tensor or per column (B), or A does not fit.
+func qlinearMatMul(plan: QuantizedMatMulPlan, _ inputs: KernelInputs, _ ctx: OpContext) throws -> Tensor? {
+    let a = try inputs.required(0, ctx), aScale = try inputs.required(1, ctx), bScale = try inputs.required(4, ctx)
+    let yScale = try inputs.required(6, ctx), yZero = try inputs.required(7, ctx)
+    guard aScale.count == 1, yScale.count == 1, yZero.count == 1, isEightBit(yZero.dtype), bScale.count == 1 || bScale.count == plan.n else { return nil }
+    let ratio = Float(aScale.doubleValue(at: 0)), ys = Float(yScale.doubleValue(at: 0)), bs = bScale.doubles
+    let multipliers = (0..<plan.n).map { ratio * Float(bs[bs.count == 1 ? 0 : $0]) / ys }
+    return try quantizedMatMul(plan: plan, a: a, aZero: inputs[2],
+                               output: .requantized(multipliers: multipliers, zero: Int32(yZero.doubleValue(at: 0)), dtype: yZero.dtype), ctx)
+}
+
+/// int32 MatMul sums [..., M, N] requantized to y_zero's 8-bit dtype: saturate(round_half_even(float(sum) *
+/// (a_scale[row] * b_scale[col] / y_scale)) + y_zero), in float as onnxruntime and the fused epilogue compute it,
+/// straight from the int32 buffer. Nil when y_zero is not 8-bit or a scale fits neither per tensor nor per row/column.
+func requantizedMatMulSums(_ sums: Tensor, aScale: [Double], bScale: [Double], yScale: Double, yZero: Tensor) -> Tensor? {
+    let shape = sums.shape
+    let n = shape.last ?? 1, m = shape.count >= 2 ? shape[shape.count - 2] : 1
+    guard sums.dtype == .int32, isEightBit(yZero.dtype), yZero.count == 1, aScale.count == 1 || aScale.count == m,
+          bScale.count == 1 || bScale.count == n else { return nil }
+    // One multiplier per (row, column) of the M x N matrix, shared by every batch.
+    var multipliers = [Float](repeating: 0, count: m * n)
+    for r in 0..<m {
+        for c in 0..<n { multipliers[r * n + c] = Float(aScale[aScale.count == 1 ? 0 : r]) * Float(bScale[bScale.count == 1 ? 0 : c]) / Float(yScale) }
+    }
+    let zero = Float(yZero.doubleValue(at: 0))
+    let (low, high): (Float, Float) = yZero.dtype == .int8 ? (-128, 127) : (0, 255)
+    var out = Tensor.pooled(yZero.dtype, shape: shape)
+    let count = sums.count, plane = m * n
+    sums.withUnsafeBufferPointer(of: Int32.self) { s in
+        out.withUnsafeMutableBytes { raw in
+            multipliers.withUnsafeBufferPointer { mp in
+                if yZero.dtype == .int8 {
+                    let o = raw.bindMemory(to: Int8.self)
+                    for i in 0..<count { o[i] = Int8(saturatedValue((Float(s[i]) * mp[i % plane]).rounded(.toNearestOrEven) + zero, low, high)) }
+                } else {
+                    let o = raw.bindMemory(to: UInt8.self)
+                    for i in 0..<count { o[i] = UInt8(saturatedValue((Float(s[i]) * mp[i % plane]).rounded(.toNearestOrEven) + zero, low, high)) }
                 }
             }
         }
@@ -161,8 +169,7 @@ func fastIntegerConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, x: Tens
     return out
 }
 
-/// Calls `body` with an accessor returning element i of an 8-bit tensor as Int32.
-private func withEightBitValues<R>(_ t: Tensor, _ body: ((Int) -> Int32) throws -> R) rethrows -> R {
-    try t.dtype == .uint8 ? t.withUnsafeBufferPointer(of: UInt8.self) { p in try body { Int32(p[$0]) } }
-                          : t.withUnsafeBufferPointer(of: Int8.self) { p in try body { Int32(p[$0]) } }
+/// `v` clamped into [low, high]; NaN (a zero or NaN scale) becomes 0, as the saturating cast of the reference path makes it.
+@inline(__always) private func saturatedValue(_ v: Float, _ low: Float, _ high: Float) -> Float {
+    v.isNaN ? 0 : Swift.min(Swift.max(v, low), high)
 }

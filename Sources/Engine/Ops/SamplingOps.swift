@@ -177,22 +177,27 @@ let samplingOperators: OperatorTable = [
     } },
     "MatMulInteger": { ctx in
         // Constant weights are packed for the integer GEMM once, here.
-        let packed = packedConstantMatrix(ctx.constants[1], zero: ctx.constants[3], zeroIsConstant: !ctx.hasInput(3) || ctx.constants[3] != nil)
+        let plan = quantizedMatMulPlan(ctx, b: 1, zero: 3)
+        let packed = plan != nil ? nil : packedConstantMatrix(ctx.constants[1], zero: ctx.constants[3], zeroIsConstant: !ctx.hasInput(3) || ctx.constants[3] != nil)
         return PreparedKernel { inputs in
             let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
+            if let plan, let fast = try quantizedMatMul(plan: plan, a: a, aZero: inputs[2], output: .sums, ctx) { return [fast] }
             if let fast = try fastIntegerMatMul(a, zero: inputs[2], b, zero: inputs[3], packed: packed, ctx) { return [fast] }
             let (sums, shape) = try integerMatMulFast(a, zero: inputs[2], b, zero: inputs[3], ctx) ?? integerMatMul(a, zero: inputs[2], b, zero: inputs[3], ctx)
             return [Tensor(shape: shape, scalars: sums.map { Int32(truncatingIfNeeded: $0) })]
         }
     },
     "QLinearMatMul": { ctx in
-        let packed = packedConstantMatrix(ctx.constants[3], zero: ctx.constants[5], zeroIsConstant: !ctx.hasInput(5) || ctx.constants[5] != nil)
+        let plan = quantizedMatMulPlan(ctx, b: 3, zero: 5)
+        let packed = plan != nil ? nil : packedConstantMatrix(ctx.constants[3], zero: ctx.constants[5], zeroIsConstant: !ctx.hasInput(5) || ctx.constants[5] != nil)
         return PreparedKernel { inputs in
+        if let plan, let fast = try qlinearMatMul(plan: plan, inputs, ctx) { return [fast] }
         let a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
         let aScale = try inputs.required(1, ctx).doubles, bScale = try inputs.required(4, ctx).doubles
         let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
         let sums: [Int64], shape: [Int]
         if let fast = try fastIntegerMatMul(a, zero: inputs[2], b, zero: inputs[5], packed: packed, ctx) {
+            if let y = requantizedMatMulSums(fast, aScale: aScale, bScale: bScale, yScale: yScale, yZero: yZeroT) { return [y] }
             (sums, shape) = (fast.scalars(as: Int32.self).map { Int64($0) }, fast.shape)
         } else {
             (sums, shape) = try integerMatMulFast(a, zero: inputs[2], b, zero: inputs[5], ctx) ?? integerMatMul(a, zero: inputs[2], b, zero: inputs[5], ctx)
@@ -205,8 +210,9 @@ let samplingOperators: OperatorTable = [
         let yZero = yZeroT.doubleValue(at: 0)
         let values = sums.enumerated().map { i, sum -> Double in
             let row = (i / n) % m, col = i % n
-            let real = Double(sum) * aScale[aScale.count == 1 ? 0 : row] * bScale[bScale.count == 1 ? 0 : col] / yScale
-            return min(max(real.rounded(.toNearestOrEven) + yZero, bounds.0), bounds.1)
+            // In float as onnxruntime (and the fused integer epilogue) computes it: float(sum) * (a_scale * b_scale / y_scale).
+            let scale = Float(aScale[aScale.count == 1 ? 0 : row]) * Float(bScale[bScale.count == 1 ? 0 : col]) / Float(yScale)
+            return min(max(Double((Float(sum) * scale).rounded(.toNearestOrEven)) + yZero, bounds.0), bounds.1)
         }
         return [try castTensor(Tensor(shape: shape, scalars: values), to: yZeroT.dtype, ctx)]
         }

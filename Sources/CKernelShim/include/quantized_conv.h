@@ -1,0 +1,95 @@
+#ifndef OSPREY_QUANTIZED_CONV_H
+#define OSPREY_QUANTIZED_CONV_H
+
+#include <stdint.h>
+
+/// Columns per packed u8 panel of the right-hand operand of `osprey_qgemm_u8s8`.
+#define OSPREY_QU8_PANEL 16
+
+/// What an integer GEMM or depthwise kernel writes for element (r, c) with exact int32 sum `acc`.
+enum {
+    /// int32: acc + bias[r].
+    OSPREY_QOUT_INT32 = 0,
+    /// uint8 / int8: saturate(round_half_even(float(acc + bias[r]) * scale[r]) + zero_point).
+    OSPREY_QOUT_U8 = 1,
+    OSPREY_QOUT_S8 = 2,
+    /// float32: float(acc + bias[r]) * scale[r] + float_bias[r].
+    OSPREY_QOUT_F32 = 3,
+};
+
+/// The fused epilogue of an integer product: per output row r (output channel, or output column of a MatMul).
+typedef struct {
+    /// int32 added to the sum (NULL: none).
+    const int32_t *bias;
+    /// Multiplier per row (required for U8, S8 and F32 outputs).
+    const float *scale;
+    /// float added after scaling (F32 outputs only; NULL: none).
+    const float *float_bias;
+    /// Output zero point (U8 / S8).
+    int32_t zero_point;
+    /// One of OSPREY_QOUT_*.
+    int32_t kind;
+    /// 1: element (r, c) goes to out[c * ldo + r] (a MatMul computed as W^T x A^T); 0: out[r * ldo + c].
+    int32_t transposed;
+} osprey_qepilogue;
+
+/// C[M x N] = A x B with the epilogue, u8 x s8 products through AVX2 vpmaddubsw + vpmaddwd (exact because every
+/// |a| <= 64: a pair of products is at most 2 * 255 * 64 = 32640, below vpmaddubsw's int16 saturation).
+///
+/// A: M rows of `kquads` * 4 int8 (row stride lda bytes, zero past K). packed_b: ceil(N / 16) panels; panel j holds,
+/// for each k quad q, 16 columns x 4 bytes [b(4q + i, 16j + c)] (`osprey_qpack_u8`). The caller folds any zero point
+/// of B into ep->bias (-zero * row sum of A).
+void osprey_qgemm_u8s8(int m, int n, int kquads, const int8_t *a, int lda, const uint8_t *packed_b,
+                       const osprey_qepilogue *ep, void *out, int ldo);
+
+/// Same product and epilogue with int16 operands (`osprey_qgemm_s16`'s layout): exact for any 8-bit values.
+void osprey_qgemm_s16_epilogue(int m, int n, int kpairs, const int16_t *a, int lda, const int16_t *packed_b,
+                               const osprey_qepilogue *ep, void *out, int ldo);
+
+/// Packs B (K x N bytes, row stride ldb) into `osprey_qgemm_u8s8` panels; `flip` XORs every byte with 0x80 (int8 read
+/// as uint8 + 128). Rows past K (up to the quad) are zero.
+void osprey_qpack_u8(int k, int n, const uint8_t *b, int ldb, int flip, uint8_t *packed);
+
+/// Packs B^T for a MatMul's activations: A is N rows of K bytes (row stride lda); panel column c is row c of A.
+void osprey_qpack_u8_rows(int k, int n, const uint8_t *a, int lda, int flip, uint8_t *packed);
+
+/// Packs B (K x N 8-bit values, row stride ldb; `is_signed` for int8) minus `zero` into `osprey_qgemm_s16` panels.
+void osprey_qpack_s16(int k, int n, const void *b, int ldb, int is_signed, int32_t zero, int16_t *packed);
+
+/// im2col of one image's channel block in bytes: C x H x W input into (C * KH * KW) rows x (OH * OW) columns;
+/// windows reaching outside the input read `pad`.
+void osprey_im2col_u8(const uint8_t *x, int c, int h, int w, int kh, int kw, int sh, int sw, int dh, int dw,
+                      int pt, int pl, int oh, int ow, uint8_t pad, uint8_t *out);
+
+/// Depthwise 2-D convolution of one channel plane: sum over the window of (x - x_zero) * w (w already centred,
+/// KH x KW int32), then the epilogue's row 0 (bias[0], scale[0]) into OH x OW outputs. `scratch`: at least
+/// osprey_qdepthwise_scratch(...) int32s.
+void osprey_qdepthwise(const uint8_t *x, int is_signed, int32_t x_zero, int h, int w, const int32_t *weights, int kh, int kw,
+                       int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                       const osprey_qepilogue *ep, void *out, int32_t *scratch);
+
+/// `osprey_qdepthwise` over planes [first, first + count) of an N x C x H x W tensor (x and out at plane 0): plane p
+/// is channel p % channels, with that channel's weights and epilogue row (ep->bias[c], ep->scale[c]).
+void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
+                              const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                              const osprey_qepilogue *ep, void *out, int32_t *scratch);
+
+/// int32s of scratch `osprey_qdepthwise` needs for these geometries.
+int osprey_qdepthwise_scratch(int h, int w, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow);
+
+/// QLinearAdd / QLinearMul on same-shape 8-bit tensors, as onnxruntime computes them in float:
+/// add: saturate(round((a - za) * sa / sc + (b - zb) * sb / sc) + zc); mul: saturate(round((a - za)(b - zb) * sa * sb / sc) + zc).
+void osprey_qlinear_binary(int is_mul, int is_signed, long count, const uint8_t *a, float sa, int32_t za,
+                           const uint8_t *b, float sb, int32_t zb, float sc, int32_t zc, uint8_t *out);
+
+/// Sums of `planes` planes of `size` 8-bit values (int32, exact).
+void osprey_qplane_sums(const uint8_t *x, int is_signed, long planes, long size, int32_t *sums);
+
+/// 1 when the AVX2 paths of these kernels run on this CPU.
+int osprey_qconv_uses_avx2(void);
+
+/// 1: every kernel above (and osprey_qgemm_s16) takes its portable body, the reference twin tests compare the
+/// AVX2 bodies against; 0 (the default): the CPU decides. Not thread-safe: tests only.
+void osprey_qkernels_force_portable(int on);
+
+#endif

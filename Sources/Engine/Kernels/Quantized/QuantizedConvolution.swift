@@ -1,0 +1,207 @@
+import CKernelShim
+import Tensor
+
+// 2-D QLinearConv / ConvInteger end to end in integers: byte im2col, u8 x s8 (or int16) GEMM with the bias, the
+// requantization and the output cast fused into the GEMM's epilogue, and a direct depthwise kernel. No tensor of
+// the op is ever widened to float or double. `integerConvolution` (exact int64 loops) is the reference twin.
+
+/// What the fused epilogue writes: int32 sums (ConvInteger) or requantized 8-bit values (QLinearConv).
+enum QuantizedOutput {
+    /// acc + bias as int32.
+    case sums
+    /// saturate(round_half_even((acc + bias) * multiplier[channel]) + zero) as `dtype` (uint8 / int8).
+    case requantized(multipliers: [Float], zero: Int32, dtype: DType)
+}
+
+/// Constant weights of a 2-D quantized convolution prepared once, in the layout of the kernel that will run them.
+struct QuantizedConvolutionPlan: @unchecked Sendable {
+    enum Weights {
+        /// Every centred weight in [-64, 64]: int8 rows padded to quads, and each row's sum (for the x zero point).
+        case u8s8(rows: [Int8], sums: [Int32])
+        /// Any 8-bit weights: int16 rows (w - w_zero) padded to pairs.
+        case s16(rows: [Int16])
+        /// One input channel per group and one output per group: the centred KH x KW taps per channel.
+        case depthwise(taps: [Int32])
+    }
+    /// Output channels, input channels per group, kernel height and width, groups.
+    let m: Int, cg: Int, kh: Int, kw: Int, groups: Int
+    let weights: Weights
+    /// int16s or bytes per weight row.
+    let rowStride: Int
+    /// True for the u8 x s8 GEMM (activations packed as bytes), false for the int16 GEMM and depthwise.
+    var usesBytes: Bool { if case .u8s8 = weights { return true } else { return false } }
+
+    /// Prepares `w` (OIHW, uint8 / int8) minus `zero` (scalar or per output channel); nil when the layout does not fit.
+    init?(_ w: Tensor, zero: Tensor?, groups: Int) {
+        guard w.rank == 4, w.dtype == .uint8 || w.dtype == .int8, groups >= 1, w.shape[0] % groups == 0 else { return nil }
+        let zeros = zero.map { $0.doubles.map { Int32($0) } } ?? [0]
+        guard zeros.count == 1 || zeros.count == w.shape[0] else { return nil }
+        (m, cg, kh, kw, self.groups) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3], groups)
+        let k = cg * kh * kw, m = self.m
+        let raw: [Int32] = w.dtype == .uint8 ? w.scalars(as: UInt8.self).map { Int32($0) } : w.scalars(as: Int8.self).map { Int32($0) }
+        let centered = raw.enumerated().map { $0.element - zeros[zeros.count == 1 ? 0 : $0.offset / k] }
+        if cg == 1 && m == groups {
+            weights = .depthwise(taps: centered)
+            rowStride = k
+        } else if centered.allSatisfy({ abs($0) <= 64 }) {
+            let stride = (k + 3) & ~3
+            var rows = [Int8](repeating: 0, count: max(1, m * stride)), sums = [Int32](repeating: 0, count: m)
+            for r in 0..<m {
+                for i in 0..<k { rows[r * stride + i] = Int8(centered[r * k + i]); sums[r] += centered[r * k + i] }
+            }
+            weights = .u8s8(rows: rows, sums: sums)
+            rowStride = stride
+        } else {
+            let stride = (k + 1) & ~1
+            var rows = [Int16](repeating: 0, count: max(1, m * stride))
+            for r in 0..<m { for i in 0..<k { rows[r * stride + i] = Int16(centered[r * k + i]) } }
+            weights = .s16(rows: rows)
+            rowStride = stride
+        }
+    }
+}
+
+/// Runs a prepared 2-D quantized convolution on `x` (N x C x H x W, uint8 / int8; `xZero` its scalar zero point),
+/// adding `bias` (int32 per output channel) and writing `output`. Nil when x is not a 2-D 8-bit input.
+func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: QuantizedConvolutionPlan, x: Tensor, xZero: Int32,
+                          bias: [Int32]?, output: QuantizedOutput) throws -> Tensor? {
+    guard x.rank == 4, x.dtype == .uint8 || x.dtype == .int8 else { return nil }
+    let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+    let g = plan.groups, cg = plan.cg, mg = plan.m / g
+    guard c == cg * g else { throw ctx.error(.executionFailed, "X \(x.shape) has \(c) channels; W expects \(cg) x \(g) groups") }
+    let r = try attrs.resolve(spatial: 2, inputSpatial: [h, w], kernel: [plan.kh, plan.kw], ctx)
+    let oh = (h + r.padBegin[0] + r.padEnd[0] - r.dilations[0] * (plan.kh - 1) - 1) / r.strides[0] + 1
+    let ow = (w + r.padBegin[1] + r.padEnd[1] - r.dilations[1] * (plan.kw - 1) - 1) / r.strides[1] + 1
+    guard oh > 0, ow > 0 else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel [\(plan.kh), \(plan.kw)]") }
+    if let bias, bias.count != plan.m { throw ctx.error(.executionFailed, "bias has \(bias.count) values, expected \(plan.m)") }
+    if case .requantized(let multipliers, _, _) = output, multipliers.count != plan.m {
+        throw ctx.error(.executionFailed, "\(multipliers.count) output multipliers for \(plan.m) channels")
+    }
+    let signed = x.dtype == .int8
+    let geometry = ConvGeometry2D(h: h, w: w, kh: plan.kh, kw: plan.kw, sh: r.strides[0], sw: r.strides[1], dh: r.dilations[0],
+                                  dw: r.dilations[1], pt: r.padBegin[0], pl: r.padBegin[1], oh: oh, ow: ow)
+    let (dtype, zero, multipliers): (DType, Int32, [Float]) = {
+        if case .requantized(let m, let z, let d) = output { return (d, z, m) }
+        return (.int32, 0, [])
+    }()
+    let kind = dtype == .int32 ? OSPREY_QOUT_INT32 : dtype == .uint8 ? OSPREY_QOUT_U8 : OSPREY_QOUT_S8
+    var out = Tensor.pooled(dtype, shape: [n, plan.m, oh, ow])
+    let columns = oh * ow, outBytes = dtype.byteSize
+    // The int32 bias per channel the epilogue adds; the u8 x s8 path folds -x_zero * row sum into it.
+    var channelBias = bias ?? [Int32](repeating: 0, count: plan.m)
+    if case .u8s8(_, let sums) = plan.weights {
+        // int8 input is read as uint8 + 128 (sign bit flipped), so its zero point moves by 128 too.
+        let z = signed ? xZero + 128 : xZero
+        for i in 0..<plan.m { channelBias[i] &-= z &* sums[i] }
+    }
+    x.withUnsafeBytes { xraw in
+        out.withUnsafeMutableBytes { oraw in
+            channelBias.withUnsafeBufferPointer { biasPointer in
+                multipliers.withUnsafeBufferPointer { scalePointer in
+                    let xp = xraw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    let op = oraw.baseAddress!
+                    func epilogue(channel: Int) -> osprey_qepilogue {
+                        osprey_qepilogue(bias: biasPointer.baseAddress! + channel, scale: scalePointer.baseAddress.map { $0 + channel },
+                                         float_bias: nil, zero_point: zero, kind: Int32(kind), transposed: 0)
+                    }
+                    switch plan.weights {
+                    case .depthwise(let taps):
+                        runDepthwise(x: xp, signed: signed, xZero: xZero, n: n, channels: c, geometry: geometry, taps: taps,
+                                     epilogue: epilogue, out: op, outBytes: outBytes)
+                    case .u8s8(let rows, _):
+                        runGemmConvolution(x: xp, signed: signed, xZero: xZero, n: n, c: c, plan: plan, geometry: geometry, out: op,
+                                           outBytes: outBytes, epilogue: epilogue) { group, packedPointer, first, count, ep, target in
+                            rows.withUnsafeBufferPointer { a in
+                                var e = ep
+                                osprey_qgemm_u8s8(Int32(mg), Int32(count), Int32(plan.rowStride / 4), a.baseAddress! + group * mg * plan.rowStride,
+                                                  Int32(plan.rowStride), packedPointer.assumingMemoryBound(to: UInt8.self), &e, target, Int32(columns))
+                            }
+                        }
+                    case .s16(let rows):
+                        runGemmConvolution(x: xp, signed: signed, xZero: xZero, n: n, c: c, plan: plan, geometry: geometry, out: op,
+                                           outBytes: outBytes, epilogue: epilogue) { group, packedPointer, first, count, ep, target in
+                            rows.withUnsafeBufferPointer { a in
+                                var e = ep
+                                osprey_qgemm_s16_epilogue(Int32(mg), Int32(count), Int32(plan.rowStride / 2), a.baseAddress! + group * mg * plan.rowStride,
+                                                          Int32(plan.rowStride), packedPointer.assumingMemoryBound(to: Int16.self), &e, target, Int32(columns))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return out
+}
+
+/// A 2-D window geometry (input, kernel, strides, dilations, leading pads, output).
+struct ConvGeometry2D {
+    let h: Int, w: Int, kh: Int, kw: Int, sh: Int, sw: Int, dh: Int, dw: Int, pt: Int, pl: Int, oh: Int, ow: Int
+    /// True when the im2col matrix is the input itself (1x1, stride 1, no padding).
+    var isPointwise: Bool { kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h && ow == w }
+}
+
+/// Per image and group: the K x (OH * OW) byte matrix (the input itself for pointwise convs, else im2col), packed into
+/// the GEMM's panels (column ranges split across threads), multiplied by `gemm` into the output rows.
+private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: Int32, n: Int, c: Int, plan: QuantizedConvolutionPlan,
+                                geometry gm: ConvGeometry2D, out: UnsafeMutableRawPointer, outBytes: Int,
+                                epilogue: (Int) -> osprey_qepilogue,
+                                gemm: (_ group: Int, _ packed: UnsafeRawPointer, _ first: Int, _ count: Int, _ ep: osprey_qepilogue,
+                                       _ target: UnsafeMutableRawPointer) -> Void) {
+    let g = plan.groups, cg = plan.cg, mg = plan.m / g
+    let k = cg * gm.kh * gm.kw, columns = gm.oh * gm.ow
+    let panel = Int(OSPREY_QU8_PANEL), panels = (columns + panel - 1) / panel
+    let isU8 = plan.usesBytes
+    // Bytes of one packed panel: quads x 16 x 4 bytes (u8), pairs x 16 x 2 int16 (s16).
+    let panelBytes = isU8 ? ((k + 3) / 4) * 4 * panel : ((k + 1) / 2) * 2 * panel * 2
+    let packed = UnsafeMutableRawPointer.allocate(byteCount: max(1, panels * panelBytes), alignment: 64)
+    defer { packed.deallocate() }
+    let im2col: UnsafeMutablePointer<UInt8>? = gm.isPointwise ? nil : .allocate(capacity: max(1, k * columns))
+    defer { im2col?.deallocate() }
+    // Padding must contribute 0 to (x - x_zero): it reads the zero point (as stored: int8 keeps its bit pattern).
+    let pad = UInt8(truncatingIfNeeded: xZero)
+    for image in 0..<n {
+        for group in 0..<g {
+            let source = x + (image * c + group * cg) * gm.h * gm.w
+            let matrix: UnsafePointer<UInt8>
+            if let im2col {
+                osprey_im2col_u8(source, Int32(cg), Int32(gm.h), Int32(gm.w), Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw),
+                                 Int32(gm.dh), Int32(gm.dw), Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow), pad, im2col)
+                matrix = UnsafePointer(im2col)
+            } else {
+                matrix = source
+            }
+            let ep = epilogue(group * mg)
+            let target = out + (image * plan.m + group * mg) * columns * outBytes
+            // About 64K multiply-adds per chunk: below that a hand-off to another thread costs more than it saves.
+            parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, mg * k * panel))) { range in
+                let first = range.lowerBound * panel, count = min(columns, range.upperBound * panel) - first
+                let dst = packed + range.lowerBound * panelBytes
+                if isU8 {
+                    osprey_qpack_u8(Int32(k), Int32(count), matrix + first, Int32(columns), signed ? 1 : 0, dst.assumingMemoryBound(to: UInt8.self))
+                } else {
+                    osprey_qpack_s16(Int32(k), Int32(count), matrix + first, Int32(columns), signed ? 1 : 0, xZero, dst.assumingMemoryBound(to: Int16.self))
+                }
+                gemm(group, UnsafeRawPointer(dst), first, count, ep, target + first * outBytes)
+            }
+        }
+    }
+}
+
+/// Depthwise: each channel's plane through `osprey_qdepthwise_planes`, planes split across threads.
+private func runDepthwise(x: UnsafePointer<UInt8>, signed: Bool, xZero: Int32, n: Int, channels: Int, geometry gm: ConvGeometry2D,
+                          taps: [Int32], epilogue: (Int) -> osprey_qepilogue, out: UnsafeMutableRawPointer, outBytes: Int) {
+    let scratchCount = Int(osprey_qdepthwise_scratch(Int32(gm.h), Int32(gm.w), Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw),
+                                                     Int32(gm.dh), Int32(gm.dw), Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow)))
+    let plane = gm.oh * gm.ow
+    taps.withUnsafeBufferPointer { t in
+        parallelRanges(n * channels, minimumChunk: max(1, 65_536 / max(1, plane * gm.kh * gm.kw))) { range in
+            let scratch = UnsafeMutablePointer<Int32>.allocate(capacity: scratchCount)
+            defer { scratch.deallocate() }
+            var ep = epilogue(0)
+            osprey_qdepthwise_planes(x, signed ? 1 : 0, xZero, Int32(range.lowerBound), Int32(range.count), Int32(channels), Int32(gm.h), Int32(gm.w),
+                                     t.baseAddress!, Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw), Int32(gm.dh), Int32(gm.dw),
+                                     Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow), &ep, out, scratch)
+        }
+    }
+}

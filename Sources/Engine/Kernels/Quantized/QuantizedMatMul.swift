@@ -1,0 +1,96 @@
+import CKernelShim
+import Tensor
+
+// Quantized MatMuls with a constant 8-bit B (QLinearMatMul, MatMulInteger, DynamicQuantizeMatMul,
+// MatMulIntegerToFloat) on the u8 x s8 GEMM, computed as C^T = B^T x A^T: B^T's rows are the broadcast operand
+// (packed once), A's rows the packed panels (per call), and the epilogue writes C transposed, requantized or scaled
+// to float, so no intermediate int32 or float tensor exists. `integerMatMul` stays the reference twin.
+
+/// A constant B (K x N) whose centred values all lie in [-64, 64] (what vpmaddubsw multiplies exactly), as N rows of K
+/// int8 (padded to quads), with each row's sum for A's zero point.
+struct QuantizedMatMulPlan: @unchecked Sendable {
+    /// B's rows (reduction length) and columns.
+    let k: Int, n: Int
+    /// N rows of `rowStride` int8 values, B^T minus B's zero points.
+    let rows: [Int8]
+    /// Per column of B: the sum of its centred values.
+    let sums: [Int32]
+    /// Bytes per row (K rounded up to 4).
+    let rowStride: Int
+
+    /// Nil when B is not 2-D 8-bit, the zero point is not a scalar or per column, or a centred value leaves [-64, 64].
+    /// `transposed`: b holds B^T (N x K, Gemm's transB).
+    init?(_ b: Tensor, zero: Tensor?, transposed: Bool = false) {
+        guard b.rank == 2, b.dtype == .uint8 || b.dtype == .int8 else { return nil }
+        (k, n) = transposed ? (b.shape[1], b.shape[0]) : (b.shape[0], b.shape[1])
+        let zeros = zero.map { $0.doubles.map { Int32($0) } } ?? [0]
+        guard zeros.count == 1 || zeros.count == n else { return nil }
+        let raw: [Int32] = b.dtype == .uint8 ? b.scalars(as: UInt8.self).map { Int32($0) } : b.scalars(as: Int8.self).map { Int32($0) }
+        let stride = (k + 3) & ~3
+        var rows = [Int8](repeating: 0, count: max(1, n * stride)), sums = [Int32](repeating: 0, count: n)
+        let (k, n) = (self.k, self.n)
+        for r in 0..<k {
+            for c in 0..<n {
+                let v = raw[transposed ? c * k + r : r * n + c] - zeros[zeros.count == 1 ? 0 : c]
+                guard abs(v) <= 64 else { return nil }
+                rows[c * stride + r] = Int8(v)
+                sums[c] += v
+            }
+        }
+        self.rows = rows
+        self.sums = sums
+        rowStride = stride
+    }
+}
+
+/// What a quantized MatMul writes per output column j.
+enum QuantizedMatMulOutput {
+    /// int32 sums (MatMulInteger).
+    case sums
+    /// saturate(round_half_even(acc * multipliers[j]) + zero) as uint8 / int8 (QLinearMatMul).
+    case requantized(multipliers: [Float], zero: Int32, dtype: DType)
+    /// float32 acc * multipliers[j] + bias[j] (DynamicQuantizeMatMul, MatMulIntegerToFloat).
+    case scaled(multipliers: [Float], bias: [Float]?)
+}
+
+/// A [..., M, K] (uint8 / int8 bytes, zero point `aZero`) times the plan's B: [..., M, N] as `output` says.
+/// `columnBias` (int32 per column, Gemm's C) is added to the sums before the epilogue scales them.
+func runQuantizedMatMul(plan: QuantizedMatMulPlan, a: UnsafePointer<UInt8>, signed: Bool, aZero: Int32, shape: [Int],
+                        output: QuantizedMatMulOutput, columnBias: [Int32]? = nil) -> Tensor {
+    let rows = shape.dropLast().reduce(1, *)
+    let (k, n) = (plan.k, plan.n)
+    let (dtype, kind, zero, multipliers, floatBias): (DType, Int32, Int32, [Float], [Float]?) = {
+        switch output {
+        case .sums: return (.int32, Int32(OSPREY_QOUT_INT32), 0, [], nil)
+        case .requantized(let m, let z, let d): return (d, Int32(d == .int8 ? OSPREY_QOUT_S8 : OSPREY_QOUT_U8), z, m, nil)
+        case .scaled(let m, let b): return (.float32, Int32(OSPREY_QOUT_F32), 0, m, b)
+        }
+    }()
+    var out = Tensor.pooled(dtype, shape: Array(shape.dropLast()) + [n])
+    guard rows > 0, n > 0 else { return out }
+    // A read as uint8 (int8 with its sign bit flipped, + 128), its zero point folded into the bias: -zero * column sum.
+    let z = signed ? aZero + 128 : aZero
+    let bias = plan.sums.enumerated().map { (columnBias?[$0.offset] ?? 0) &- z &* $0.element }
+    let panel = Int(OSPREY_QU8_PANEL), panels = (rows + panel - 1) / panel
+    let panelBytes = (plan.rowStride / 4) * 4 * panel
+    let outBytes = dtype.byteSize
+    out.withUnsafeMutableBytes { o in
+        plan.rows.withUnsafeBufferPointer { w in bias.withUnsafeBufferPointer { bp in multipliers.withUnsafeBufferPointer { mp in
+            (floatBias ?? []).withUnsafeBufferPointer { fb in
+                let ep = osprey_qepilogue(bias: bp.baseAddress, scale: mp.baseAddress, float_bias: floatBias == nil ? nil : fb.baseAddress,
+                                          zero_point: zero, kind: kind, transposed: 1)
+                // About 64K multiply-adds per chunk: below that a hand-off to another thread costs more than it saves.
+                parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, n * k * panel))) { range in
+                    let first = range.lowerBound * panel, count = min(rows, range.upperBound * panel) - first
+                    let packed = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, range.count * panelBytes))
+                    defer { packed.deallocate() }
+                    var e = ep
+                    osprey_qpack_u8_rows(Int32(k), Int32(count), a + first * k, Int32(k), signed ? 1 : 0, packed)
+                    osprey_qgemm_u8s8(Int32(n), Int32(count), Int32(plan.rowStride / 4), w.baseAddress!, Int32(plan.rowStride), packed, &e,
+                                      o.baseAddress! + first * n * outBytes, Int32(n))
+                }
+            }
+        } } }
+    }
+    return out
+}

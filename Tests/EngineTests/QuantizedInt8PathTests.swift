@@ -1,0 +1,118 @@
+import CKernelShim
+import Testing
+import Tensor
+import ONNX
+@testable import Engine
+
+/// The int8 paths (u8 x s8 GEMM with fused requantization, int16 GEMM with the same epilogue, depthwise kernel,
+/// transposed MatMul epilogue) against the exact reference paths, and each AVX2 body against its portable twin.
+/// Constant weights take the integer kernels; the same weights fed as graph inputs take the reference loops.
+@Suite(.serialized) struct QuantizedInt8PathTests {
+    private func bytes<T: FixedWidthInteger & TensorScalar>(_ shape: [Int], _ rng: inout SeededGenerator, _ range: ClosedRange<T>) -> Tensor {
+        Tensor(shape: shape, scalars: (0..<shape.reduce(1, *)).map { _ in T.random(in: range, using: &rng) })
+    }
+
+    private func same(_ a: Tensor, _ b: Tensor, _ label: String) {
+        #expect(a.shape == b.shape && a.dtype == b.dtype, "\(label): \(a.shape) \(a.dtype) vs \(b.shape) \(b.dtype)")
+        switch a.dtype {
+        case .int32: #expect(a.scalars(as: Int32.self) == b.scalars(as: Int32.self), "\(label)")
+        case .uint8: #expect(a.scalars(as: UInt8.self) == b.scalars(as: UInt8.self), "\(label)")
+        case .int8: #expect(a.scalars(as: Int8.self) == b.scalars(as: Int8.self), "\(label)")
+        default: #expect(TestSupport.close(TestSupport.floats(a), TestSupport.floats(b), relative: 1e-6, absolute: 0), "\(label)")
+        }
+    }
+
+    /// Runs `op` with `weights` as initializers: with the AVX2 bodies, with the portable bodies, and with the weights
+    /// as graph inputs (the reference loops); all three must agree exactly.
+    private func agree(_ op: String, _ inputs: [(String, Tensor)], weights: Set<String>, attributes: [String: Attribute] = [:], _ label: String) throws {
+        let fast = try TestSupport.runNode(op, inputs, attributes: attributes, constants: weights)[0]
+        osprey_qkernels_force_portable(1)
+        let portable = try TestSupport.runNode(op, inputs, attributes: attributes, constants: weights)[0]
+        osprey_qkernels_force_portable(0)
+        let reference = try TestSupport.runNode(op, inputs, attributes: attributes)[0]
+        same(fast, portable, "\(label): AVX2 vs portable")
+        same(fast, reference, "\(label): kernel vs reference")
+    }
+
+    @Test func convolutionsOnEveryIntegerPathMatchTheReference() throws {
+        var rng = SeededGenerator(seed: 21)
+        // (channels, out channels, groups, kernel, stride, pad, dilation, size): pointwise, im2col, grouped, depthwise
+        // with stride 1 and 2 and dilation.
+        let shapes = [(16, 24, 1, 1, 1, 0, 1, 9), (3, 20, 1, 3, 2, 1, 1, 13), (8, 12, 2, 3, 1, 1, 1, 8), (12, 12, 12, 3, 1, 1, 1, 11),
+                      (10, 10, 10, 3, 2, 1, 1, 14), (6, 6, 6, 5, 2, 2, 1, 12), (5, 5, 5, 3, 1, 2, 2, 9)]
+        for (c, m, g, kernel, stride, pad, dilation, size) in shapes {
+            let attributes: [String: Attribute] = ["kernel_shape": .ints([Int64(kernel), Int64(kernel)]), "strides": .ints([Int64(stride), Int64(stride)]),
+                                                   "pads": .ints([Int64(pad), Int64(pad), Int64(pad), Int64(pad)]),
+                                                   "dilations": .ints([Int64(dilation), Int64(dilation)]), "group": .int(Int64(g))]
+            // Weights within [-64, 64] take the u8 x s8 GEMM; full-range weights the int16 GEMM.
+            for (signedInput, weightRange) in [(false, Int8(-64)...64), (true, Int8(-64)...64), (false, Int8(-128)...127)] {
+                let label = "c \(c) m \(m) group \(g) kernel \(kernel) stride \(stride) pad \(pad) dilation \(dilation) signed x \(signedInput) w \(weightRange)"
+                let x: Tensor = signedInput ? bytes([2, c, size, size + 1], &rng, Int8(-128)...127) : bytes([2, c, size, size + 1], &rng, UInt8(0)...255)
+                let xz = signedInput ? Tensor(scalar: Int8(-3)) : Tensor(scalar: UInt8(120))
+                let w: Tensor = bytes([m, c / g, kernel, kernel], &rng, weightRange)
+                let bias = Tensor(shape: [m], scalars: (0..<m).map { _ in Int32.random(in: -3000...3000, using: &rng) })
+                let ws = Tensor(shape: [m], scalars: (0..<m).map { _ in Float.random(in: 0.002...0.01, using: &rng) })
+                let zeros = Tensor(shape: [m], scalars: [Int8](repeating: 0, count: m))
+                try agree("ConvInteger", [("x", x), ("w", w), ("xz", xz), ("wz", zeros)], weights: ["w", "wz"], attributes: attributes, "ConvInteger \(label)")
+                for yz in [Tensor(scalar: UInt8(128)), Tensor(scalar: Int8(5))] {
+                    try agree("QLinearConv", [("x", x), ("xs", Tensor(scalar: Float(0.02))), ("xz", xz), ("w", w), ("ws", ws), ("wz", zeros),
+                                              ("ys", Tensor(scalar: Float(0.15))), ("yz", yz), ("b", bias)],
+                              weights: ["w", "ws", "wz", "b"], attributes: attributes, "QLinearConv \(label) y \(yz.dtype)")
+                }
+            }
+        }
+    }
+
+    @Test func matMulsOnTheTransposedEpilogueMatchTheReference() throws {
+        var rng = SeededGenerator(seed: 22)
+        for (aShape, bShape) in [([3, 7], [7, 5]), ([2, 19, 33], [33, 40]), ([1, 300], [300, 17]), ([6], [6, 3])] {
+            for signedInput in [false, true] {
+                let a: Tensor = signedInput ? bytes(aShape, &rng, Int8(-128)...127) : bytes(aShape, &rng, UInt8(0)...255)
+                let az = signedInput ? Tensor(scalar: Int8(9)) : Tensor(scalar: UInt8(131))
+                let n = bShape[1]
+                let b: Tensor = bytes(bShape, &rng, UInt8(70)...190)
+                let bz: Tensor = bytes([n], &rng, UInt8(126)...130)
+                let label = "\(aShape) x \(bShape) signed a \(signedInput)"
+                try agree("MatMulInteger", [("a", a), ("b", b), ("az", az), ("bz", bz)], weights: ["b", "bz"], "MatMulInteger \(label)")
+                let bs = Tensor(shape: [n], scalars: (0..<n).map { _ in Float.random(in: 0.001...0.01, using: &rng) })
+                try agree("QLinearMatMul", [("a", a), ("as", Tensor(scalar: Float(0.02))), ("az", az), ("b", b), ("bs", bs), ("bz", bz),
+                                            ("ys", Tensor(scalar: Float(0.3))), ("yz", Tensor(scalar: UInt8(100)))],
+                          weights: ["b", "bs", "bz"], "QLinearMatMul \(label)")
+            }
+        }
+    }
+
+    @Test func dynamicQuantizeMatMulMatchesTheDoublePath() throws {
+        var rng = SeededGenerator(seed: 23)
+        let (k, n) = (40, 24)
+        let a = Tensor(shape: [2, 5, k], scalars: rng.floats(2 * 5 * k).map { $0 * 3 })
+        let b: Tensor = bytes([k, n], &rng, Int8(-60)...60)
+        let bs = Tensor(shape: [n], scalars: (0..<n).map { _ in Float.random(in: 0.001...0.01, using: &rng) })
+        let bias = Tensor(shape: [n], scalars: rng.floats(n))
+        let inputs: [(String, Tensor)] = [("a", a), ("b", b), ("bs", bs), ("bz", Tensor(scalar: Int8(0))), ("bias", bias)]
+        func run(constants: Set<String>) throws -> Tensor {
+            let node = Node(name: "n", opType: "DynamicQuantizeMatMul", domain: "com.microsoft", inputs: inputs.map(\.0), outputs: ["y"])
+            let graphInputs = inputs.filter { !constants.contains($0.0) }.map { ValueInfo(name: $0.0, elementType: $0.1.dtype, shape: $0.1.shape.map { .fixed($0) }) }
+            let graph = Graph(name: "g", nodes: [node], initializers: inputs.filter { constants.contains($0.0) }.map { (name: $0.0, tensor: $0.1) },
+                              inputs: graphInputs, outputs: [ValueInfo(name: "y")])
+            let model = try CompiledModel(model: Model(opsetImports: ["": 17, "com.microsoft": 1], graph: graph))
+            return try model.run(Dictionary(uniqueKeysWithValues: inputs.filter { !constants.contains($0.0) }))["y"]!
+        }
+        let fast = try run(constants: ["b", "bs", "bz", "bias"]), reference = try run(constants: [])
+        same(fast, reference, "DynamicQuantizeMatMul")
+    }
+
+    @Test func elementwiseKernelsMatchTheirPortableBodies() {
+        var rng = SeededGenerator(seed: 24)
+        let count = 1000
+        let a = (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }, b = (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        for (isMul, isSigned) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+            var fast = [UInt8](repeating: 0, count: count), portable = fast
+            osprey_qlinear_binary(Int32(isMul), Int32(isSigned), count, a, 0.05, 3, b, 0.02, 250, 0.07, 10, &fast)
+            osprey_qkernels_force_portable(1)
+            osprey_qlinear_binary(Int32(isMul), Int32(isSigned), count, a, 0.05, 3, b, 0.02, 250, 0.07, 10, &portable)
+            osprey_qkernels_force_portable(0)
+            #expect(fast == portable, "mul \(isMul) signed \(isSigned)")
+        }
+    }
+}
