@@ -28,8 +28,8 @@ let package = Package(
         .target(name: "Infrastructure"),
         .target(name: "Tensor", swiftSettings: fast),
         // The protobuf wire format, shared by ONNX model decoding and gRPC messages.
-        .target(name: "Protobuf", swiftSettings: fast),
-        .target(name: "ONNX", dependencies: ["Tensor", "Protobuf"], swiftSettings: fast),
+        .target(name: "Protobuf", dependencies: ["Infrastructure"], swiftSettings: fast),
+        .target(name: "ONNX", dependencies: ["Infrastructure", "Tensor", "Protobuf"], swiftSettings: fast),
         .target(name: "Engine", dependencies: ["Infrastructure", "Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
         .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
         .target(name: "HTTP", dependencies: ["Infrastructure", "CLibUV", "CHTTPParser", "CNGHTTP2"]),

@@ -1,4 +1,5 @@
 import HTTP
+import Infrastructure
 
 /// An error that knows the HTTP status and client message it maps to.
 ///
@@ -75,22 +76,13 @@ public protocol CodecErrorKind: Equatable, Sendable {
 }
 
 /// Why a codec refused a body: a kind from the codec's closed set and a message saying what was expected and what arrived.
-public struct CodecError<Kind: CodecErrorKind>: HTTPErrorConvertible, Equatable, Sendable, CustomStringConvertible {
-    /// The kind of failure.
-    public var kind: Kind
-    /// What was expected and what arrived.
-    public var message: String
+public typealias CodecError<Kind: CodecErrorKind> = CodedError<Kind>
 
-    /// An error value.
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
-        self.message = message
-    }
-
-    /// The message.
-    public var description: String { message }
+extension CodedError: HTTPErrorConvertible where Kind: CodecErrorKind {
+    /// The kind of failure (the codecs' name for `code`).
+    public var kind: Kind { code }
     /// The kind's status.
-    public var httpStatus: Int { kind.httpStatus }
+    public var httpStatus: Int { code.httpStatus }
     /// The message.
     public var httpMessage: String { message }
 }

@@ -79,15 +79,19 @@ struct JSONReader {
     /// Set right after `[`/`{` so the first member needs no comma.
     var pendingFirst = false
 
+    /// When `b` (just peeked) is `close`, consumes it and leaves the container.
+    private mutating func closes(_ b: UInt8, _ close: UInt8) -> Bool {
+        guard b == close else { return false }
+        index += 1
+        depth -= 1
+        pendingFirst = false
+        return true
+    }
+
     /// The next member key of the current object (consuming the `:`), or nil at `}`.
     mutating func nextKey() throws -> String? {
         var b = try peek()
-        if b == UInt8(ascii: "}") {
-            index += 1
-            depth -= 1
-            pendingFirst = false
-            return nil
-        }
+        if closes(b, UInt8(ascii: "}")) { return nil }
         if !pendingFirst {
             guard b == UInt8(ascii: ",") else { throw unexpected(b, expected: "',' or '}'") }
             index += 1
@@ -110,12 +114,7 @@ struct JSONReader {
     /// True when another element follows (comma consumed); false after consuming `]`.
     mutating func nextElement() throws -> Bool {
         let b = try peek()
-        if b == UInt8(ascii: "]") {
-            index += 1
-            depth -= 1
-            pendingFirst = false
-            return false
-        }
+        if closes(b, UInt8(ascii: "]")) { return false }
         if pendingFirst {
             pendingFirst = false
             return true

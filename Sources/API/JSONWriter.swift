@@ -20,31 +20,32 @@ public struct JSONWriter: Sendable {
         needsComma = true
     }
 
-    /// Writes `{`.
-    public mutating func beginObject() {
+    /// Writes an opening bracket as the next value; its first member needs no comma.
+    @inline(__always)
+    private mutating func open(_ bracket: UInt8) {
         separate()
-        bytes.append(UInt8(ascii: "{"))
+        bytes.append(bracket)
         needsComma = false
     }
+
+    /// Writes a closing bracket; what follows the container needs a comma.
+    @inline(__always)
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
+        needsComma = true
+    }
+
+    /// Writes `{`.
+    public mutating func beginObject() { open(UInt8(ascii: "{")) }
 
     /// Writes `}`.
-    public mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
-    }
+    public mutating func endObject() { close(UInt8(ascii: "}")) }
 
     /// Writes `[`.
-    public mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
-    }
+    public mutating func beginArray() { open(UInt8(ascii: "[")) }
 
     /// Writes `]`.
-    public mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        needsComma = true
-    }
+    public mutating func endArray() { close(UInt8(ascii: "]")) }
 
     /// Writes `"key":`; the next call writes its value.
     public mutating func key(_ key: String) {
@@ -123,23 +124,19 @@ public struct JSONWriter: Sendable {
     }
 
     /// Writes the shortest text that reads back as the same Double (`null` when not finite).
-    public mutating func double(_ value: Double) {
-        separate()
-        guard value.isFinite else { bytes.append(contentsOf: nullText); return }
-        if value == value.rounded(.towardZero) && abs(value) < 1e15 && !(value == 0 && value.sign == .minus) {
-            appendInteger(Int64(value))
-            return
-        }
-        var text = value.description
-        text.withUTF8 { bytes.append(contentsOf: $0) }
-    }
+    public mutating func double(_ value: Double) { floatingPoint(value, integralBelow: 1e15) }
 
     /// Writes the shortest text that reads back as the same Float (`null` when not finite).
-    public mutating func float(_ value: Float) {
+    public mutating func float(_ value: Float) { floatingPoint(value, integralBelow: 1e7) }
+
+    /// `value`'s shortest round-trip text, or `null` when not finite; integral values below `limit` (where the type
+    /// is still exact) as plain integers, without Swift's `.0`.
+    @inline(__always)
+    private mutating func floatingPoint<F: BinaryFloatingPoint & CustomStringConvertible>(_ value: F, integralBelow limit: F) {
         separate()
         guard value.isFinite else { bytes.append(contentsOf: nullText); return }
-        if value == value.rounded(.towardZero) && abs(value) < 1e7 && !(value == 0 && value.sign == .minus) {
-            appendInteger(Int32(value))
+        if value == value.rounded(.towardZero) && abs(value) < limit && !(value == 0 && value.sign == .minus) {
+            appendInteger(Int64(value))
             return
         }
         var text = value.description

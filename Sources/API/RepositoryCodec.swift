@@ -23,13 +23,17 @@ public enum RepositoryCodec {
         return version
     }
 
-    /// Reads the optional `{"ready": true}` body of `POST /v2/repository/index`: true lists only ready versions.
-    public static func decodeIndexRequest(_ body: [UInt8]) throws -> Bool {
-        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return false }
-        let value: JSONValue
-        do { value = try JSONValue.parse(body) } catch let error as JSONError {
+    /// Parses an optional JSON body: nil when it is empty or only whitespace; invalid JSON is a 400.
+    private static func optionalJSON(_ body: [UInt8]) throws -> JSONValue? {
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return nil }
+        do { return try JSONValue.parse(body) } catch let error as JSONError {
             throw APIError.badRequest("invalid JSON: \(error)")
         }
+    }
+
+    /// Reads the optional `{"ready": true}` body of `POST /v2/repository/index`: true lists only ready versions.
+    public static func decodeIndexRequest(_ body: [UInt8]) throws -> Bool {
+        guard let value = try optionalJSON(body) else { return false }
         guard let object = value.objectValue else { throw APIError.badRequest("body must be a JSON object") }
         guard let ready = object["ready"] else { return false }
         guard let flag = ready.boolValue else { throw APIError.badRequest("'ready' must be a boolean") }
@@ -39,11 +43,7 @@ public enum RepositoryCodec {
     /// Reads the optional body of `POST .../load`: `{"parameters": {"config": "<config.json as a string>"}}`
     /// returns the config bytes; an empty body or no `config` means reload as is. File overrides are refused.
     public static func decodeLoadRequest(_ body: [UInt8]) throws -> [UInt8]? {
-        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return nil }
-        let value: JSONValue
-        do { value = try JSONValue.parse(body) } catch let error as JSONError {
-            throw APIError.badRequest("invalid JSON: \(error)")
-        }
+        guard let value = try optionalJSON(body) else { return nil }
         guard let object = value.objectValue else { throw APIError.badRequest("load body must be a JSON object, got \(value.kindName)") }
         guard let parameters = object["parameters"] else { return nil }
         guard let members = parameters.objectValue else {

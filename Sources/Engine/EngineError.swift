@@ -1,3 +1,4 @@
+import Infrastructure
 import ONNX
 
 /// A failure to compile or run a model; the message names the node, op, attribute, dtype or input and says expected vs got.

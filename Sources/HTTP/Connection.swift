@@ -172,7 +172,7 @@ final class Connection: ParserEventSink {
             let connection = id
             tasks[sequence] = Task {
                 let response = await responder(request)
-                mailbox.post(Mailbox.Completion(connection: connection, sequence: sequence, response: response))
+                mailbox.post(.completion(connection: connection, sequence: sequence, response: response))
             }
         case .send(let record, let response):
             serialize(response, record: record)

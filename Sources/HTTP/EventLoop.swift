@@ -195,16 +195,13 @@ final class EventLoop {
     // MARK: - Mailbox
 
     private func drainMailbox() {
-        let (completions, commands) = mailbox.take()
-        for completion in completions {
+        let messages = mailbox.take()
+        // Responses first, then commands: a drain that begins now still sees these requests answered.
+        for case let .completion(connection, sequence, response) in messages {
             // The client may have left; then the response is dropped.
-            connections[completion.connection]?.complete(sequence: completion.sequence, response: completion.response)
+            connections[connection]?.complete(sequence: sequence, response: response)
         }
-        for command in commands {
-            switch command {
-            case .shutdown(let grace): beginDrain(grace: grace)
-            }
-        }
+        for case let .shutdown(grace) in messages { beginDrain(grace: grace) }
     }
 
     // MARK: - Shutdown

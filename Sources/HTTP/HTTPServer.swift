@@ -137,7 +137,7 @@ public final class HTTPServer: Sendable {
                 return []
             }
         }
-        for mailbox in mailboxes { mailbox.send(.shutdown(grace: gracePeriod)) }
+        for mailbox in mailboxes { mailbox.post(.shutdown(grace: gracePeriod)) }
     }
 
     /// Graceful shutdown (see `beginShutdown`), blocking until every loop stopped.

@@ -1,23 +1,5 @@
+import Infrastructure
 import Protobuf
-
-/// A typed failure: a closed set of codes plus a message that names what was wrong (ONNXError, EngineError).
-public struct CodedError<Kind: Sendable>: Error, CustomStringConvertible, Sendable {
-    /// The closed set of failure kinds (`EngineError.Code`, `ONNXError.Code`).
-    public typealias Code = Kind
-    /// The kind of failure.
-    public let code: Code
-    /// What was wrong, naming the field, tensor, node or input.
-    public let message: String
-
-    /// An error of `code` described by `message`.
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    /// The message.
-    public var description: String { message }
-}
 
 /// Why decoding an ONNX model or tensor failed; the message names the field, tensor or node involved.
 public typealias ONNXError = CodedError<ONNXErrorCode>

@@ -1,3 +1,5 @@
+import Infrastructure
+
 /// Packed and unpacked repeated scalar fields: protobuf writers may use either form, even mixed.
 public enum RepeatedFields {
     /// Number of values in varint fields (each packed payload counts its terminating bytes).
@@ -64,34 +66,40 @@ public enum RepeatedFields {
 
     /// All int64 values (repeated int64 fields such as `dims` and `ints`).
     public static func int64s(_ fields: [WireField], _ name: String) throws -> [Int64] {
-        var values: [Int64] = []
-        values.reserveCapacity(try varintCount(fields, name))
-        try forEachVarint(fields, name) { values.append(Int64(bitPattern: $0)) }
-        return values
+        try collectVarints(fields, name) { Int64(bitPattern: $0) }
     }
 
     /// All float values (repeated float fields such as `floats`).
     public static func floats(_ fields: [WireField], _ name: String) throws -> [Float] {
-        let count = try fixedCount(fields, width: 4, name)
-        return [Float](unsafeUninitializedCapacity: count) { buffer, initialized in
-            copyFixed(fields, width: 4, into: UnsafeMutableRawBufferPointer(buffer))
-            initialized = count
-        }
+        try collectFixed(fields, name)
     }
 
     /// All varint values as raw 64-bit patterns (callers truncate for int32/uint32/bool fields).
     public static func varints(_ fields: [WireField], _ name: String) throws -> [UInt64] {
-        var values: [UInt64] = []
-        values.reserveCapacity(try varintCount(fields, name))
-        try forEachVarint(fields, name) { values.append($0) }
-        return values
+        try collectVarints(fields, name) { $0 }
     }
 
     /// All double values (repeated double fields).
     public static func doubles(_ fields: [WireField], _ name: String) throws -> [Double] {
-        let count = try fixedCount(fields, width: 8, name)
-        return [Double](unsafeUninitializedCapacity: count) { buffer, initialized in
-            copyFixed(fields, width: 8, into: UnsafeMutableRawBufferPointer(buffer))
+        try collectFixed(fields, name)
+    }
+
+    /// Every varint of the fields, packed or not, converted by `convert`.
+    @inline(__always)
+    private static func collectVarints<T>(_ fields: [WireField], _ name: String, _ convert: (UInt64) -> T) throws -> [T] {
+        var values: [T] = []
+        values.reserveCapacity(try varintCount(fields, name))
+        try forEachVarint(fields, name) { values.append(convert($0)) }
+        return values
+    }
+
+    /// Every fixed-width little-endian value of the fields (T is Float or Double: 4 or 8 bytes each).
+    @inline(__always)
+    private static func collectFixed<T: BinaryFloatingPoint>(_ fields: [WireField], _ name: String) throws -> [T] {
+        let width = MemoryLayout<T>.size
+        let count = try fixedCount(fields, width: width, name)
+        return [T](unsafeUninitializedCapacity: count) { buffer, initialized in
+            copyFixed(fields, width: width, into: UnsafeMutableRawBufferPointer(buffer))
             initialized = count
         }
     }

@@ -1,3 +1,5 @@
+import Infrastructure
+
 /// Protobuf wire types (groups, 3 and 4, are obsolete and rejected).
 public enum WireType: UInt8 {
     case varint = 0

@@ -235,52 +235,57 @@ struct AtomicDouble: ~Copyable, Sendable {
     func load() -> Double { Double(bitPattern: bits.load(ordering: .relaxed)) }
 }
 
-/// A monotonically increasing value.
-public final class Counter: MetricSample {
-    private let state = AtomicDouble()
+/// One series holding one value, and its sample line: what a counter and a gauge share.
+struct ValueSeries: ~Copyable, Sendable {
+    /// The value.
+    let state = AtomicDouble()
     /// `name{labels} `, rendered once.
     private let prefix: String
 
     init(name: String, labels: [(String, String)]) { prefix = name + Metrics.labelText(labels) + " " }
 
-    /// Adds `amount` (must be >= 0).
-    public func increment(by amount: Double = 1) {
-        precondition(amount >= 0, "counters only go up")
-        state.add(amount)
-    }
-
-    /// The current value.
-    public var value: Double { state.load() }
-
+    /// Appends `name{labels} value`.
     func write(into out: inout String) {
         out += prefix
-        out += Metrics.format(value)
+        out += Metrics.format(state.load())
         out += "\n"
     }
 }
 
+/// A monotonically increasing value.
+public final class Counter: MetricSample {
+    private let series: ValueSeries
+
+    init(name: String, labels: [(String, String)]) { series = ValueSeries(name: name, labels: labels) }
+
+    /// Adds `amount` (must be >= 0).
+    public func increment(by amount: Double = 1) {
+        precondition(amount >= 0, "counters only go up")
+        series.state.add(amount)
+    }
+
+    /// The current value.
+    public var value: Double { series.state.load() }
+
+    func write(into out: inout String) { series.write(into: &out) }
+}
+
 /// A value that can go up and down.
 public final class Gauge: MetricSample {
-    private let state = AtomicDouble()
-    /// `name{labels} `, rendered once.
-    private let prefix: String
+    private let series: ValueSeries
 
-    init(name: String, labels: [(String, String)]) { prefix = name + Metrics.labelText(labels) + " " }
+    init(name: String, labels: [(String, String)]) { series = ValueSeries(name: name, labels: labels) }
 
     /// Replaces the value.
-    public func set(_ value: Double) { state.store(value) }
+    public func set(_ value: Double) { series.state.store(value) }
     /// Adds `amount` (may be negative).
-    public func increment(by amount: Double = 1) { state.add(amount) }
+    public func increment(by amount: Double = 1) { series.state.add(amount) }
     /// Subtracts `amount`.
-    public func decrement(by amount: Double = 1) { state.add(-amount) }
+    public func decrement(by amount: Double = 1) { series.state.add(-amount) }
     /// The current value.
-    public var value: Double { state.load() }
+    public var value: Double { series.state.load() }
 
-    func write(into out: inout String) {
-        out += prefix
-        out += Metrics.format(value)
-        out += "\n"
-    }
+    func write(into out: inout String) { series.write(into: &out) }
 }
 
 /// Observations counted into fixed buckets, with their sum and count.

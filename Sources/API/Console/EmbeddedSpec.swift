@@ -1,1453 +1,675 @@
 // Generated from openapi.yaml by .ci/embed-spec (`make spec`); do not edit.
 
+import Foundation
+
 /// openapi.yaml, as served at `GET /openapi.yaml`.
 public enum EmbeddedSpec {
     /// The spec's Content-Type.
     public static let contentType = "application/yaml"
 
-    /// The text of openapi.yaml, byte for byte.
-    public static let text = ##"""
-openapi: 3.1.0
-info:
-  title: Osprey model server
-  version: 0.1.0
-  summary: KServe V2 / Open Inference Protocol over HTTP/1.1, image classification, model repository and metrics.
-  description: |
-    Osprey serves ONNX models. Inference follows the KServe V2 (Open Inference Protocol) REST API with
-    Triton's binary tensor data and classification extensions, so tritonclient and other V2 clients work.
+    /// The text of openapi.yaml, byte for byte (decoded from `base64` on first use).
+    public static let text: String = {
+        guard let bytes = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else {
+            preconditionFailure("EmbeddedSpec.base64 is not base64; regenerate it with make spec")
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }()
 
-    Ports: this document describes the HTTP/1.1 port (`--port`, default 8080). The gRPC port (`--grpc-port`,
-    default 8081, `off` to disable) speaks the same protocol over gRPC (HTTP/2 cleartext, prior knowledge):
-    Triton's `inference.GRPCInferenceService` from grpc_service.proto and `grpc.health.v1.Health`; it is not
-    described here.
-
-    Conventions:
-    - Every error body is `{"error": "<what was expected and what arrived>"}` with `Content-Type: application/json`.
-    - Unknown paths answer 404; a known path with another method answers 405 with an `Allow` header, whatever
-      the method token (`QUERY`, `PROPFIND`, lowercase `get`: methods are case-sensitive).
-      HEAD is accepted wherever GET is; OPTIONS answers 204 with `Allow`.
-    - Protocol errors, answered before routing (and the connection is closed): malformed requests and framing
-      (including chunk data not followed by CRLF) 400, an HTTP major version other than 1 505, header section over
-      `--max-header-bytes` 431, body over `--max-body-bytes` 413, transfer codings other than chunked 501.
-    - Repository routes check authorization from the request headers, before the body is read: an unauthenticated
-      upload of any size answers 401 (or 403 for a non-loopback client without `--admin-token`), never 413.
-    - Per-request limits answer 413 naming the limit and the count: `--max-bytes-elements` (BYTES elements in one
-      infer request, default 65536) and `--max-decoded-bytes` (decoded tensor bytes in one infer request, default
-      256 MiB) are claimed from each input's declared shape before its data is read; `--max-image-pixels` and
-      `--max-image-bytes` (width x height x channels x bytes per sample, default 256 MiB) are read from an image's
-      header before it is decoded.
-    - When `--max-connections` are open, further connections answer the health probes (`/v2/health/live`,
-      `/v2/health/ready`) and 503 to everything else, then close.
-    - `{model}` must match `[A-Za-z0-9_.-]{1,64}` (not `.` or `..`) and `{version}` must be a positive integer,
-      otherwise 400. Routes without `/versions/{version}` use the model's default version.
-    - JSON has no NaN or infinity: non-finite floats in JSON outputs are written as `null`; request binary
-      outputs to receive exact IEEE values.
-    - BYTES elements in JSON are strings (their UTF-8 bytes are the element), not base64, as in Triton.
-    - Every response carries `X-Request-ID` (the client's, or one the server generated).
-    - Every response carries `traceparent` (W3C Trace Context): the request's trace continued from a valid
-      `traceparent` request header, or a new one; the trace id is logged as `trace_id` in the access log.
-    - Compressed request bodies (`Content-Encoding` other than identity) are refused with 415.
-    - The request parameter `timeout` (microseconds, as in Triton) bounds the time an inference waits in the queue.
-  license:
-    name: Apache-2.0
-    identifier: Apache-2.0
-servers:
-  - url: http://localhost:8000
-    description: Default local server
-tags:
-  - name: health
-    description: Liveness and readiness
-  - name: metadata
-    description: Server and model metadata
-  - name: inference
-    description: V2 inference and image classification
-  - name: repository
-    description: Model repository management
-  - name: observability
-    description: Statistics and Prometheus metrics
-  - name: console
-    description: The web console and this specification
-paths:
-  /:
-    get:
-      operationId: console
-      tags: [console]
-      summary: Web console
-      description: |
-        One self-contained page (no external assets) showing every model with its versions, states, failure reasons,
-        traffic split and cascade; an image panel that classifies a dropped or picked picture with the top-k classes
-        as bars, the latency and who answered; live figures from `/metrics` every 3 s; and the admin actions (pin,
-        unpin, load, unload) behind a token field.
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-      responses:
-        '200':
-          description: The page.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            text/html:
-              schema:
-                type: string
-  /openapi.yaml:
-    get:
-      operationId: openAPISpec
-      tags: [console]
-      summary: This specification
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-      responses:
-        '200':
-          description: openapi.yaml as built into the server.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/yaml:
-              schema:
-                type: string
-  /v2:
-    get:
-      operationId: serverMetadata
-      tags: [metadata]
-      summary: Server metadata
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-      responses:
-        '200':
-          description: Server name, version and supported protocol extensions.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/ServerMetadata'
-        '500':
-          $ref: '#/components/responses/InternalError'
-  /v2/health/live:
-    get:
-      operationId: serverLive
-      tags: [health]
-      summary: Liveness
-      description: 200 while the process can serve HTTP; used by orchestrators to restart a wedged server.
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-      responses:
-        '200':
-          description: The server is live.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/Liveness'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-  /v2/health/ready:
-    get:
-      operationId: serverReady
-      tags: [health]
-      summary: Readiness
-      description: |
-        200 when every required model has a READY version: the models named by `--require-models`, else every model
-        whose directory held a version at start. Models added later (upload, polling) never make it 503 by failing;
-        an empty repository with nothing required is ready. 503 while starting (repository not yet scanned) or draining.
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-      responses:
-        '200':
-          description: Ready.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/Readiness'
-        '503':
-          description: Not ready (starting, a required model without a READY version, or draining after SIGTERM).
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/Readiness'
-  /v2/models:
-    get:
-      operationId: modelList
-      tags: [metadata]
-      summary: Models, versions and states (public, read-only)
-      description: |
-        Every model of the repository with its default version, whether that version is pinned, and each version's
-        state. Failure reasons are left out (they are for operators: `POST /v2/repository/index`).
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-      responses:
-        '200':
-          description: The models, sorted by name; versions in ascending order.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/ModelList'
-  /v2/models/{model}:
-    get:
-      operationId: modelMetadata
-      tags: [metadata]
-      summary: Metadata of a model's default version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-      responses:
-        '200':
-          description: Model metadata.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/ModelMetadata'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-  /v2/models/{model}/versions/{version}:
-    get:
-      operationId: modelVersionMetadata
-      tags: [metadata]
-      summary: Metadata of one model version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/Version'
-      responses:
-        '200':
-          description: Model metadata.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/ModelMetadata'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-  /v2/models/{model}/ready:
-    get:
-      operationId: modelReady
-      tags: [health]
-      summary: Readiness of a model's default version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-      responses:
-        '200':
-          description: Ready.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/ModelReadiness'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-  /v2/models/{model}/versions/{version}/ready:
-    get:
-      operationId: modelVersionReady
-      tags: [health]
-      summary: Readiness of one model version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/Version'
-      responses:
-        '200':
-          description: Ready.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/ModelReadiness'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-  /v2/models/{model}/infer:
-    post:
-      operationId: modelInfer
-      tags: [inference]
-      summary: Inference on a model's default version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/InferenceHeaderContentLength'
-      requestBody:
-        $ref: '#/components/requestBodies/Inference'
-      responses:
-        '200':
-          $ref: '#/components/responses/Inference'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '413':
-          $ref: '#/components/responses/PayloadTooLarge'
-        '415':
-          $ref: '#/components/responses/UnsupportedMediaType'
-        '429':
-          $ref: '#/components/responses/TooManyRequests'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-        '504':
-          $ref: '#/components/responses/Timeout'
-  /v2/models/{model}/versions/{version}/infer:
-    post:
-      operationId: modelVersionInfer
-      tags: [inference]
-      summary: Inference on one model version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/Version'
-        - $ref: '#/components/parameters/InferenceHeaderContentLength'
-      requestBody:
-        $ref: '#/components/requestBodies/Inference'
-      responses:
-        '200':
-          $ref: '#/components/responses/Inference'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '413':
-          $ref: '#/components/responses/PayloadTooLarge'
-        '415':
-          $ref: '#/components/responses/UnsupportedMediaType'
-        '429':
-          $ref: '#/components/responses/TooManyRequests'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-        '504':
-          $ref: '#/components/responses/Timeout'
-  /v2/models/{model}/classify:
-    post:
-      operationId: modelClassify
-      tags: [inference]
-      summary: Classify an image with a model's default version
-      description: |
-        The image is decoded, preprocessed with the model's configuration (resize, crop, normalize, layout)
-        and run; the response lists the `top_k` classes per image, highest score first.
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/TopK'
-      requestBody:
-        $ref: '#/components/requestBodies/Image'
-      responses:
-        '200':
-          $ref: '#/components/responses/Classify'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '413':
-          $ref: '#/components/responses/PayloadTooLarge'
-        '415':
-          $ref: '#/components/responses/UnsupportedMediaType'
-        '429':
-          $ref: '#/components/responses/TooManyRequests'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-        '504':
-          $ref: '#/components/responses/Timeout'
-  /v2/models/{model}/versions/{version}/classify:
-    post:
-      operationId: modelVersionClassify
-      tags: [inference]
-      summary: Classify an image with one model version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/Version'
-        - $ref: '#/components/parameters/TopK'
-      requestBody:
-        $ref: '#/components/requestBodies/Image'
-      responses:
-        '200':
-          $ref: '#/components/responses/Classify'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '413':
-          $ref: '#/components/responses/PayloadTooLarge'
-        '415':
-          $ref: '#/components/responses/UnsupportedMediaType'
-        '429':
-          $ref: '#/components/responses/TooManyRequests'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-        '504':
-          $ref: '#/components/responses/Timeout'
-  /v2/models/{model}/config:
-    get:
-      operationId: modelConfig
-      tags: [metadata]
-      summary: Configuration of a model's default version (Triton's model configuration extension)
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-      responses:
-        '200':
-          description: The effective configuration.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/ModelConfig'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-  /v2/models/{model}/versions/{version}/config:
-    get:
-      operationId: modelVersionConfig
-      tags: [metadata]
-      summary: Configuration of one model version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/Version'
-      responses:
-        '200':
-          description: The effective configuration.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/ModelConfig'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-  /v2/models/{model}/stats:
-    get:
-      operationId: modelStats
-      tags: [observability]
-      summary: Statistics of every loaded version of a model
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-      responses:
-        '200':
-          $ref: '#/components/responses/Statistics'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-  /v2/models/{model}/versions/{version}/stats:
-    get:
-      operationId: modelVersionStats
-      tags: [observability]
-      summary: Statistics of one model version
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/Version'
-      responses:
-        '200':
-          $ref: '#/components/responses/Statistics'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '404':
-          $ref: '#/components/responses/NotFound'
-  /v2/repository/index:
-    post:
-      operationId: repositoryIndex
-      tags: [repository]
-      summary: List the models and versions in the repository
-      security:
-        - {}
-        - bearerAuth: []
-      requestBody:
-        required: false
-        content:
-          application/json:
-            schema:
-              $ref: '#/components/schemas/RepositoryIndexRequest'
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-      responses:
-        '200':
-          description: One entry per model version found.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                type: array
-                items:
-                  $ref: '#/components/schemas/RepositoryIndexEntry'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '401':
-          $ref: '#/components/responses/Unauthorized'
-        '403':
-          $ref: '#/components/responses/Forbidden'
-  /v2/repository/models/{model}/load:
-    post:
-      operationId: repositoryModelLoad
-      tags: [repository]
-      summary: Load (or reload) a model's versions from the repository
-      description: |
-        New versions are compiled before they are published; requests in flight keep the version they started on.
-        A READY version is never dropped before its replacement is READY: when no version on disk loads (all failed,
-        or their directories are gone) the load answers an error (400 or 409) and what serves keeps serving.
-      security:
-        - {}
-        - bearerAuth: []
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-      requestBody:
-        required: false
-        description: Triton's load-with-config; `config` (config.json as a string) replaces the model's config.json first.
-        content:
-          application/json:
-            schema:
-              type: object
-              properties:
-                parameters:
-                  type: object
-                  properties:
-                    config:
-                      type: string
-      responses:
-        '200':
-          description: Loaded (empty body).
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '401':
-          $ref: '#/components/responses/Unauthorized'
-        '403':
-          $ref: '#/components/responses/Forbidden'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '409':
-          $ref: '#/components/responses/Conflict'
-        '503':
-          $ref: '#/components/responses/Unavailable'
-        '507':
-          $ref: '#/components/responses/InsufficientStorage'
-  /v2/repository/models/{model}/unload:
-    post:
-      operationId: repositoryModelUnload
-      tags: [repository]
-      summary: Unload a model
-      description: New requests get 404 at once; requests in flight complete.
-      security:
-        - {}
-        - bearerAuth: []
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-      responses:
-        '200':
-          description: Unloaded (empty body).
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '401':
-          $ref: '#/components/responses/Unauthorized'
-        '403':
-          $ref: '#/components/responses/Forbidden'
-        '404':
-          $ref: '#/components/responses/NotFound'
-  /v2/repository/models/{model}/versions/{version}:
-    put:
-      operationId: repositoryVersionUpload
-      tags: [repository]
-      summary: Upload an ONNX model as a new version
-      description: |
-        A transaction: the body is written under `<repository>/.staging/`, compiled and run once there, and only when it
-        is READY renamed into place as `<repository>/<model>/<version>/model.onnx` and published (per the version policy).
-        A version that fails (400), or does not fit `--max-model-memory` (507), is removed and never reaches the
-        repository; the served versions keep serving. A version already on disk answers 409 unless `replace=true`,
-        which keeps the old file serving until the new one is READY. A read-only repository answers 403, a full one 507.
-        An optional `Digest: sha-256=<base64>` header is checked against the body before anything is stored.
-      security:
-        - {}
-        - bearerAuth: []
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-        - $ref: '#/components/parameters/Version'
-        - name: Digest
-          in: header
-          required: false
-          description: RFC 3230 digest of the body, `sha-256=<base64 of the SHA-256>`.
-          schema:
-            type: string
-            pattern: '^sha-256=[A-Za-z0-9+/]{43}=$'
-        - name: replace
-          in: query
-          required: false
-          description: Replace the version when it already exists (the old file serves until the new one is READY).
-          schema:
-            type: boolean
-            default: false
-      requestBody:
-        required: true
-        content:
-          application/octet-stream:
-            schema:
-              type: string
-              format: binary
-              description: A serialized ONNX ModelProto.
-      responses:
-        '201':
-          description: Stored, compiled and published.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/UploadedVersion'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '401':
-          $ref: '#/components/responses/Unauthorized'
-        '403':
-          $ref: '#/components/responses/Forbidden'
-        '409':
-          $ref: '#/components/responses/Conflict'
-        '413':
-          $ref: '#/components/responses/PayloadTooLarge'
-        '415':
-          $ref: '#/components/responses/UnsupportedMediaType'
-        '507':
-          $ref: '#/components/responses/InsufficientStorage'
-  /v2/repository/models/{model}/default:
-    post:
-      operationId: repositorySetDefault
-      tags: [repository]
-      summary: Pin the version unversioned routes use
-      security:
-        - {}
-        - bearerAuth: []
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-      requestBody:
-        required: true
-        content:
-          application/json:
-            schema:
-              $ref: '#/components/schemas/DefaultVersionRequest'
-      responses:
-        '200':
-          description: The new default.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/DefaultVersion'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '401':
-          $ref: '#/components/responses/Unauthorized'
-        '403':
-          $ref: '#/components/responses/Forbidden'
-        '404':
-          $ref: '#/components/responses/NotFound'
-        '415':
-          $ref: '#/components/responses/UnsupportedMediaType'
-    delete:
-      operationId: repositoryClearDefault
-      tags: [repository]
-      summary: Unpin the default version (the highest loaded version becomes the default)
-      security:
-        - {}
-        - bearerAuth: []
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-        - $ref: '#/components/parameters/Model'
-      responses:
-        '200':
-          description: The default now in effect.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            application/json:
-              schema:
-                $ref: '#/components/schemas/DefaultVersion'
-        '400':
-          $ref: '#/components/responses/BadRequest'
-        '401':
-          $ref: '#/components/responses/Unauthorized'
-        '403':
-          $ref: '#/components/responses/Forbidden'
-        '404':
-          $ref: '#/components/responses/NotFound'
-  /metrics:
-    get:
-      operationId: metrics
-      tags: [observability]
-      summary: Prometheus metrics
-      parameters:
-        - $ref: '#/components/parameters/Traceparent'
-      responses:
-        '200':
-          description: Prometheus text exposition format.
-          headers:
-            traceparent:
-              $ref: '#/components/headers/Traceparent'
-          content:
-            text/plain; version=0.0.4:
-              schema:
-                type: string
-components:
-  securitySchemes:
-    bearerAuth:
-      type: http
-      scheme: bearer
-      description: Optional; when the server is started with an admin token, repository routes require it.
-  parameters:
-    Traceparent:
-      name: traceparent
-      in: header
-      required: false
-      description: |
-        W3C Trace Context of the caller's span. A valid value continues its trace (same trace id in the response's
-        `traceparent` and in the access log); an invalid one is ignored and a new trace is started, as the spec says.
-      schema:
-        type: string
-        example: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
-    Model:
-      name: model
-      in: path
-      required: true
-      description: Model name.
-      schema:
-        type: string
-        pattern: '^[A-Za-z0-9_.-]{1,64}$'
-        not:
-          enum: ['.', '..']
-    Version:
-      name: version
-      in: path
-      required: true
-      description: Model version, a positive integer.
-      schema:
-        type: string
-        pattern: '^[1-9][0-9]{0,17}$'
-    TopK:
-      name: top_k
-      in: query
-      required: false
-      description: Number of classes to return per image.
-      schema:
-        type: integer
-        minimum: 1
-        maximum: 1000
-        default: 5
-    InferenceHeaderContentLength:
-      name: Inference-Header-Content-Length
-      in: header
-      required: false
-      description: |
-        Binary tensor data extension: the body's first N bytes are the JSON request and the rest are the inputs'
-        binary data, concatenated in input order, each `parameters.binary_data_size` bytes.
-      schema:
-        type: integer
-        minimum: 0
-  headers:
-    Traceparent:
-      description: |
-        W3C Trace Context (https://www.w3.org/TR/trace-context/): `00-<trace-id>-<span-id>-<flags>` naming the
-        server's span of the request's trace; the trace id is the request's (continued from a valid `traceparent`
-        request header, else new) and is logged as `trace_id` on the request's access line.
-      schema:
-        type: string
-        pattern: '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
-    Allow:
-      description: Methods the path accepts.
-      schema:
-        type: string
-    RetryAfter:
-      description: Seconds after which the client may retry.
-      schema:
-        type: integer
-        minimum: 0
-    InferenceHeaderContentLength:
-      description: Length of the JSON part of a binary-extension response.
-      schema:
-        type: integer
-        minimum: 0
-  requestBodies:
-    Inference:
-      required: true
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/InferenceRequest'
-        application/octet-stream:
-          schema:
-            type: string
-            format: binary
-            description: |
-              Binary tensor data extension: `Inference-Header-Content-Length` bytes of JSON (an InferenceRequest whose
-              binary inputs carry `parameters.binary_data_size` instead of `data`), followed by the raw little-endian
-              tensor bytes in input order. BOOL is one byte (0/1); BYTES elements are a 4-byte little-endian length
-              followed by the bytes.
-    Image:
-      required: true
-      content:
-        image/png:
-          schema:
-            type: string
-            format: binary
-        image/jpeg:
-          schema:
-            type: string
-            format: binary
-        multipart/form-data:
-          schema:
-            type: object
-            description: One or more image file parts (any field name); each part must be image/png or image/jpeg.
-            properties:
-              image:
-                type: string
-                format: binary
-              top_k:
-                type: integer
-                minimum: 1
-                maximum: 1000
-          encoding:
-            image:
-              contentType: image/png, image/jpeg
-  responses:
-    Inference:
-      description: |
-        Inference result. `application/json` when every output is JSON; `application/octet-stream` with
-        `Inference-Header-Content-Length` when any output was requested as binary (`binary_data` on the output
-        or `binary_data_output` on the request), the binary outputs following the JSON in output order.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-        Inference-Header-Content-Length:
-          $ref: '#/components/headers/InferenceHeaderContentLength'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/InferenceResponse'
-        application/octet-stream:
-          schema:
-            type: string
-            format: binary
-    Classify:
-      description: Top classes per image, highest score first.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/ClassifyResponse'
-    Statistics:
-      description: Per-version request and timing statistics.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/ModelStatistics'
-    BadRequest:
-      description: The request is malformed (body, parameters, shapes, datatypes); the message says what was expected.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    Unauthorized:
-      description: Missing or invalid bearer token.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-        WWW-Authenticate:
-          schema:
-            type: string
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    Forbidden:
-      description: Not allowed (a non-loopback client while no admin token is set), or the model repository is read-only.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    NotFound:
-      description: Unknown path, model or version.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    MethodNotAllowed:
-      description: The path exists but not with this method.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-        Allow:
-          $ref: '#/components/headers/Allow'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    Conflict:
-      description: The version already exists (upload without `replace=true`), or a load found no version on disk.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    InsufficientStorage:
-      description: |
-        Nothing was stored or loaded: the repository's file system is full, or the version would take the loaded
-        versions past `--max-model-memory` (the message names the bytes needed, loaded and allowed).
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    PayloadTooLarge:
-      description: |
-        The body exceeds `--max-body-bytes`, or the request exceeds a per-request limit: BYTES elements
-        (`--max-bytes-elements`), decoded tensor bytes (`--max-decoded-bytes`), image pixels or decoded image bytes
-        (`--max-image-pixels`, `--max-image-bytes`), multipart parts. The message names the limit and the count.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    UnsupportedMediaType:
-      description: |
-        The Content-Type (or Content-Encoding) is not accepted by this operation; on classify, also a body or
-        multipart part that is not PNG or JPEG (a GIF part answers 415 like a GIF body).
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    TooManyRequests:
-      description: The model's queue is full.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-        Retry-After:
-          $ref: '#/components/headers/RetryAfter'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    Unavailable:
-      description: Not ready (starting, loading, draining).
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-        Retry-After:
-          $ref: '#/components/headers/RetryAfter'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    Timeout:
-      description: The request waited longer than its deadline.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-    InternalError:
-      description: An unexpected failure; the message carries the request id, which is also logged.
-      headers:
-        traceparent:
-          $ref: '#/components/headers/Traceparent'
-      content:
-        application/json:
-          schema:
-            $ref: '#/components/schemas/Error'
-  schemas:
-    ModelList:
-      type: object
-      required: [models]
-      properties:
-        models:
-          type: array
-          items:
-            type: object
-            required: [name, default_version, pinned, versions]
-            properties:
-              name:
-                type: string
-              default_version:
-                type: [string, 'null']
-                description: The version unversioned routes use; null when none is READY.
-              pinned:
-                type: boolean
-              versions:
-                type: array
-                items:
-                  type: object
-                  required: [version, state]
-                  properties:
-                    version:
-                      type: string
-                    state:
-                      type: string
-                      enum: [LOADING, READY, UNAVAILABLE, FAILED]
-    Error:
-      type: object
-      required: [error]
-      properties:
-        error:
-          type: string
-      additionalProperties: false
-    Datatype:
-      type: string
-      enum: [BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, BF16, FP32, FP64, BYTES]
-    Parameters:
-      type: object
-      additionalProperties:
-        type: [string, number, integer, boolean]
-    ServerMetadata:
-      type: object
-      required: [name, version, extensions]
-      properties:
-        name:
-          type: string
-        version:
-          type: string
-        extensions:
-          type: array
-          items:
-            type: string
-          examples:
-            - [binary_tensor_data, classification, model_repository, statistics]
-    TensorMetadata:
-      type: object
-      required: [name, datatype, shape]
-      properties:
-        name:
-          type: string
-        datatype:
-          $ref: '#/components/schemas/Datatype'
-        shape:
-          type: array
-          description: Dimensions; -1 marks a dynamic dimension.
-          items:
-            type: integer
-            minimum: -1
-    ModelConfig:
-      type: object
-      description: Triton-style configuration; dims exclude the batch dimension when max_batch_size > 0, -1 is dynamic.
-      required: [name, platform, max_batch_size, input, output]
-      properties:
-        name:
-          type: string
-        platform:
-          type: string
-        backend:
-          type: string
-        max_batch_size:
-          type: integer
-        input:
-          type: array
-          items:
-            $ref: '#/components/schemas/ModelConfigTensor'
-        output:
-          type: array
-          items:
-            $ref: '#/components/schemas/ModelConfigTensor'
-        dynamic_batching:
-          type: object
-          properties:
-            max_queue_delay_microseconds:
-              type: integer
-            preferred_batch_size:
-              type: array
-              items:
-                type: integer
-            max_queue_size:
-              type: integer
-            default_timeout_microseconds:
-              type: integer
-        version_policy:
-          type: object
-        image:
-          type: object
-          description: The effective image preprocessing, for models with an image input.
-    ModelConfigTensor:
-      type: object
-      required: [name, data_type, dims]
-      properties:
-        name:
-          type: string
-        data_type:
-          type: string
-          description: Triton type name, e.g. TYPE_FP32.
-        dims:
-          type: array
-          items:
-            type: integer
-    ModelMetadata:
-      type: object
-      required: [name, platform, inputs, outputs]
-      properties:
-        name:
-          type: string
-        versions:
-          type: array
-          items:
-            type: string
-        platform:
-          type: string
-          const: onnx
-        inputs:
-          type: array
-          items:
-            $ref: '#/components/schemas/TensorMetadata'
-        outputs:
-          type: array
-          items:
-            $ref: '#/components/schemas/TensorMetadata'
-    TensorData:
-      type: array
-      description: Elements in row-major order, flat or nested to any depth; numbers, booleans (BOOL) or strings (BYTES).
-      items:
-        oneOf:
-          - type: number
-          - type: boolean
-          - type: string
-          - $ref: '#/components/schemas/TensorData'
-    RequestInput:
-      type: object
-      required: [name, shape, datatype]
-      properties:
-        name:
-          type: string
-        shape:
-          type: array
-          items:
-            type: integer
-            minimum: 0
-        datatype:
-          $ref: '#/components/schemas/Datatype'
-        parameters:
-          type: object
-          properties:
-            binary_data_size:
-              type: integer
-              minimum: 0
-              description: Size of this input's binary data after the JSON (binary extension); then `data` is absent.
-          additionalProperties: true
-        data:
-          $ref: '#/components/schemas/TensorData'
-    RequestOutput:
-      type: object
-      required: [name]
-      properties:
-        name:
-          type: string
-        parameters:
-          type: object
-          properties:
-            binary_data:
-              type: boolean
-              description: Return this output as binary data after the JSON.
-            classification:
-              type: integer
-              minimum: 1
-              description: Return the top N classes as BYTES strings `value:index[:label]`, shape [batch, N].
-          additionalProperties: true
-    InferenceRequest:
-      type: object
-      required: [inputs]
-      properties:
-        id:
-          type: string
-        parameters:
-          type: object
-          properties:
-            binary_data_output:
-              type: boolean
-              description: Default for every output's `binary_data`.
-            timeout:
-              type: integer
-              minimum: 1
-              description: Longest time, in microseconds, the request may wait in the model's queue (504 after).
-          additionalProperties: true
-        inputs:
-          type: array
-          minItems: 1
-          items:
-            $ref: '#/components/schemas/RequestInput'
-        outputs:
-          type: array
-          description: Outputs to return; all model outputs when absent.
-          items:
-            $ref: '#/components/schemas/RequestOutput'
-    ResponseOutput:
-      type: object
-      required: [name, shape, datatype]
-      properties:
-        name:
-          type: string
-        shape:
-          type: array
-          items:
-            type: integer
-            minimum: 0
-        datatype:
-          $ref: '#/components/schemas/Datatype'
-        parameters:
-          type: object
-          properties:
-            binary_data_size:
-              type: integer
-              minimum: 0
-          additionalProperties: true
-        data:
-          type: array
-          description: Flat row-major elements; non-finite floats are null.
-          items:
-            type: [number, boolean, string, 'null']
-    InferenceResponse:
-      type: object
-      required: [model_name, outputs]
-      properties:
-        model_name:
-          type: string
-        model_version:
-          type: string
-        id:
-          type: string
-        parameters:
-          $ref: '#/components/schemas/Parameters'
-        outputs:
-          type: array
-          items:
-            $ref: '#/components/schemas/ResponseOutput'
-    Classification:
-      type: object
-      required: [index, label, score]
-      properties:
-        index:
-          type: integer
-          minimum: 0
-        label:
-          type: [string, 'null']
-        score:
-          type: [number, 'null']
-    ClassifyResponse:
-      type: object
-      required: [model_name, model_version, classifications]
-      properties:
-        model_name:
-          type: string
-        model_version:
-          type: string
-        classifications:
-          type: array
-          description: One list per image, in request order.
-          items:
-            type: array
-            items:
-              $ref: '#/components/schemas/Classification'
-    DurationStat:
-      type: object
-      required: [count, ns]
-      properties:
-        count:
-          type: integer
-        ns:
-          type: integer
-          description: Total nanoseconds over `count` events.
-    ModelStatistics:
-      type: object
-      required: [model_stats]
-      properties:
-        model_stats:
-          type: array
-          items:
-            type: object
-            required: [name, version, inference_count, execution_count]
-            properties:
-              name:
-                type: string
-              version:
-                type: string
-              last_inference:
-                type: integer
-                description: Milliseconds since the Unix epoch.
-              inference_count:
-                type: integer
-              execution_count:
-                type: integer
-              inference_stats:
-                type: object
-                properties:
-                  success:
-                    $ref: '#/components/schemas/DurationStat'
-                  fail:
-                    $ref: '#/components/schemas/DurationStat'
-                  queue:
-                    $ref: '#/components/schemas/DurationStat'
-                  compute_input:
-                    $ref: '#/components/schemas/DurationStat'
-                  compute_infer:
-                    $ref: '#/components/schemas/DurationStat'
-                  compute_output:
-                    $ref: '#/components/schemas/DurationStat'
-              batch_stats:
-                type: array
-                items:
-                  type: object
-                  properties:
-                    batch_size:
-                      type: integer
-                    compute_infer:
-                      $ref: '#/components/schemas/DurationStat'
-    RepositoryIndexRequest:
-      type: object
-      properties:
-        ready:
-          type: boolean
-          description: Only list versions that are ready.
-    RepositoryIndexEntry:
-      type: object
-      required: [name, state]
-      properties:
-        name:
-          type: string
-        version:
-          type: string
-        state:
-          type: string
-          enum: [UNAVAILABLE, LOADING, READY, FAILED]
-        reason:
-          type: string
-        memory_bytes:
-          type: integer
-          minimum: 0
-          description: Loaded versions only; weights and packed constants plus activations at the maximum batch size.
-    Liveness:
-      type: object
-      required: [live]
-      properties:
-        live:
-          type: boolean
-    Readiness:
-      type: object
-      required: [ready]
-      properties:
-        ready:
-          type: boolean
-    ModelReadiness:
-      type: object
-      required: [name, ready]
-      properties:
-        name:
-          type: string
-        ready:
-          type: boolean
-    UploadedVersion:
-      type: object
-      required: [name, version, sha256]
-      properties:
-        name:
-          type: string
-        version:
-          type: string
-        sha256:
-          type: string
-          description: Hex SHA-256 of the stored model.
-    DefaultVersionRequest:
-      type: object
-      required: [version]
-      properties:
-        version:
-          type: string
-          pattern: '^[1-9][0-9]{0,17}$'
-    DefaultVersion:
-      type: object
-      required: [name, default_version, pinned]
-      properties:
-        name:
-          type: string
-        default_version:
-          type: [string, 'null']
-        pinned:
-          type: boolean
-
-"""##
+    /// openapi.yaml in base64, 100 characters a line.
+    static let base64 = """
+b3BlbmFwaTogMy4xLjAKaW5mbzoKICB0aXRsZTogT3NwcmV5IG1vZGVsIHNlcnZlcgogIHZlcnNpb246IDAuMS4wCiAgc3VtbWFy
+eTogS1NlcnZlIFYyIC8gT3BlbiBJbmZlcmVuY2UgUHJvdG9jb2wgb3ZlciBIVFRQLzEuMSwgaW1hZ2UgY2xhc3NpZmljYXRpb24s
+IG1vZGVsIHJlcG9zaXRvcnkgYW5kIG1ldHJpY3MuCiAgZGVzY3JpcHRpb246IHwKICAgIE9zcHJleSBzZXJ2ZXMgT05OWCBtb2Rl
+bHMuIEluZmVyZW5jZSBmb2xsb3dzIHRoZSBLU2VydmUgVjIgKE9wZW4gSW5mZXJlbmNlIFByb3RvY29sKSBSRVNUIEFQSSB3aXRo
+CiAgICBUcml0b24ncyBiaW5hcnkgdGVuc29yIGRhdGEgYW5kIGNsYXNzaWZpY2F0aW9uIGV4dGVuc2lvbnMsIHNvIHRyaXRvbmNs
+aWVudCBhbmQgb3RoZXIgVjIgY2xpZW50cyB3b3JrLgoKICAgIFBvcnRzOiB0aGlzIGRvY3VtZW50IGRlc2NyaWJlcyB0aGUgSFRU
+UC8xLjEgcG9ydCAoYC0tcG9ydGAsIGRlZmF1bHQgODA4MCkuIFRoZSBnUlBDIHBvcnQgKGAtLWdycGMtcG9ydGAsCiAgICBkZWZh
+dWx0IDgwODEsIGBvZmZgIHRvIGRpc2FibGUpIHNwZWFrcyB0aGUgc2FtZSBwcm90b2NvbCBvdmVyIGdSUEMgKEhUVFAvMiBjbGVh
+cnRleHQsIHByaW9yIGtub3dsZWRnZSk6CiAgICBUcml0b24ncyBgaW5mZXJlbmNlLkdSUENJbmZlcmVuY2VTZXJ2aWNlYCBmcm9t
+IGdycGNfc2VydmljZS5wcm90byBhbmQgYGdycGMuaGVhbHRoLnYxLkhlYWx0aGA7IGl0IGlzIG5vdAogICAgZGVzY3JpYmVkIGhl
+cmUuCgogICAgQ29udmVudGlvbnM6CiAgICAtIEV2ZXJ5IGVycm9yIGJvZHkgaXMgYHsiZXJyb3IiOiAiPHdoYXQgd2FzIGV4cGVj
+dGVkIGFuZCB3aGF0IGFycml2ZWQ+In1gIHdpdGggYENvbnRlbnQtVHlwZTogYXBwbGljYXRpb24vanNvbmAuCiAgICAtIFVua25v
+d24gcGF0aHMgYW5zd2VyIDQwNDsgYSBrbm93biBwYXRoIHdpdGggYW5vdGhlciBtZXRob2QgYW5zd2VycyA0MDUgd2l0aCBhbiBg
+QWxsb3dgIGhlYWRlciwgd2hhdGV2ZXIKICAgICAgdGhlIG1ldGhvZCB0b2tlbiAoYFFVRVJZYCwgYFBST1BGSU5EYCwgbG93ZXJj
+YXNlIGBnZXRgOiBtZXRob2RzIGFyZSBjYXNlLXNlbnNpdGl2ZSkuCiAgICAgIEhFQUQgaXMgYWNjZXB0ZWQgd2hlcmV2ZXIgR0VU
+IGlzOyBPUFRJT05TIGFuc3dlcnMgMjA0IHdpdGggYEFsbG93YC4KICAgIC0gUHJvdG9jb2wgZXJyb3JzLCBhbnN3ZXJlZCBiZWZv
+cmUgcm91dGluZyAoYW5kIHRoZSBjb25uZWN0aW9uIGlzIGNsb3NlZCk6IG1hbGZvcm1lZCByZXF1ZXN0cyBhbmQgZnJhbWluZwog
+ICAgICAoaW5jbHVkaW5nIGNodW5rIGRhdGEgbm90IGZvbGxvd2VkIGJ5IENSTEYpIDQwMCwgYW4gSFRUUCBtYWpvciB2ZXJzaW9u
+IG90aGVyIHRoYW4gMSA1MDUsIGhlYWRlciBzZWN0aW9uIG92ZXIKICAgICAgYC0tbWF4LWhlYWRlci1ieXRlc2AgNDMxLCBib2R5
+IG92ZXIgYC0tbWF4LWJvZHktYnl0ZXNgIDQxMywgdHJhbnNmZXIgY29kaW5ncyBvdGhlciB0aGFuIGNodW5rZWQgNTAxLgogICAg
+LSBSZXBvc2l0b3J5IHJvdXRlcyBjaGVjayBhdXRob3JpemF0aW9uIGZyb20gdGhlIHJlcXVlc3QgaGVhZGVycywgYmVmb3JlIHRo
+ZSBib2R5IGlzIHJlYWQ6IGFuIHVuYXV0aGVudGljYXRlZAogICAgICB1cGxvYWQgb2YgYW55IHNpemUgYW5zd2VycyA0MDEgKG9y
+IDQwMyBmb3IgYSBub24tbG9vcGJhY2sgY2xpZW50IHdpdGhvdXQgYC0tYWRtaW4tdG9rZW5gKSwgbmV2ZXIgNDEzLgogICAgLSBQ
+ZXItcmVxdWVzdCBsaW1pdHMgYW5zd2VyIDQxMyBuYW1pbmcgdGhlIGxpbWl0IGFuZCB0aGUgY291bnQ6IGAtLW1heC1ieXRlcy1l
+bGVtZW50c2AgKEJZVEVTIGVsZW1lbnRzIGluIG9uZQogICAgICBpbmZlciByZXF1ZXN0LCBkZWZhdWx0IDY1NTM2KSBhbmQgYC0t
+bWF4LWRlY29kZWQtYnl0ZXNgIChkZWNvZGVkIHRlbnNvciBieXRlcyBpbiBvbmUgaW5mZXIgcmVxdWVzdCwgZGVmYXVsdAogICAg
+ICAyNTYgTWlCKSBhcmUgY2xhaW1lZCBmcm9tIGVhY2ggaW5wdXQncyBkZWNsYXJlZCBzaGFwZSBiZWZvcmUgaXRzIGRhdGEgaXMg
+cmVhZDsgYC0tbWF4LWltYWdlLXBpeGVsc2AgYW5kCiAgICAgIGAtLW1heC1pbWFnZS1ieXRlc2AgKHdpZHRoIHggaGVpZ2h0IHgg
+Y2hhbm5lbHMgeCBieXRlcyBwZXIgc2FtcGxlLCBkZWZhdWx0IDI1NiBNaUIpIGFyZSByZWFkIGZyb20gYW4gaW1hZ2UncwogICAg
+ICBoZWFkZXIgYmVmb3JlIGl0IGlzIGRlY29kZWQuCiAgICAtIFdoZW4gYC0tbWF4LWNvbm5lY3Rpb25zYCBhcmUgb3BlbiwgZnVy
+dGhlciBjb25uZWN0aW9ucyBhbnN3ZXIgdGhlIGhlYWx0aCBwcm9iZXMgKGAvdjIvaGVhbHRoL2xpdmVgLAogICAgICBgL3YyL2hl
+YWx0aC9yZWFkeWApIGFuZCA1MDMgdG8gZXZlcnl0aGluZyBlbHNlLCB0aGVuIGNsb3NlLgogICAgLSBge21vZGVsfWAgbXVzdCBt
+YXRjaCBgW0EtWmEtejAtOV8uLV17MSw2NH1gIChub3QgYC5gIG9yIGAuLmApIGFuZCBge3ZlcnNpb259YCBtdXN0IGJlIGEgcG9z
+aXRpdmUgaW50ZWdlciwKICAgICAgb3RoZXJ3aXNlIDQwMC4gUm91dGVzIHdpdGhvdXQgYC92ZXJzaW9ucy97dmVyc2lvbn1gIHVz
+ZSB0aGUgbW9kZWwncyBkZWZhdWx0IHZlcnNpb24uCiAgICAtIEpTT04gaGFzIG5vIE5hTiBvciBpbmZpbml0eTogbm9uLWZpbml0
+ZSBmbG9hdHMgaW4gSlNPTiBvdXRwdXRzIGFyZSB3cml0dGVuIGFzIGBudWxsYDsgcmVxdWVzdCBiaW5hcnkKICAgICAgb3V0cHV0
+cyB0byByZWNlaXZlIGV4YWN0IElFRUUgdmFsdWVzLgogICAgLSBCWVRFUyBlbGVtZW50cyBpbiBKU09OIGFyZSBzdHJpbmdzICh0
+aGVpciBVVEYtOCBieXRlcyBhcmUgdGhlIGVsZW1lbnQpLCBub3QgYmFzZTY0LCBhcyBpbiBUcml0b24uCiAgICAtIEV2ZXJ5IHJl
+c3BvbnNlIGNhcnJpZXMgYFgtUmVxdWVzdC1JRGAgKHRoZSBjbGllbnQncywgb3Igb25lIHRoZSBzZXJ2ZXIgZ2VuZXJhdGVkKS4K
+ICAgIC0gRXZlcnkgcmVzcG9uc2UgY2FycmllcyBgdHJhY2VwYXJlbnRgIChXM0MgVHJhY2UgQ29udGV4dCk6IHRoZSByZXF1ZXN0
+J3MgdHJhY2UgY29udGludWVkIGZyb20gYSB2YWxpZAogICAgICBgdHJhY2VwYXJlbnRgIHJlcXVlc3QgaGVhZGVyLCBvciBhIG5l
+dyBvbmU7IHRoZSB0cmFjZSBpZCBpcyBsb2dnZWQgYXMgYHRyYWNlX2lkYCBpbiB0aGUgYWNjZXNzIGxvZy4KICAgIC0gQ29tcHJl
+c3NlZCByZXF1ZXN0IGJvZGllcyAoYENvbnRlbnQtRW5jb2RpbmdgIG90aGVyIHRoYW4gaWRlbnRpdHkpIGFyZSByZWZ1c2VkIHdp
+dGggNDE1LgogICAgLSBUaGUgcmVxdWVzdCBwYXJhbWV0ZXIgYHRpbWVvdXRgIChtaWNyb3NlY29uZHMsIGFzIGluIFRyaXRvbikg
+Ym91bmRzIHRoZSB0aW1lIGFuIGluZmVyZW5jZSB3YWl0cyBpbiB0aGUgcXVldWUuCiAgbGljZW5zZToKICAgIG5hbWU6IEFwYWNo
+ZS0yLjAKICAgIGlkZW50aWZpZXI6IEFwYWNoZS0yLjAKc2VydmVyczoKICAtIHVybDogaHR0cDovL2xvY2FsaG9zdDo4MDAwCiAg
+ICBkZXNjcmlwdGlvbjogRGVmYXVsdCBsb2NhbCBzZXJ2ZXIKdGFnczoKICAtIG5hbWU6IGhlYWx0aAogICAgZGVzY3JpcHRpb246
+IExpdmVuZXNzIGFuZCByZWFkaW5lc3MKICAtIG5hbWU6IG1ldGFkYXRhCiAgICBkZXNjcmlwdGlvbjogU2VydmVyIGFuZCBtb2Rl
+bCBtZXRhZGF0YQogIC0gbmFtZTogaW5mZXJlbmNlCiAgICBkZXNjcmlwdGlvbjogVjIgaW5mZXJlbmNlIGFuZCBpbWFnZSBjbGFz
+c2lmaWNhdGlvbgogIC0gbmFtZTogcmVwb3NpdG9yeQogICAgZGVzY3JpcHRpb246IE1vZGVsIHJlcG9zaXRvcnkgbWFuYWdlbWVu
+dAogIC0gbmFtZTogb2JzZXJ2YWJpbGl0eQogICAgZGVzY3JpcHRpb246IFN0YXRpc3RpY3MgYW5kIFByb21ldGhldXMgbWV0cmlj
+cwogIC0gbmFtZTogY29uc29sZQogICAgZGVzY3JpcHRpb246IFRoZSB3ZWIgY29uc29sZSBhbmQgdGhpcyBzcGVjaWZpY2F0aW9u
+CnBhdGhzOgogIC86CiAgICBnZXQ6CiAgICAgIG9wZXJhdGlvbklkOiBjb25zb2xlCiAgICAgIHRhZ3M6IFtjb25zb2xlXQogICAg
+ICBzdW1tYXJ5OiBXZWIgY29uc29sZQogICAgICBkZXNjcmlwdGlvbjogfAogICAgICAgIE9uZSBzZWxmLWNvbnRhaW5lZCBwYWdl
+IChubyBleHRlcm5hbCBhc3NldHMpIHNob3dpbmcgZXZlcnkgbW9kZWwgd2l0aCBpdHMgdmVyc2lvbnMsIHN0YXRlcywgZmFpbHVy
+ZSByZWFzb25zLAogICAgICAgIHRyYWZmaWMgc3BsaXQgYW5kIGNhc2NhZGU7IGFuIGltYWdlIHBhbmVsIHRoYXQgY2xhc3NpZmll
+cyBhIGRyb3BwZWQgb3IgcGlja2VkIHBpY3R1cmUgd2l0aCB0aGUgdG9wLWsgY2xhc3NlcwogICAgICAgIGFzIGJhcnMsIHRoZSBs
+YXRlbmN5IGFuZCB3aG8gYW5zd2VyZWQ7IGxpdmUgZmlndXJlcyBmcm9tIGAvbWV0cmljc2AgZXZlcnkgMyBzOyBhbmQgdGhlIGFk
+bWluIGFjdGlvbnMgKHBpbiwKICAgICAgICB1bnBpbiwgbG9hZCwgdW5sb2FkKSBiZWhpbmQgYSB0b2tlbiBmaWVsZC4KICAgICAg
+cGFyYW1ldGVyczoKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9UcmFjZXBhcmVudCcKICAgICAgcmVz
+cG9uc2VzOgogICAgICAgICcyMDAnOgogICAgICAgICAgZGVzY3JpcHRpb246IFRoZSBwYWdlLgogICAgICAgICAgaGVhZGVyczoK
+ICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL1RyYWNlcGFy
+ZW50JwogICAgICAgICAgY29udGVudDoKICAgICAgICAgICAgdGV4dC9odG1sOgogICAgICAgICAgICAgIHNjaGVtYToKICAgICAg
+ICAgICAgICAgIHR5cGU6IHN0cmluZwogIC9vcGVuYXBpLnlhbWw6CiAgICBnZXQ6CiAgICAgIG9wZXJhdGlvbklkOiBvcGVuQVBJ
+U3BlYwogICAgICB0YWdzOiBbY29uc29sZV0KICAgICAgc3VtbWFyeTogVGhpcyBzcGVjaWZpY2F0aW9uCiAgICAgIHBhcmFtZXRl
+cnM6CiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVHJhY2VwYXJlbnQnCiAgICAgIHJlc3BvbnNlczoK
+ICAgICAgICAnMjAwJzoKICAgICAgICAgIGRlc2NyaXB0aW9uOiBvcGVuYXBpLnlhbWwgYXMgYnVpbHQgaW50byB0aGUgc2VydmVy
+LgogICAgICAgICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9u
+ZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29udGVudDoKICAgICAgICAgICAgYXBwbGljYXRpb24veWFtbDoK
+ICAgICAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICB0eXBlOiBzdHJpbmcKICAvdjI6CiAgICBnZXQ6CiAgICAgIG9w
+ZXJhdGlvbklkOiBzZXJ2ZXJNZXRhZGF0YQogICAgICB0YWdzOiBbbWV0YWRhdGFdCiAgICAgIHN1bW1hcnk6IFNlcnZlciBtZXRh
+ZGF0YQogICAgICBwYXJhbWV0ZXJzOgogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL1RyYWNlcGFyZW50
+JwogICAgICByZXNwb25zZXM6CiAgICAgICAgJzIwMCc6CiAgICAgICAgICBkZXNjcmlwdGlvbjogU2VydmVyIG5hbWUsIHZlcnNp
+b24gYW5kIHN1cHBvcnRlZCBwcm90b2NvbCBleHRlbnNpb25zLgogICAgICAgICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2Vw
+YXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29u
+dGVudDoKICAgICAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICAk
+cmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvU2VydmVyTWV0YWRhdGEnCiAgICAgICAgJzUwMCc6CiAgICAgICAgICAkcmVmOiAn
+Iy9jb21wb25lbnRzL3Jlc3BvbnNlcy9JbnRlcm5hbEVycm9yJwogIC92Mi9oZWFsdGgvbGl2ZToKICAgIGdldDoKICAgICAgb3Bl
+cmF0aW9uSWQ6IHNlcnZlckxpdmUKICAgICAgdGFnczogW2hlYWx0aF0KICAgICAgc3VtbWFyeTogTGl2ZW5lc3MKICAgICAgZGVz
+Y3JpcHRpb246IDIwMCB3aGlsZSB0aGUgcHJvY2VzcyBjYW4gc2VydmUgSFRUUDsgdXNlZCBieSBvcmNoZXN0cmF0b3JzIHRvIHJl
+c3RhcnQgYSB3ZWRnZWQgc2VydmVyLgogICAgICBwYXJhbWV0ZXJzOgogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJh
+bWV0ZXJzL1RyYWNlcGFyZW50JwogICAgICByZXNwb25zZXM6CiAgICAgICAgJzIwMCc6CiAgICAgICAgICBkZXNjcmlwdGlvbjog
+VGhlIHNlcnZlciBpcyBsaXZlLgogICAgICAgICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAg
+ICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29udGVudDoKICAgICAgICAgICAg
+YXBwbGljYXRpb24vanNvbjoKICAgICAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRz
+L3NjaGVtYXMvTGl2ZW5lc3MnCiAgICAgICAgJzUwMyc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9V
+bmF2YWlsYWJsZScKICAvdjIvaGVhbHRoL3JlYWR5OgogICAgZ2V0OgogICAgICBvcGVyYXRpb25JZDogc2VydmVyUmVhZHkKICAg
+ICAgdGFnczogW2hlYWx0aF0KICAgICAgc3VtbWFyeTogUmVhZGluZXNzCiAgICAgIGRlc2NyaXB0aW9uOiB8CiAgICAgICAgMjAw
+IHdoZW4gZXZlcnkgcmVxdWlyZWQgbW9kZWwgaGFzIGEgUkVBRFkgdmVyc2lvbjogdGhlIG1vZGVscyBuYW1lZCBieSBgLS1yZXF1
+aXJlLW1vZGVsc2AsIGVsc2UgZXZlcnkgbW9kZWwKICAgICAgICB3aG9zZSBkaXJlY3RvcnkgaGVsZCBhIHZlcnNpb24gYXQgc3Rh
+cnQuIE1vZGVscyBhZGRlZCBsYXRlciAodXBsb2FkLCBwb2xsaW5nKSBuZXZlciBtYWtlIGl0IDUwMyBieSBmYWlsaW5nOwogICAg
+ICAgIGFuIGVtcHR5IHJlcG9zaXRvcnkgd2l0aCBub3RoaW5nIHJlcXVpcmVkIGlzIHJlYWR5LiA1MDMgd2hpbGUgc3RhcnRpbmcg
+KHJlcG9zaXRvcnkgbm90IHlldCBzY2FubmVkKSBvciBkcmFpbmluZy4KICAgICAgcGFyYW1ldGVyczoKICAgICAgICAtICRyZWY6
+ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9UcmFjZXBhcmVudCcKICAgICAgcmVzcG9uc2VzOgogICAgICAgICcyMDAnOgogICAg
+ICAgICAgZGVzY3JpcHRpb246IFJlYWR5LgogICAgICAgICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAg
+ICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29udGVudDoKICAgICAg
+ICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21w
+b25lbnRzL3NjaGVtYXMvUmVhZGluZXNzJwogICAgICAgICc1MDMnOgogICAgICAgICAgZGVzY3JpcHRpb246IE5vdCByZWFkeSAo
+c3RhcnRpbmcsIGEgcmVxdWlyZWQgbW9kZWwgd2l0aG91dCBhIFJFQURZIHZlcnNpb24sIG9yIGRyYWluaW5nIGFmdGVyIFNJR1RF
+Uk0pLgogICAgICAgICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29t
+cG9uZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29udGVudDoKICAgICAgICAgICAgYXBwbGljYXRpb24vanNv
+bjoKICAgICAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvUmVhZGlu
+ZXNzJwogIC92Mi9tb2RlbHM6CiAgICBnZXQ6CiAgICAgIG9wZXJhdGlvbklkOiBtb2RlbExpc3QKICAgICAgdGFnczogW21ldGFk
+YXRhXQogICAgICBzdW1tYXJ5OiBNb2RlbHMsIHZlcnNpb25zIGFuZCBzdGF0ZXMgKHB1YmxpYywgcmVhZC1vbmx5KQogICAgICBk
+ZXNjcmlwdGlvbjogfAogICAgICAgIEV2ZXJ5IG1vZGVsIG9mIHRoZSByZXBvc2l0b3J5IHdpdGggaXRzIGRlZmF1bHQgdmVyc2lv
+biwgd2hldGhlciB0aGF0IHZlcnNpb24gaXMgcGlubmVkLCBhbmQgZWFjaCB2ZXJzaW9uJ3MKICAgICAgICBzdGF0ZS4gRmFpbHVy
+ZSByZWFzb25zIGFyZSBsZWZ0IG91dCAodGhleSBhcmUgZm9yIG9wZXJhdG9yczogYFBPU1QgL3YyL3JlcG9zaXRvcnkvaW5kZXhg
+KS4KICAgICAgcGFyYW1ldGVyczoKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9UcmFjZXBhcmVudCcK
+ICAgICAgcmVzcG9uc2VzOgogICAgICAgICcyMDAnOgogICAgICAgICAgZGVzY3JpcHRpb246IFRoZSBtb2RlbHMsIHNvcnRlZCBi
+eSBuYW1lOyB2ZXJzaW9ucyBpbiBhc2NlbmRpbmcgb3JkZXIuCiAgICAgICAgICBoZWFkZXJzOgogICAgICAgICAgICB0cmFjZXBh
+cmVudDoKICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgICBjb250
+ZW50OgogICAgICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgICAgICRy
+ZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9Nb2RlbExpc3QnCiAgL3YyL21vZGVscy97bW9kZWx9OgogICAgZ2V0OgogICAgICBv
+cGVyYXRpb25JZDogbW9kZWxNZXRhZGF0YQogICAgICB0YWdzOiBbbWV0YWRhdGFdCiAgICAgIHN1bW1hcnk6IE1ldGFkYXRhIG9m
+IGEgbW9kZWwncyBkZWZhdWx0IHZlcnNpb24KICAgICAgcGFyYW1ldGVyczoKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMv
+cGFyYW1ldGVycy9UcmFjZXBhcmVudCcKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9Nb2RlbCcKICAg
+ICAgcmVzcG9uc2VzOgogICAgICAgICcyMDAnOgogICAgICAgICAgZGVzY3JpcHRpb246IE1vZGVsIG1ldGFkYXRhLgogICAgICAg
+ICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFk
+ZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29udGVudDoKICAgICAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAg
+ICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvTW9kZWxNZXRhZGF0YScKICAg
+ICAgICAnNDAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAgICAgICAgJzQw
+NCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcKICAgICAgICAnNTAzJzoKICAgICAg
+ICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1VuYXZhaWxhYmxlJwogIC92Mi9tb2RlbHMve21vZGVsfS92ZXJzaW9u
+cy97dmVyc2lvbn06CiAgICBnZXQ6CiAgICAgIG9wZXJhdGlvbklkOiBtb2RlbFZlcnNpb25NZXRhZGF0YQogICAgICB0YWdzOiBb
+bWV0YWRhdGFdCiAgICAgIHN1bW1hcnk6IE1ldGFkYXRhIG9mIG9uZSBtb2RlbCB2ZXJzaW9uCiAgICAgIHBhcmFtZXRlcnM6CiAg
+ICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgLSAkcmVmOiAnIy9jb21w
+b25lbnRzL3BhcmFtZXRlcnMvTW9kZWwnCiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVmVyc2lvbicK
+ICAgICAgcmVzcG9uc2VzOgogICAgICAgICcyMDAnOgogICAgICAgICAgZGVzY3JpcHRpb246IE1vZGVsIG1ldGFkYXRhLgogICAg
+ICAgICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9o
+ZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29udGVudDoKICAgICAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAg
+ICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvTW9kZWxNZXRhZGF0YScK
+ICAgICAgICAnNDAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAgICAgICAg
+JzQwNCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcKICAgICAgICAnNTAzJzoKICAg
+ICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1VuYXZhaWxhYmxlJwogIC92Mi9tb2RlbHMve21vZGVsfS9yZWFk
+eToKICAgIGdldDoKICAgICAgb3BlcmF0aW9uSWQ6IG1vZGVsUmVhZHkKICAgICAgdGFnczogW2hlYWx0aF0KICAgICAgc3VtbWFy
+eTogUmVhZGluZXNzIG9mIGEgbW9kZWwncyBkZWZhdWx0IHZlcnNpb24KICAgICAgcGFyYW1ldGVyczoKICAgICAgICAtICRyZWY6
+ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9UcmFjZXBhcmVudCcKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1l
+dGVycy9Nb2RlbCcKICAgICAgcmVzcG9uc2VzOgogICAgICAgICcyMDAnOgogICAgICAgICAgZGVzY3JpcHRpb246IFJlYWR5Lgog
+ICAgICAgICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50
+cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29udGVudDoKICAgICAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAg
+ICAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvTW9kZWxSZWFkaW5l
+c3MnCiAgICAgICAgJzQwMCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9CYWRSZXF1ZXN0JwogICAg
+ICAgICc0MDQnOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvTm90Rm91bmQnCiAgICAgICAgJzUwMyc6
+CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9VbmF2YWlsYWJsZScKICAvdjIvbW9kZWxzL3ttb2RlbH0v
+dmVyc2lvbnMve3ZlcnNpb259L3JlYWR5OgogICAgZ2V0OgogICAgICBvcGVyYXRpb25JZDogbW9kZWxWZXJzaW9uUmVhZHkKICAg
+ICAgdGFnczogW2hlYWx0aF0KICAgICAgc3VtbWFyeTogUmVhZGluZXNzIG9mIG9uZSBtb2RlbCB2ZXJzaW9uCiAgICAgIHBhcmFt
+ZXRlcnM6CiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgLSAkcmVm
+OiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvTW9kZWwnCiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMv
+VmVyc2lvbicKICAgICAgcmVzcG9uc2VzOgogICAgICAgICcyMDAnOgogICAgICAgICAgZGVzY3JpcHRpb246IFJlYWR5LgogICAg
+ICAgICAgaGVhZGVyczoKICAgICAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9o
+ZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAgICAgY29udGVudDoKICAgICAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAg
+ICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvTW9kZWxSZWFkaW5lc3Mn
+CiAgICAgICAgJzQwMCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9CYWRSZXF1ZXN0JwogICAgICAg
+ICc0MDQnOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvTm90Rm91bmQnCiAgICAgICAgJzUwMyc6CiAg
+ICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9VbmF2YWlsYWJsZScKICAvdjIvbW9kZWxzL3ttb2RlbH0vaW5m
+ZXI6CiAgICBwb3N0OgogICAgICBvcGVyYXRpb25JZDogbW9kZWxJbmZlcgogICAgICB0YWdzOiBbaW5mZXJlbmNlXQogICAgICBz
+dW1tYXJ5OiBJbmZlcmVuY2Ugb24gYSBtb2RlbCdzIGRlZmF1bHQgdmVyc2lvbgogICAgICBwYXJhbWV0ZXJzOgogICAgICAgIC0g
+JHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL1RyYWNlcGFyZW50JwogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9w
+YXJhbWV0ZXJzL01vZGVsJwogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL0luZmVyZW5jZUhlYWRlckNv
+bnRlbnRMZW5ndGgnCiAgICAgIHJlcXVlc3RCb2R5OgogICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVxdWVzdEJvZGllcy9J
+bmZlcmVuY2UnCiAgICAgIHJlc3BvbnNlczoKICAgICAgICAnMjAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVz
+cG9uc2VzL0luZmVyZW5jZScKICAgICAgICAnNDAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0Jh
+ZFJlcXVlc3QnCiAgICAgICAgJzQwNCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcK
+ICAgICAgICAnNDEzJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1BheWxvYWRUb29MYXJnZScKICAg
+ICAgICAnNDE1JzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1Vuc3VwcG9ydGVkTWVkaWFUeXBlJwog
+ICAgICAgICc0MjknOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvVG9vTWFueVJlcXVlc3RzJwogICAg
+ICAgICc1MDMnOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvVW5hdmFpbGFibGUnCiAgICAgICAgJzUw
+NCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9UaW1lb3V0JwogIC92Mi9tb2RlbHMve21vZGVsfS92
+ZXJzaW9ucy97dmVyc2lvbn0vaW5mZXI6CiAgICBwb3N0OgogICAgICBvcGVyYXRpb25JZDogbW9kZWxWZXJzaW9uSW5mZXIKICAg
+ICAgdGFnczogW2luZmVyZW5jZV0KICAgICAgc3VtbWFyeTogSW5mZXJlbmNlIG9uIG9uZSBtb2RlbCB2ZXJzaW9uCiAgICAgIHBh
+cmFtZXRlcnM6CiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgLSAk
+cmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvTW9kZWwnCiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRl
+cnMvVmVyc2lvbicKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9JbmZlcmVuY2VIZWFkZXJDb250ZW50
+TGVuZ3RoJwogICAgICByZXF1ZXN0Qm9keToKICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3JlcXVlc3RCb2RpZXMvSW5mZXJl
+bmNlJwogICAgICByZXNwb25zZXM6CiAgICAgICAgJzIwMCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNl
+cy9JbmZlcmVuY2UnCiAgICAgICAgJzQwMCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9CYWRSZXF1
+ZXN0JwogICAgICAgICc0MDQnOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvTm90Rm91bmQnCiAgICAg
+ICAgJzQxMyc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9QYXlsb2FkVG9vTGFyZ2UnCiAgICAgICAg
+JzQxNSc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9VbnN1cHBvcnRlZE1lZGlhVHlwZScKICAgICAg
+ICAnNDI5JzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1Rvb01hbnlSZXF1ZXN0cycKICAgICAgICAn
+NTAzJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1VuYXZhaWxhYmxlJwogICAgICAgICc1MDQnOgog
+ICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvVGltZW91dCcKICAvdjIvbW9kZWxzL3ttb2RlbH0vY2xhc3Np
+Znk6CiAgICBwb3N0OgogICAgICBvcGVyYXRpb25JZDogbW9kZWxDbGFzc2lmeQogICAgICB0YWdzOiBbaW5mZXJlbmNlXQogICAg
+ICBzdW1tYXJ5OiBDbGFzc2lmeSBhbiBpbWFnZSB3aXRoIGEgbW9kZWwncyBkZWZhdWx0IHZlcnNpb24KICAgICAgZGVzY3JpcHRp
+b246IHwKICAgICAgICBUaGUgaW1hZ2UgaXMgZGVjb2RlZCwgcHJlcHJvY2Vzc2VkIHdpdGggdGhlIG1vZGVsJ3MgY29uZmlndXJh
+dGlvbiAocmVzaXplLCBjcm9wLCBub3JtYWxpemUsIGxheW91dCkKICAgICAgICBhbmQgcnVuOyB0aGUgcmVzcG9uc2UgbGlzdHMg
+dGhlIGB0b3Bfa2AgY2xhc3NlcyBwZXIgaW1hZ2UsIGhpZ2hlc3Qgc2NvcmUgZmlyc3QuCiAgICAgIHBhcmFtZXRlcnM6CiAgICAg
+ICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25l
+bnRzL3BhcmFtZXRlcnMvTW9kZWwnCiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVG9wSycKICAgICAg
+cmVxdWVzdEJvZHk6CiAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXF1ZXN0Qm9kaWVzL0ltYWdlJwogICAgICByZXNwb25z
+ZXM6CiAgICAgICAgJzIwMCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9DbGFzc2lmeScKICAgICAg
+ICAnNDAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAgICAgICAgJzQwNCc6
+CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcKICAgICAgICAnNDEzJzoKICAgICAgICAg
+ICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1BheWxvYWRUb29MYXJnZScKICAgICAgICAnNDE1JzoKICAgICAgICAgICRy
+ZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1Vuc3VwcG9ydGVkTWVkaWFUeXBlJwogICAgICAgICc0MjknOgogICAgICAgICAg
+JHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvVG9vTWFueVJlcXVlc3RzJwogICAgICAgICc1MDMnOgogICAgICAgICAgJHJl
+ZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvVW5hdmFpbGFibGUnCiAgICAgICAgJzUwNCc6CiAgICAgICAgICAkcmVmOiAnIy9j
+b21wb25lbnRzL3Jlc3BvbnNlcy9UaW1lb3V0JwogIC92Mi9tb2RlbHMve21vZGVsfS92ZXJzaW9ucy97dmVyc2lvbn0vY2xhc3Np
+Znk6CiAgICBwb3N0OgogICAgICBvcGVyYXRpb25JZDogbW9kZWxWZXJzaW9uQ2xhc3NpZnkKICAgICAgdGFnczogW2luZmVyZW5j
+ZV0KICAgICAgc3VtbWFyeTogQ2xhc3NpZnkgYW4gaW1hZ2Ugd2l0aCBvbmUgbW9kZWwgdmVyc2lvbgogICAgICBwYXJhbWV0ZXJz
+OgogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL1RyYWNlcGFyZW50JwogICAgICAgIC0gJHJlZjogJyMv
+Y29tcG9uZW50cy9wYXJhbWV0ZXJzL01vZGVsJwogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL1ZlcnNp
+b24nCiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVG9wSycKICAgICAgcmVxdWVzdEJvZHk6CiAgICAg
+ICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXF1ZXN0Qm9kaWVzL0ltYWdlJwogICAgICByZXNwb25zZXM6CiAgICAgICAgJzIwMCc6
+CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9DbGFzc2lmeScKICAgICAgICAnNDAwJzoKICAgICAgICAg
+ICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAgICAgICAgJzQwNCc6CiAgICAgICAgICAkcmVmOiAn
+Iy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcKICAgICAgICAnNDEzJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVu
+dHMvcmVzcG9uc2VzL1BheWxvYWRUb29MYXJnZScKICAgICAgICAnNDE1JzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMv
+cmVzcG9uc2VzL1Vuc3VwcG9ydGVkTWVkaWFUeXBlJwogICAgICAgICc0MjknOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50
+cy9yZXNwb25zZXMvVG9vTWFueVJlcXVlc3RzJwogICAgICAgICc1MDMnOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9y
+ZXNwb25zZXMvVW5hdmFpbGFibGUnCiAgICAgICAgJzUwNCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNl
+cy9UaW1lb3V0JwogIC92Mi9tb2RlbHMve21vZGVsfS9jb25maWc6CiAgICBnZXQ6CiAgICAgIG9wZXJhdGlvbklkOiBtb2RlbENv
+bmZpZwogICAgICB0YWdzOiBbbWV0YWRhdGFdCiAgICAgIHN1bW1hcnk6IENvbmZpZ3VyYXRpb24gb2YgYSBtb2RlbCdzIGRlZmF1
+bHQgdmVyc2lvbiAoVHJpdG9uJ3MgbW9kZWwgY29uZmlndXJhdGlvbiBleHRlbnNpb24pCiAgICAgIHBhcmFtZXRlcnM6CiAgICAg
+ICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25l
+bnRzL3BhcmFtZXRlcnMvTW9kZWwnCiAgICAgIHJlc3BvbnNlczoKICAgICAgICAnMjAwJzoKICAgICAgICAgIGRlc2NyaXB0aW9u
+OiBUaGUgZWZmZWN0aXZlIGNvbmZpZ3VyYXRpb24uCiAgICAgICAgICBoZWFkZXJzOgogICAgICAgICAgICB0cmFjZXBhcmVudDoK
+ICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgICBjb250ZW50Ogog
+ICAgICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgICAgICRyZWY6ICcj
+L2NvbXBvbmVudHMvc2NoZW1hcy9Nb2RlbENvbmZpZycKICAgICAgICAnNDAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVu
+dHMvcmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAgICAgICAgJzQwNCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3Bv
+bnNlcy9Ob3RGb3VuZCcKICAgICAgICAnNTAzJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1VuYXZh
+aWxhYmxlJwogIC92Mi9tb2RlbHMve21vZGVsfS92ZXJzaW9ucy97dmVyc2lvbn0vY29uZmlnOgogICAgZ2V0OgogICAgICBvcGVy
+YXRpb25JZDogbW9kZWxWZXJzaW9uQ29uZmlnCiAgICAgIHRhZ3M6IFttZXRhZGF0YV0KICAgICAgc3VtbWFyeTogQ29uZmlndXJh
+dGlvbiBvZiBvbmUgbW9kZWwgdmVyc2lvbgogICAgICBwYXJhbWV0ZXJzOgogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9w
+YXJhbWV0ZXJzL1RyYWNlcGFyZW50JwogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL01vZGVsJwogICAg
+ICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL1ZlcnNpb24nCiAgICAgIHJlc3BvbnNlczoKICAgICAgICAnMjAw
+JzoKICAgICAgICAgIGRlc2NyaXB0aW9uOiBUaGUgZWZmZWN0aXZlIGNvbmZpZ3VyYXRpb24uCiAgICAgICAgICBoZWFkZXJzOgog
+ICAgICAgICAgICB0cmFjZXBhcmVudDoKICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJl
+bnQnCiAgICAgICAgICBjb250ZW50OgogICAgICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgICAgIHNjaGVtYToK
+ICAgICAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9Nb2RlbENvbmZpZycKICAgICAgICAnNDAwJzoKICAg
+ICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAgICAgICAgJzQwNCc6CiAgICAgICAgICAk
+cmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcKICAgICAgICAnNTAzJzoKICAgICAgICAgICRyZWY6ICcjL2Nv
+bXBvbmVudHMvcmVzcG9uc2VzL1VuYXZhaWxhYmxlJwogIC92Mi9tb2RlbHMve21vZGVsfS9zdGF0czoKICAgIGdldDoKICAgICAg
+b3BlcmF0aW9uSWQ6IG1vZGVsU3RhdHMKICAgICAgdGFnczogW29ic2VydmFiaWxpdHldCiAgICAgIHN1bW1hcnk6IFN0YXRpc3Rp
+Y3Mgb2YgZXZlcnkgbG9hZGVkIHZlcnNpb24gb2YgYSBtb2RlbAogICAgICBwYXJhbWV0ZXJzOgogICAgICAgIC0gJHJlZjogJyMv
+Y29tcG9uZW50cy9wYXJhbWV0ZXJzL1RyYWNlcGFyZW50JwogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJz
+L01vZGVsJwogICAgICByZXNwb25zZXM6CiAgICAgICAgJzIwMCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3Bv
+bnNlcy9TdGF0aXN0aWNzJwogICAgICAgICc0MDAnOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvQmFk
+UmVxdWVzdCcKICAgICAgICAnNDA0JzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL05vdEZvdW5kJwog
+IC92Mi9tb2RlbHMve21vZGVsfS92ZXJzaW9ucy97dmVyc2lvbn0vc3RhdHM6CiAgICBnZXQ6CiAgICAgIG9wZXJhdGlvbklkOiBt
+b2RlbFZlcnNpb25TdGF0cwogICAgICB0YWdzOiBbb2JzZXJ2YWJpbGl0eV0KICAgICAgc3VtbWFyeTogU3RhdGlzdGljcyBvZiBv
+bmUgbW9kZWwgdmVyc2lvbgogICAgICBwYXJhbWV0ZXJzOgogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJz
+L1RyYWNlcGFyZW50JwogICAgICAgIC0gJHJlZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL01vZGVsJwogICAgICAgIC0gJHJl
+ZjogJyMvY29tcG9uZW50cy9wYXJhbWV0ZXJzL1ZlcnNpb24nCiAgICAgIHJlc3BvbnNlczoKICAgICAgICAnMjAwJzoKICAgICAg
+ICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1N0YXRpc3RpY3MnCiAgICAgICAgJzQwMCc6CiAgICAgICAgICAkcmVm
+OiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9CYWRSZXF1ZXN0JwogICAgICAgICc0MDQnOgogICAgICAgICAgJHJlZjogJyMvY29t
+cG9uZW50cy9yZXNwb25zZXMvTm90Rm91bmQnCiAgL3YyL3JlcG9zaXRvcnkvaW5kZXg6CiAgICBwb3N0OgogICAgICBvcGVyYXRp
+b25JZDogcmVwb3NpdG9yeUluZGV4CiAgICAgIHRhZ3M6IFtyZXBvc2l0b3J5XQogICAgICBzdW1tYXJ5OiBMaXN0IHRoZSBtb2Rl
+bHMgYW5kIHZlcnNpb25zIGluIHRoZSByZXBvc2l0b3J5CiAgICAgIHNlY3VyaXR5OgogICAgICAgIC0ge30KICAgICAgICAtIGJl
+YXJlckF1dGg6IFtdCiAgICAgIHJlcXVlc3RCb2R5OgogICAgICAgIHJlcXVpcmVkOiBmYWxzZQogICAgICAgIGNvbnRlbnQ6CiAg
+ICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9u
+ZW50cy9zY2hlbWFzL1JlcG9zaXRvcnlJbmRleFJlcXVlc3QnCiAgICAgIHBhcmFtZXRlcnM6CiAgICAgICAgLSAkcmVmOiAnIy9j
+b21wb25lbnRzL3BhcmFtZXRlcnMvVHJhY2VwYXJlbnQnCiAgICAgIHJlc3BvbnNlczoKICAgICAgICAnMjAwJzoKICAgICAgICAg
+IGRlc2NyaXB0aW9uOiBPbmUgZW50cnkgcGVyIG1vZGVsIHZlcnNpb24gZm91bmQuCiAgICAgICAgICBoZWFkZXJzOgogICAgICAg
+ICAgICB0cmFjZXBhcmVudDoKICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAg
+ICAgICAgICBjb250ZW50OgogICAgICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgICAgIHNjaGVtYToKICAgICAg
+ICAgICAgICAgIHR5cGU6IGFycmF5CiAgICAgICAgICAgICAgICBpdGVtczoKICAgICAgICAgICAgICAgICAgJHJlZjogJyMvY29t
+cG9uZW50cy9zY2hlbWFzL1JlcG9zaXRvcnlJbmRleEVudHJ5JwogICAgICAgICc0MDAnOgogICAgICAgICAgJHJlZjogJyMvY29t
+cG9uZW50cy9yZXNwb25zZXMvQmFkUmVxdWVzdCcKICAgICAgICAnNDAxJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMv
+cmVzcG9uc2VzL1VuYXV0aG9yaXplZCcKICAgICAgICAnNDAzJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9u
+c2VzL0ZvcmJpZGRlbicKICAvdjIvcmVwb3NpdG9yeS9tb2RlbHMve21vZGVsfS9sb2FkOgogICAgcG9zdDoKICAgICAgb3BlcmF0
+aW9uSWQ6IHJlcG9zaXRvcnlNb2RlbExvYWQKICAgICAgdGFnczogW3JlcG9zaXRvcnldCiAgICAgIHN1bW1hcnk6IExvYWQgKG9y
+IHJlbG9hZCkgYSBtb2RlbCdzIHZlcnNpb25zIGZyb20gdGhlIHJlcG9zaXRvcnkKICAgICAgZGVzY3JpcHRpb246IHwKICAgICAg
+ICBOZXcgdmVyc2lvbnMgYXJlIGNvbXBpbGVkIGJlZm9yZSB0aGV5IGFyZSBwdWJsaXNoZWQ7IHJlcXVlc3RzIGluIGZsaWdodCBr
+ZWVwIHRoZSB2ZXJzaW9uIHRoZXkgc3RhcnRlZCBvbi4KICAgICAgICBBIFJFQURZIHZlcnNpb24gaXMgbmV2ZXIgZHJvcHBlZCBi
+ZWZvcmUgaXRzIHJlcGxhY2VtZW50IGlzIFJFQURZOiB3aGVuIG5vIHZlcnNpb24gb24gZGlzayBsb2FkcyAoYWxsIGZhaWxlZCwK
+ICAgICAgICBvciB0aGVpciBkaXJlY3RvcmllcyBhcmUgZ29uZSkgdGhlIGxvYWQgYW5zd2VycyBhbiBlcnJvciAoNDAwIG9yIDQw
+OSkgYW5kIHdoYXQgc2VydmVzIGtlZXBzIHNlcnZpbmcuCiAgICAgIHNlY3VyaXR5OgogICAgICAgIC0ge30KICAgICAgICAtIGJl
+YXJlckF1dGg6IFtdCiAgICAgIHBhcmFtZXRlcnM6CiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVHJh
+Y2VwYXJlbnQnCiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvTW9kZWwnCiAgICAgIHJlcXVlc3RCb2R5
+OgogICAgICAgIHJlcXVpcmVkOiBmYWxzZQogICAgICAgIGRlc2NyaXB0aW9uOiBUcml0b24ncyBsb2FkLXdpdGgtY29uZmlnOyBg
+Y29uZmlnYCAoY29uZmlnLmpzb24gYXMgYSBzdHJpbmcpIHJlcGxhY2VzIHRoZSBtb2RlbCdzIGNvbmZpZy5qc29uIGZpcnN0Lgog
+ICAgICAgIGNvbnRlbnQ6CiAgICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAg
+ICAgdHlwZTogb2JqZWN0CiAgICAgICAgICAgICAgcHJvcGVydGllczoKICAgICAgICAgICAgICAgIHBhcmFtZXRlcnM6CiAgICAg
+ICAgICAgICAgICAgIHR5cGU6IG9iamVjdAogICAgICAgICAgICAgICAgICBwcm9wZXJ0aWVzOgogICAgICAgICAgICAgICAgICAg
+IGNvbmZpZzoKICAgICAgICAgICAgICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICByZXNwb25zZXM6CiAgICAgICAgJzIwMCc6
+CiAgICAgICAgICBkZXNjcmlwdGlvbjogTG9hZGVkIChlbXB0eSBib2R5KS4KICAgICAgICAgIGhlYWRlcnM6CiAgICAgICAgICAg
+IHRyYWNlcGFyZW50OgogICAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvaGVhZGVycy9UcmFjZXBhcmVudCcKICAgICAg
+ICAnNDAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAgICAgICAgJzQwMSc6
+CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9VbmF1dGhvcml6ZWQnCiAgICAgICAgJzQwMyc6CiAgICAg
+ICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Gb3JiaWRkZW4nCiAgICAgICAgJzQwNCc6CiAgICAgICAgICAkcmVm
+OiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcKICAgICAgICAnNDA5JzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBv
+bmVudHMvcmVzcG9uc2VzL0NvbmZsaWN0JwogICAgICAgICc1MDMnOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNw
+b25zZXMvVW5hdmFpbGFibGUnCiAgICAgICAgJzUwNyc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9J
+bnN1ZmZpY2llbnRTdG9yYWdlJwogIC92Mi9yZXBvc2l0b3J5L21vZGVscy97bW9kZWx9L3VubG9hZDoKICAgIHBvc3Q6CiAgICAg
+IG9wZXJhdGlvbklkOiByZXBvc2l0b3J5TW9kZWxVbmxvYWQKICAgICAgdGFnczogW3JlcG9zaXRvcnldCiAgICAgIHN1bW1hcnk6
+IFVubG9hZCBhIG1vZGVsCiAgICAgIGRlc2NyaXB0aW9uOiBOZXcgcmVxdWVzdHMgZ2V0IDQwNCBhdCBvbmNlOyByZXF1ZXN0cyBp
+biBmbGlnaHQgY29tcGxldGUuCiAgICAgIHNlY3VyaXR5OgogICAgICAgIC0ge30KICAgICAgICAtIGJlYXJlckF1dGg6IFtdCiAg
+ICAgIHBhcmFtZXRlcnM6CiAgICAgICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvVHJhY2VwYXJlbnQnCiAgICAg
+ICAgLSAkcmVmOiAnIy9jb21wb25lbnRzL3BhcmFtZXRlcnMvTW9kZWwnCiAgICAgIHJlc3BvbnNlczoKICAgICAgICAnMjAwJzoK
+ICAgICAgICAgIGRlc2NyaXB0aW9uOiBVbmxvYWRlZCAoZW1wdHkgYm9keSkuCiAgICAgICAgICBoZWFkZXJzOgogICAgICAgICAg
+ICB0cmFjZXBhcmVudDoKICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAg
+ICAgJzQwMCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9CYWRSZXF1ZXN0JwogICAgICAgICc0MDEn
+OgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvVW5hdXRob3JpemVkJwogICAgICAgICc0MDMnOgogICAg
+ICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvRm9yYmlkZGVuJwogICAgICAgICc0MDQnOgogICAgICAgICAgJHJl
+ZjogJyMvY29tcG9uZW50cy9yZXNwb25zZXMvTm90Rm91bmQnCiAgL3YyL3JlcG9zaXRvcnkvbW9kZWxzL3ttb2RlbH0vdmVyc2lv
+bnMve3ZlcnNpb259OgogICAgcHV0OgogICAgICBvcGVyYXRpb25JZDogcmVwb3NpdG9yeVZlcnNpb25VcGxvYWQKICAgICAgdGFn
+czogW3JlcG9zaXRvcnldCiAgICAgIHN1bW1hcnk6IFVwbG9hZCBhbiBPTk5YIG1vZGVsIGFzIGEgbmV3IHZlcnNpb24KICAgICAg
+ZGVzY3JpcHRpb246IHwKICAgICAgICBBIHRyYW5zYWN0aW9uOiB0aGUgYm9keSBpcyB3cml0dGVuIHVuZGVyIGA8cmVwb3NpdG9y
+eT4vLnN0YWdpbmcvYCwgY29tcGlsZWQgYW5kIHJ1biBvbmNlIHRoZXJlLCBhbmQgb25seSB3aGVuIGl0CiAgICAgICAgaXMgUkVB
+RFkgcmVuYW1lZCBpbnRvIHBsYWNlIGFzIGA8cmVwb3NpdG9yeT4vPG1vZGVsPi88dmVyc2lvbj4vbW9kZWwub25ueGAgYW5kIHB1
+Ymxpc2hlZCAocGVyIHRoZSB2ZXJzaW9uIHBvbGljeSkuCiAgICAgICAgQSB2ZXJzaW9uIHRoYXQgZmFpbHMgKDQwMCksIG9yIGRv
+ZXMgbm90IGZpdCBgLS1tYXgtbW9kZWwtbWVtb3J5YCAoNTA3KSwgaXMgcmVtb3ZlZCBhbmQgbmV2ZXIgcmVhY2hlcyB0aGUKICAg
+ICAgICByZXBvc2l0b3J5OyB0aGUgc2VydmVkIHZlcnNpb25zIGtlZXAgc2VydmluZy4gQSB2ZXJzaW9uIGFscmVhZHkgb24gZGlz
+ayBhbnN3ZXJzIDQwOSB1bmxlc3MgYHJlcGxhY2U9dHJ1ZWAsCiAgICAgICAgd2hpY2gga2VlcHMgdGhlIG9sZCBmaWxlIHNlcnZp
+bmcgdW50aWwgdGhlIG5ldyBvbmUgaXMgUkVBRFkuIEEgcmVhZC1vbmx5IHJlcG9zaXRvcnkgYW5zd2VycyA0MDMsIGEgZnVsbCBv
+bmUgNTA3LgogICAgICAgIEFuIG9wdGlvbmFsIGBEaWdlc3Q6IHNoYS0yNTY9PGJhc2U2ND5gIGhlYWRlciBpcyBjaGVja2VkIGFn
+YWluc3QgdGhlIGJvZHkgYmVmb3JlIGFueXRoaW5nIGlzIHN0b3JlZC4KICAgICAgc2VjdXJpdHk6CiAgICAgICAgLSB7fQogICAg
+ICAgIC0gYmVhcmVyQXV0aDogW10KICAgICAgcGFyYW1ldGVyczoKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1l
+dGVycy9UcmFjZXBhcmVudCcKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9Nb2RlbCcKICAgICAgICAt
+ICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9WZXJzaW9uJwogICAgICAgIC0gbmFtZTogRGlnZXN0CiAgICAgICAgICBp
+bjogaGVhZGVyCiAgICAgICAgICByZXF1aXJlZDogZmFsc2UKICAgICAgICAgIGRlc2NyaXB0aW9uOiBSRkMgMzIzMCBkaWdlc3Qg
+b2YgdGhlIGJvZHksIGBzaGEtMjU2PTxiYXNlNjQgb2YgdGhlIFNIQS0yNTY+YC4KICAgICAgICAgIHNjaGVtYToKICAgICAgICAg
+ICAgdHlwZTogc3RyaW5nCiAgICAgICAgICAgIHBhdHRlcm46ICdec2hhLTI1Nj1bQS1aYS16MC05Ky9dezQzfT0kJwogICAgICAg
+IC0gbmFtZTogcmVwbGFjZQogICAgICAgICAgaW46IHF1ZXJ5CiAgICAgICAgICByZXF1aXJlZDogZmFsc2UKICAgICAgICAgIGRl
+c2NyaXB0aW9uOiBSZXBsYWNlIHRoZSB2ZXJzaW9uIHdoZW4gaXQgYWxyZWFkeSBleGlzdHMgKHRoZSBvbGQgZmlsZSBzZXJ2ZXMg
+dW50aWwgdGhlIG5ldyBvbmUgaXMgUkVBRFkpLgogICAgICAgICAgc2NoZW1hOgogICAgICAgICAgICB0eXBlOiBib29sZWFuCiAg
+ICAgICAgICAgIGRlZmF1bHQ6IGZhbHNlCiAgICAgIHJlcXVlc3RCb2R5OgogICAgICAgIHJlcXVpcmVkOiB0cnVlCiAgICAgICAg
+Y29udGVudDoKICAgICAgICAgIGFwcGxpY2F0aW9uL29jdGV0LXN0cmVhbToKICAgICAgICAgICAgc2NoZW1hOgogICAgICAgICAg
+ICAgIHR5cGU6IHN0cmluZwogICAgICAgICAgICAgIGZvcm1hdDogYmluYXJ5CiAgICAgICAgICAgICAgZGVzY3JpcHRpb246IEEg
+c2VyaWFsaXplZCBPTk5YIE1vZGVsUHJvdG8uCiAgICAgIHJlc3BvbnNlczoKICAgICAgICAnMjAxJzoKICAgICAgICAgIGRlc2Ny
+aXB0aW9uOiBTdG9yZWQsIGNvbXBpbGVkIGFuZCBwdWJsaXNoZWQuCiAgICAgICAgICBoZWFkZXJzOgogICAgICAgICAgICB0cmFj
+ZXBhcmVudDoKICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgICBj
+b250ZW50OgogICAgICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgICAg
+ICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9VcGxvYWRlZFZlcnNpb24nCiAgICAgICAgJzQwMCc6CiAgICAgICAgICAkcmVm
+OiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9CYWRSZXF1ZXN0JwogICAgICAgICc0MDEnOgogICAgICAgICAgJHJlZjogJyMvY29t
+cG9uZW50cy9yZXNwb25zZXMvVW5hdXRob3JpemVkJwogICAgICAgICc0MDMnOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50
+cy9yZXNwb25zZXMvRm9yYmlkZGVuJwogICAgICAgICc0MDknOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9yZXNwb25z
+ZXMvQ29uZmxpY3QnCiAgICAgICAgJzQxMyc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9QYXlsb2Fk
+VG9vTGFyZ2UnCiAgICAgICAgJzQxNSc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9VbnN1cHBvcnRl
+ZE1lZGlhVHlwZScKICAgICAgICAnNTA3JzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0luc3VmZmlj
+aWVudFN0b3JhZ2UnCiAgL3YyL3JlcG9zaXRvcnkvbW9kZWxzL3ttb2RlbH0vZGVmYXVsdDoKICAgIHBvc3Q6CiAgICAgIG9wZXJh
+dGlvbklkOiByZXBvc2l0b3J5U2V0RGVmYXVsdAogICAgICB0YWdzOiBbcmVwb3NpdG9yeV0KICAgICAgc3VtbWFyeTogUGluIHRo
+ZSB2ZXJzaW9uIHVudmVyc2lvbmVkIHJvdXRlcyB1c2UKICAgICAgc2VjdXJpdHk6CiAgICAgICAgLSB7fQogICAgICAgIC0gYmVh
+cmVyQXV0aDogW10KICAgICAgcGFyYW1ldGVyczoKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9UcmFj
+ZXBhcmVudCcKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9Nb2RlbCcKICAgICAgcmVxdWVzdEJvZHk6
+CiAgICAgICAgcmVxdWlyZWQ6IHRydWUKICAgICAgICBjb250ZW50OgogICAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAg
+ICAgICAgc2NoZW1hOgogICAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9EZWZhdWx0VmVyc2lvblJlcXVl
+c3QnCiAgICAgIHJlc3BvbnNlczoKICAgICAgICAnMjAwJzoKICAgICAgICAgIGRlc2NyaXB0aW9uOiBUaGUgbmV3IGRlZmF1bHQu
+CiAgICAgICAgICBoZWFkZXJzOgogICAgICAgICAgICB0cmFjZXBhcmVudDoKICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25l
+bnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgICBjb250ZW50OgogICAgICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgog
+ICAgICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9EZWZhdWx0VmVy
+c2lvbicKICAgICAgICAnNDAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAg
+ICAgICAgJzQwMSc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9VbmF1dGhvcml6ZWQnCiAgICAgICAg
+JzQwMyc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Gb3JiaWRkZW4nCiAgICAgICAgJzQwNCc6CiAg
+ICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcKICAgICAgICAnNDE1JzoKICAgICAgICAgICRy
+ZWY6ICcjL2NvbXBvbmVudHMvcmVzcG9uc2VzL1Vuc3VwcG9ydGVkTWVkaWFUeXBlJwogICAgZGVsZXRlOgogICAgICBvcGVyYXRp
+b25JZDogcmVwb3NpdG9yeUNsZWFyRGVmYXVsdAogICAgICB0YWdzOiBbcmVwb3NpdG9yeV0KICAgICAgc3VtbWFyeTogVW5waW4g
+dGhlIGRlZmF1bHQgdmVyc2lvbiAodGhlIGhpZ2hlc3QgbG9hZGVkIHZlcnNpb24gYmVjb21lcyB0aGUgZGVmYXVsdCkKICAgICAg
+c2VjdXJpdHk6CiAgICAgICAgLSB7fQogICAgICAgIC0gYmVhcmVyQXV0aDogW10KICAgICAgcGFyYW1ldGVyczoKICAgICAgICAt
+ICRyZWY6ICcjL2NvbXBvbmVudHMvcGFyYW1ldGVycy9UcmFjZXBhcmVudCcKICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMv
+cGFyYW1ldGVycy9Nb2RlbCcKICAgICAgcmVzcG9uc2VzOgogICAgICAgICcyMDAnOgogICAgICAgICAgZGVzY3JpcHRpb246IFRo
+ZSBkZWZhdWx0IG5vdyBpbiBlZmZlY3QuCiAgICAgICAgICBoZWFkZXJzOgogICAgICAgICAgICB0cmFjZXBhcmVudDoKICAgICAg
+ICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgICBjb250ZW50OgogICAgICAg
+ICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgICAgICRyZWY6ICcjL2NvbXBv
+bmVudHMvc2NoZW1hcy9EZWZhdWx0VmVyc2lvbicKICAgICAgICAnNDAwJzoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMv
+cmVzcG9uc2VzL0JhZFJlcXVlc3QnCiAgICAgICAgJzQwMSc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNl
+cy9VbmF1dGhvcml6ZWQnCiAgICAgICAgJzQwMyc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Gb3Ji
+aWRkZW4nCiAgICAgICAgJzQwNCc6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3Jlc3BvbnNlcy9Ob3RGb3VuZCcKICAv
+bWV0cmljczoKICAgIGdldDoKICAgICAgb3BlcmF0aW9uSWQ6IG1ldHJpY3MKICAgICAgdGFnczogW29ic2VydmFiaWxpdHldCiAg
+ICAgIHN1bW1hcnk6IFByb21ldGhldXMgbWV0cmljcwogICAgICBwYXJhbWV0ZXJzOgogICAgICAgIC0gJHJlZjogJyMvY29tcG9u
+ZW50cy9wYXJhbWV0ZXJzL1RyYWNlcGFyZW50JwogICAgICByZXNwb25zZXM6CiAgICAgICAgJzIwMCc6CiAgICAgICAgICBkZXNj
+cmlwdGlvbjogUHJvbWV0aGV1cyB0ZXh0IGV4cG9zaXRpb24gZm9ybWF0LgogICAgICAgICAgaGVhZGVyczoKICAgICAgICAgICAg
+dHJhY2VwYXJlbnQ6CiAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICAg
+ICAgY29udGVudDoKICAgICAgICAgICAgdGV4dC9wbGFpbjsgdmVyc2lvbj0wLjAuNDoKICAgICAgICAgICAgICBzY2hlbWE6CiAg
+ICAgICAgICAgICAgICB0eXBlOiBzdHJpbmcKY29tcG9uZW50czoKICBzZWN1cml0eVNjaGVtZXM6CiAgICBiZWFyZXJBdXRoOgog
+ICAgICB0eXBlOiBodHRwCiAgICAgIHNjaGVtZTogYmVhcmVyCiAgICAgIGRlc2NyaXB0aW9uOiBPcHRpb25hbDsgd2hlbiB0aGUg
+c2VydmVyIGlzIHN0YXJ0ZWQgd2l0aCBhbiBhZG1pbiB0b2tlbiwgcmVwb3NpdG9yeSByb3V0ZXMgcmVxdWlyZSBpdC4KICBwYXJh
+bWV0ZXJzOgogICAgVHJhY2VwYXJlbnQ6CiAgICAgIG5hbWU6IHRyYWNlcGFyZW50CiAgICAgIGluOiBoZWFkZXIKICAgICAgcmVx
+dWlyZWQ6IGZhbHNlCiAgICAgIGRlc2NyaXB0aW9uOiB8CiAgICAgICAgVzNDIFRyYWNlIENvbnRleHQgb2YgdGhlIGNhbGxlcidz
+IHNwYW4uIEEgdmFsaWQgdmFsdWUgY29udGludWVzIGl0cyB0cmFjZSAoc2FtZSB0cmFjZSBpZCBpbiB0aGUgcmVzcG9uc2Uncwog
+ICAgICAgIGB0cmFjZXBhcmVudGAgYW5kIGluIHRoZSBhY2Nlc3MgbG9nKTsgYW4gaW52YWxpZCBvbmUgaXMgaWdub3JlZCBhbmQg
+YSBuZXcgdHJhY2UgaXMgc3RhcnRlZCwgYXMgdGhlIHNwZWMgc2F5cy4KICAgICAgc2NoZW1hOgogICAgICAgIHR5cGU6IHN0cmlu
+ZwogICAgICAgIGV4YW1wbGU6IDAwLTRiZjkyZjM1NzdiMzRkYTZhM2NlOTI5ZDBlMGU0NzM2LTAwZjA2N2FhMGJhOTAyYjctMDEK
+ICAgIE1vZGVsOgogICAgICBuYW1lOiBtb2RlbAogICAgICBpbjogcGF0aAogICAgICByZXF1aXJlZDogdHJ1ZQogICAgICBkZXNj
+cmlwdGlvbjogTW9kZWwgbmFtZS4KICAgICAgc2NoZW1hOgogICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgIHBhdHRlcm46ICde
+W0EtWmEtejAtOV8uLV17MSw2NH0kJwogICAgICAgIG5vdDoKICAgICAgICAgIGVudW06IFsnLicsICcuLiddCiAgICBWZXJzaW9u
+OgogICAgICBuYW1lOiB2ZXJzaW9uCiAgICAgIGluOiBwYXRoCiAgICAgIHJlcXVpcmVkOiB0cnVlCiAgICAgIGRlc2NyaXB0aW9u
+OiBNb2RlbCB2ZXJzaW9uLCBhIHBvc2l0aXZlIGludGVnZXIuCiAgICAgIHNjaGVtYToKICAgICAgICB0eXBlOiBzdHJpbmcKICAg
+ICAgICBwYXR0ZXJuOiAnXlsxLTldWzAtOV17MCwxN30kJwogICAgVG9wSzoKICAgICAgbmFtZTogdG9wX2sKICAgICAgaW46IHF1
+ZXJ5CiAgICAgIHJlcXVpcmVkOiBmYWxzZQogICAgICBkZXNjcmlwdGlvbjogTnVtYmVyIG9mIGNsYXNzZXMgdG8gcmV0dXJuIHBl
+ciBpbWFnZS4KICAgICAgc2NoZW1hOgogICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICBtaW5pbXVtOiAxCiAgICAgICAgbWF4
+aW11bTogMTAwMAogICAgICAgIGRlZmF1bHQ6IDUKICAgIEluZmVyZW5jZUhlYWRlckNvbnRlbnRMZW5ndGg6CiAgICAgIG5hbWU6
+IEluZmVyZW5jZS1IZWFkZXItQ29udGVudC1MZW5ndGgKICAgICAgaW46IGhlYWRlcgogICAgICByZXF1aXJlZDogZmFsc2UKICAg
+ICAgZGVzY3JpcHRpb246IHwKICAgICAgICBCaW5hcnkgdGVuc29yIGRhdGEgZXh0ZW5zaW9uOiB0aGUgYm9keSdzIGZpcnN0IE4g
+Ynl0ZXMgYXJlIHRoZSBKU09OIHJlcXVlc3QgYW5kIHRoZSByZXN0IGFyZSB0aGUgaW5wdXRzJwogICAgICAgIGJpbmFyeSBkYXRh
+LCBjb25jYXRlbmF0ZWQgaW4gaW5wdXQgb3JkZXIsIGVhY2ggYHBhcmFtZXRlcnMuYmluYXJ5X2RhdGFfc2l6ZWAgYnl0ZXMuCiAg
+ICAgIHNjaGVtYToKICAgICAgICB0eXBlOiBpbnRlZ2VyCiAgICAgICAgbWluaW11bTogMAogIGhlYWRlcnM6CiAgICBUcmFjZXBh
+cmVudDoKICAgICAgZGVzY3JpcHRpb246IHwKICAgICAgICBXM0MgVHJhY2UgQ29udGV4dCAoaHR0cHM6Ly93d3cudzMub3JnL1RS
+L3RyYWNlLWNvbnRleHQvKTogYDAwLTx0cmFjZS1pZD4tPHNwYW4taWQ+LTxmbGFncz5gIG5hbWluZyB0aGUKICAgICAgICBzZXJ2
+ZXIncyBzcGFuIG9mIHRoZSByZXF1ZXN0J3MgdHJhY2U7IHRoZSB0cmFjZSBpZCBpcyB0aGUgcmVxdWVzdCdzIChjb250aW51ZWQg
+ZnJvbSBhIHZhbGlkIGB0cmFjZXBhcmVudGAKICAgICAgICByZXF1ZXN0IGhlYWRlciwgZWxzZSBuZXcpIGFuZCBpcyBsb2dnZWQg
+YXMgYHRyYWNlX2lkYCBvbiB0aGUgcmVxdWVzdCdzIGFjY2VzcyBsaW5lLgogICAgICBzY2hlbWE6CiAgICAgICAgdHlwZTogc3Ry
+aW5nCiAgICAgICAgcGF0dGVybjogJ14wMC1bMC05YS1mXXszMn0tWzAtOWEtZl17MTZ9LVswLTlhLWZdezJ9JCcKICAgIEFsbG93
+OgogICAgICBkZXNjcmlwdGlvbjogTWV0aG9kcyB0aGUgcGF0aCBhY2NlcHRzLgogICAgICBzY2hlbWE6CiAgICAgICAgdHlwZTog
+c3RyaW5nCiAgICBSZXRyeUFmdGVyOgogICAgICBkZXNjcmlwdGlvbjogU2Vjb25kcyBhZnRlciB3aGljaCB0aGUgY2xpZW50IG1h
+eSByZXRyeS4KICAgICAgc2NoZW1hOgogICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICBtaW5pbXVtOiAwCiAgICBJbmZlcmVu
+Y2VIZWFkZXJDb250ZW50TGVuZ3RoOgogICAgICBkZXNjcmlwdGlvbjogTGVuZ3RoIG9mIHRoZSBKU09OIHBhcnQgb2YgYSBiaW5h
+cnktZXh0ZW5zaW9uIHJlc3BvbnNlLgogICAgICBzY2hlbWE6CiAgICAgICAgdHlwZTogaW50ZWdlcgogICAgICAgIG1pbmltdW06
+IDAKICByZXF1ZXN0Qm9kaWVzOgogICAgSW5mZXJlbmNlOgogICAgICByZXF1aXJlZDogdHJ1ZQogICAgICBjb250ZW50OgogICAg
+ICAgIGFwcGxpY2F0aW9uL2pzb246CiAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2No
+ZW1hcy9JbmZlcmVuY2VSZXF1ZXN0JwogICAgICAgIGFwcGxpY2F0aW9uL29jdGV0LXN0cmVhbToKICAgICAgICAgIHNjaGVtYToK
+ICAgICAgICAgICAgdHlwZTogc3RyaW5nCiAgICAgICAgICAgIGZvcm1hdDogYmluYXJ5CiAgICAgICAgICAgIGRlc2NyaXB0aW9u
+OiB8CiAgICAgICAgICAgICAgQmluYXJ5IHRlbnNvciBkYXRhIGV4dGVuc2lvbjogYEluZmVyZW5jZS1IZWFkZXItQ29udGVudC1M
+ZW5ndGhgIGJ5dGVzIG9mIEpTT04gKGFuIEluZmVyZW5jZVJlcXVlc3Qgd2hvc2UKICAgICAgICAgICAgICBiaW5hcnkgaW5wdXRz
+IGNhcnJ5IGBwYXJhbWV0ZXJzLmJpbmFyeV9kYXRhX3NpemVgIGluc3RlYWQgb2YgYGRhdGFgKSwgZm9sbG93ZWQgYnkgdGhlIHJh
+dyBsaXR0bGUtZW5kaWFuCiAgICAgICAgICAgICAgdGVuc29yIGJ5dGVzIGluIGlucHV0IG9yZGVyLiBCT09MIGlzIG9uZSBieXRl
+ICgwLzEpOyBCWVRFUyBlbGVtZW50cyBhcmUgYSA0LWJ5dGUgbGl0dGxlLWVuZGlhbiBsZW5ndGgKICAgICAgICAgICAgICBmb2xs
+b3dlZCBieSB0aGUgYnl0ZXMuCiAgICBJbWFnZToKICAgICAgcmVxdWlyZWQ6IHRydWUKICAgICAgY29udGVudDoKICAgICAgICBp
+bWFnZS9wbmc6CiAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgICAgICBmb3JtYXQ6IGJp
+bmFyeQogICAgICAgIGltYWdlL2pwZWc6CiAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAg
+ICAgICBmb3JtYXQ6IGJpbmFyeQogICAgICAgIG11bHRpcGFydC9mb3JtLWRhdGE6CiAgICAgICAgICBzY2hlbWE6CiAgICAgICAg
+ICAgIHR5cGU6IG9iamVjdAogICAgICAgICAgICBkZXNjcmlwdGlvbjogT25lIG9yIG1vcmUgaW1hZ2UgZmlsZSBwYXJ0cyAoYW55
+IGZpZWxkIG5hbWUpOyBlYWNoIHBhcnQgbXVzdCBiZSBpbWFnZS9wbmcgb3IgaW1hZ2UvanBlZy4KICAgICAgICAgICAgcHJvcGVy
+dGllczoKICAgICAgICAgICAgICBpbWFnZToKICAgICAgICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgICAgICAgICAgZm9y
+bWF0OiBiaW5hcnkKICAgICAgICAgICAgICB0b3BfazoKICAgICAgICAgICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICAgICAg
+ICAgIG1pbmltdW06IDEKICAgICAgICAgICAgICAgIG1heGltdW06IDEwMDAKICAgICAgICAgIGVuY29kaW5nOgogICAgICAgICAg
+ICBpbWFnZToKICAgICAgICAgICAgICBjb250ZW50VHlwZTogaW1hZ2UvcG5nLCBpbWFnZS9qcGVnCiAgcmVzcG9uc2VzOgogICAg
+SW5mZXJlbmNlOgogICAgICBkZXNjcmlwdGlvbjogfAogICAgICAgIEluZmVyZW5jZSByZXN1bHQuIGBhcHBsaWNhdGlvbi9qc29u
+YCB3aGVuIGV2ZXJ5IG91dHB1dCBpcyBKU09OOyBgYXBwbGljYXRpb24vb2N0ZXQtc3RyZWFtYCB3aXRoCiAgICAgICAgYEluZmVy
+ZW5jZS1IZWFkZXItQ29udGVudC1MZW5ndGhgIHdoZW4gYW55IG91dHB1dCB3YXMgcmVxdWVzdGVkIGFzIGJpbmFyeSAoYGJpbmFy
+eV9kYXRhYCBvbiB0aGUgb3V0cHV0CiAgICAgICAgb3IgYGJpbmFyeV9kYXRhX291dHB1dGAgb24gdGhlIHJlcXVlc3QpLCB0aGUg
+YmluYXJ5IG91dHB1dHMgZm9sbG93aW5nIHRoZSBKU09OIGluIG91dHB1dCBvcmRlci4KICAgICAgaGVhZGVyczoKICAgICAgICB0
+cmFjZXBhcmVudDoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvaGVhZGVycy9UcmFjZXBhcmVudCcKICAgICAgICBJbmZl
+cmVuY2UtSGVhZGVyLUNvbnRlbnQtTGVuZ3RoOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL0luZmVyZW5j
+ZUhlYWRlckNvbnRlbnRMZW5ndGgnCiAgICAgIGNvbnRlbnQ6CiAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgIHNj
+aGVtYToKICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0luZmVyZW5jZVJlc3BvbnNlJwogICAgICAgIGFw
+cGxpY2F0aW9uL29jdGV0LXN0cmVhbToKICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgdHlwZTogc3RyaW5nCiAgICAgICAg
+ICAgIGZvcm1hdDogYmluYXJ5CiAgICBDbGFzc2lmeToKICAgICAgZGVzY3JpcHRpb246IFRvcCBjbGFzc2VzIHBlciBpbWFnZSwg
+aGlnaGVzdCBzY29yZSBmaXJzdC4KICAgICAgaGVhZGVyczoKICAgICAgICB0cmFjZXBhcmVudDoKICAgICAgICAgICRyZWY6ICcj
+L2NvbXBvbmVudHMvaGVhZGVycy9UcmFjZXBhcmVudCcKICAgICAgY29udGVudDoKICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgog
+ICAgICAgICAgc2NoZW1hOgogICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvQ2xhc3NpZnlSZXNwb25zZScK
+ICAgIFN0YXRpc3RpY3M6CiAgICAgIGRlc2NyaXB0aW9uOiBQZXItdmVyc2lvbiByZXF1ZXN0IGFuZCB0aW1pbmcgc3RhdGlzdGlj
+cy4KICAgICAgaGVhZGVyczoKICAgICAgICB0cmFjZXBhcmVudDoKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvaGVhZGVy
+cy9UcmFjZXBhcmVudCcKICAgICAgY29udGVudDoKICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAgICAgc2NoZW1hOgog
+ICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvTW9kZWxTdGF0aXN0aWNzJwogICAgQmFkUmVxdWVzdDoKICAg
+ICAgZGVzY3JpcHRpb246IFRoZSByZXF1ZXN0IGlzIG1hbGZvcm1lZCAoYm9keSwgcGFyYW1ldGVycywgc2hhcGVzLCBkYXRhdHlw
+ZXMpOyB0aGUgbWVzc2FnZSBzYXlzIHdoYXQgd2FzIGV4cGVjdGVkLgogICAgICBoZWFkZXJzOgogICAgICAgIHRyYWNlcGFyZW50
+OgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICBjb250ZW50OgogICAgICAg
+IGFwcGxpY2F0aW9uL2pzb246CiAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1h
+cy9FcnJvcicKICAgIFVuYXV0aG9yaXplZDoKICAgICAgZGVzY3JpcHRpb246IE1pc3Npbmcgb3IgaW52YWxpZCBiZWFyZXIgdG9r
+ZW4uCiAgICAgIGhlYWRlcnM6CiAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRl
+cnMvVHJhY2VwYXJlbnQnCiAgICAgICAgV1dXLUF1dGhlbnRpY2F0ZToKICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgdHlw
+ZTogc3RyaW5nCiAgICAgIGNvbnRlbnQ6CiAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgIHNjaGVtYToKICAgICAg
+ICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0Vycm9yJwogICAgRm9yYmlkZGVuOgogICAgICBkZXNjcmlwdGlvbjog
+Tm90IGFsbG93ZWQgKGEgbm9uLWxvb3BiYWNrIGNsaWVudCB3aGlsZSBubyBhZG1pbiB0b2tlbiBpcyBzZXQpLCBvciB0aGUgbW9k
+ZWwgcmVwb3NpdG9yeSBpcyByZWFkLW9ubHkuCiAgICAgIGhlYWRlcnM6CiAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAk
+cmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAgIGNvbnRlbnQ6CiAgICAgICAgYXBwbGljYXRpb24v
+anNvbjoKICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0Vycm9yJwogICAg
+Tm90Rm91bmQ6CiAgICAgIGRlc2NyaXB0aW9uOiBVbmtub3duIHBhdGgsIG1vZGVsIG9yIHZlcnNpb24uCiAgICAgIGhlYWRlcnM6
+CiAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAg
+ICAgIGNvbnRlbnQ6CiAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgJHJlZjog
+JyMvY29tcG9uZW50cy9zY2hlbWFzL0Vycm9yJwogICAgTWV0aG9kTm90QWxsb3dlZDoKICAgICAgZGVzY3JpcHRpb246IFRoZSBw
+YXRoIGV4aXN0cyBidXQgbm90IHdpdGggdGhpcyBtZXRob2QuCiAgICAgIGhlYWRlcnM6CiAgICAgICAgdHJhY2VwYXJlbnQ6CiAg
+ICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAgICAgQWxsb3c6CiAgICAgICAgICAk
+cmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvQWxsb3cnCiAgICAgIGNvbnRlbnQ6CiAgICAgICAgYXBwbGljYXRpb24vanNvbjoK
+ICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0Vycm9yJwogICAgQ29uZmxp
+Y3Q6CiAgICAgIGRlc2NyaXB0aW9uOiBUaGUgdmVyc2lvbiBhbHJlYWR5IGV4aXN0cyAodXBsb2FkIHdpdGhvdXQgYHJlcGxhY2U9
+dHJ1ZWApLCBvciBhIGxvYWQgZm91bmQgbm8gdmVyc2lvbiBvbiBkaXNrLgogICAgICBoZWFkZXJzOgogICAgICAgIHRyYWNlcGFy
+ZW50OgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICBjb250ZW50OgogICAg
+ICAgIGFwcGxpY2F0aW9uL2pzb246CiAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2No
+ZW1hcy9FcnJvcicKICAgIEluc3VmZmljaWVudFN0b3JhZ2U6CiAgICAgIGRlc2NyaXB0aW9uOiB8CiAgICAgICAgTm90aGluZyB3
+YXMgc3RvcmVkIG9yIGxvYWRlZDogdGhlIHJlcG9zaXRvcnkncyBmaWxlIHN5c3RlbSBpcyBmdWxsLCBvciB0aGUgdmVyc2lvbiB3
+b3VsZCB0YWtlIHRoZSBsb2FkZWQKICAgICAgICB2ZXJzaW9ucyBwYXN0IGAtLW1heC1tb2RlbC1tZW1vcnlgICh0aGUgbWVzc2Fn
+ZSBuYW1lcyB0aGUgYnl0ZXMgbmVlZGVkLCBsb2FkZWQgYW5kIGFsbG93ZWQpLgogICAgICBoZWFkZXJzOgogICAgICAgIHRyYWNl
+cGFyZW50OgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJzL1RyYWNlcGFyZW50JwogICAgICBjb250ZW50Ogog
+ICAgICAgIGFwcGxpY2F0aW9uL2pzb246CiAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMv
+c2NoZW1hcy9FcnJvcicKICAgIFBheWxvYWRUb29MYXJnZToKICAgICAgZGVzY3JpcHRpb246IHwKICAgICAgICBUaGUgYm9keSBl
+eGNlZWRzIGAtLW1heC1ib2R5LWJ5dGVzYCwgb3IgdGhlIHJlcXVlc3QgZXhjZWVkcyBhIHBlci1yZXF1ZXN0IGxpbWl0OiBCWVRF
+UyBlbGVtZW50cwogICAgICAgIChgLS1tYXgtYnl0ZXMtZWxlbWVudHNgKSwgZGVjb2RlZCB0ZW5zb3IgYnl0ZXMgKGAtLW1heC1k
+ZWNvZGVkLWJ5dGVzYCksIGltYWdlIHBpeGVscyBvciBkZWNvZGVkIGltYWdlIGJ5dGVzCiAgICAgICAgKGAtLW1heC1pbWFnZS1w
+aXhlbHNgLCBgLS1tYXgtaW1hZ2UtYnl0ZXNgKSwgbXVsdGlwYXJ0IHBhcnRzLiBUaGUgbWVzc2FnZSBuYW1lcyB0aGUgbGltaXQg
+YW5kIHRoZSBjb3VudC4KICAgICAgaGVhZGVyczoKICAgICAgICB0cmFjZXBhcmVudDoKICAgICAgICAgICRyZWY6ICcjL2NvbXBv
+bmVudHMvaGVhZGVycy9UcmFjZXBhcmVudCcKICAgICAgY29udGVudDoKICAgICAgICBhcHBsaWNhdGlvbi9qc29uOgogICAgICAg
+ICAgc2NoZW1hOgogICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvRXJyb3InCiAgICBVbnN1cHBvcnRlZE1l
+ZGlhVHlwZToKICAgICAgZGVzY3JpcHRpb246IHwKICAgICAgICBUaGUgQ29udGVudC1UeXBlIChvciBDb250ZW50LUVuY29kaW5n
+KSBpcyBub3QgYWNjZXB0ZWQgYnkgdGhpcyBvcGVyYXRpb247IG9uIGNsYXNzaWZ5LCBhbHNvIGEgYm9keSBvcgogICAgICAgIG11
+bHRpcGFydCBwYXJ0IHRoYXQgaXMgbm90IFBORyBvciBKUEVHIChhIEdJRiBwYXJ0IGFuc3dlcnMgNDE1IGxpa2UgYSBHSUYgYm9k
+eSkuCiAgICAgIGhlYWRlcnM6CiAgICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRl
+cnMvVHJhY2VwYXJlbnQnCiAgICAgIGNvbnRlbnQ6CiAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgIHNjaGVtYToK
+ICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0Vycm9yJwogICAgVG9vTWFueVJlcXVlc3RzOgogICAgICBk
+ZXNjcmlwdGlvbjogVGhlIG1vZGVsJ3MgcXVldWUgaXMgZnVsbC4KICAgICAgaGVhZGVyczoKICAgICAgICB0cmFjZXBhcmVudDoK
+ICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvaGVhZGVycy9UcmFjZXBhcmVudCcKICAgICAgICBSZXRyeS1BZnRlcjoKICAg
+ICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvaGVhZGVycy9SZXRyeUFmdGVyJwogICAgICBjb250ZW50OgogICAgICAgIGFwcGxp
+Y2F0aW9uL2pzb246CiAgICAgICAgICBzY2hlbWE6CiAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9FcnJv
+cicKICAgIFVuYXZhaWxhYmxlOgogICAgICBkZXNjcmlwdGlvbjogTm90IHJlYWR5IChzdGFydGluZywgbG9hZGluZywgZHJhaW5p
+bmcpLgogICAgICBoZWFkZXJzOgogICAgICAgIHRyYWNlcGFyZW50OgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFk
+ZXJzL1RyYWNlcGFyZW50JwogICAgICAgIFJldHJ5LUFmdGVyOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9oZWFkZXJz
+L1JldHJ5QWZ0ZXInCiAgICAgIGNvbnRlbnQ6CiAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgIHNjaGVtYToKICAg
+ICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0Vycm9yJwogICAgVGltZW91dDoKICAgICAgZGVzY3JpcHRpb246
+IFRoZSByZXF1ZXN0IHdhaXRlZCBsb25nZXIgdGhhbiBpdHMgZGVhZGxpbmUuCiAgICAgIGhlYWRlcnM6CiAgICAgICAgdHJhY2Vw
+YXJlbnQ6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAgIGNvbnRlbnQ6CiAg
+ICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9z
+Y2hlbWFzL0Vycm9yJwogICAgSW50ZXJuYWxFcnJvcjoKICAgICAgZGVzY3JpcHRpb246IEFuIHVuZXhwZWN0ZWQgZmFpbHVyZTsg
+dGhlIG1lc3NhZ2UgY2FycmllcyB0aGUgcmVxdWVzdCBpZCwgd2hpY2ggaXMgYWxzbyBsb2dnZWQuCiAgICAgIGhlYWRlcnM6CiAg
+ICAgICAgdHJhY2VwYXJlbnQ6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL2hlYWRlcnMvVHJhY2VwYXJlbnQnCiAgICAg
+IGNvbnRlbnQ6CiAgICAgICAgYXBwbGljYXRpb24vanNvbjoKICAgICAgICAgIHNjaGVtYToKICAgICAgICAgICAgJHJlZjogJyMv
+Y29tcG9uZW50cy9zY2hlbWFzL0Vycm9yJwogIHNjaGVtYXM6CiAgICBNb2RlbExpc3Q6CiAgICAgIHR5cGU6IG9iamVjdAogICAg
+ICByZXF1aXJlZDogW21vZGVsc10KICAgICAgcHJvcGVydGllczoKICAgICAgICBtb2RlbHM6CiAgICAgICAgICB0eXBlOiBhcnJh
+eQogICAgICAgICAgaXRlbXM6CiAgICAgICAgICAgIHR5cGU6IG9iamVjdAogICAgICAgICAgICByZXF1aXJlZDogW25hbWUsIGRl
+ZmF1bHRfdmVyc2lvbiwgcGlubmVkLCB2ZXJzaW9uc10KICAgICAgICAgICAgcHJvcGVydGllczoKICAgICAgICAgICAgICBuYW1l
+OgogICAgICAgICAgICAgICAgdHlwZTogc3RyaW5nCiAgICAgICAgICAgICAgZGVmYXVsdF92ZXJzaW9uOgogICAgICAgICAgICAg
+ICAgdHlwZTogW3N0cmluZywgJ251bGwnXQogICAgICAgICAgICAgICAgZGVzY3JpcHRpb246IFRoZSB2ZXJzaW9uIHVudmVyc2lv
+bmVkIHJvdXRlcyB1c2U7IG51bGwgd2hlbiBub25lIGlzIFJFQURZLgogICAgICAgICAgICAgIHBpbm5lZDoKICAgICAgICAgICAg
+ICAgIHR5cGU6IGJvb2xlYW4KICAgICAgICAgICAgICB2ZXJzaW9uczoKICAgICAgICAgICAgICAgIHR5cGU6IGFycmF5CiAgICAg
+ICAgICAgICAgICBpdGVtczoKICAgICAgICAgICAgICAgICAgdHlwZTogb2JqZWN0CiAgICAgICAgICAgICAgICAgIHJlcXVpcmVk
+OiBbdmVyc2lvbiwgc3RhdGVdCiAgICAgICAgICAgICAgICAgIHByb3BlcnRpZXM6CiAgICAgICAgICAgICAgICAgICAgdmVyc2lv
+bjoKICAgICAgICAgICAgICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgICAgICAgICAgICAgIHN0YXRlOgogICAgICAgICAg
+ICAgICAgICAgICAgdHlwZTogc3RyaW5nCiAgICAgICAgICAgICAgICAgICAgICBlbnVtOiBbTE9BRElORywgUkVBRFksIFVOQVZB
+SUxBQkxFLCBGQUlMRURdCiAgICBFcnJvcjoKICAgICAgdHlwZTogb2JqZWN0CiAgICAgIHJlcXVpcmVkOiBbZXJyb3JdCiAgICAg
+IHByb3BlcnRpZXM6CiAgICAgICAgZXJyb3I6CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgYWRkaXRpb25hbFByb3BlcnRp
+ZXM6IGZhbHNlCiAgICBEYXRhdHlwZToKICAgICAgdHlwZTogc3RyaW5nCiAgICAgIGVudW06IFtCT09MLCBVSU5UOCwgVUlOVDE2
+LCBVSU5UMzIsIFVJTlQ2NCwgSU5UOCwgSU5UMTYsIElOVDMyLCBJTlQ2NCwgRlAxNiwgQkYxNiwgRlAzMiwgRlA2NCwgQllURVNd
+CiAgICBQYXJhbWV0ZXJzOgogICAgICB0eXBlOiBvYmplY3QKICAgICAgYWRkaXRpb25hbFByb3BlcnRpZXM6CiAgICAgICAgdHlw
+ZTogW3N0cmluZywgbnVtYmVyLCBpbnRlZ2VyLCBib29sZWFuXQogICAgU2VydmVyTWV0YWRhdGE6CiAgICAgIHR5cGU6IG9iamVj
+dAogICAgICByZXF1aXJlZDogW25hbWUsIHZlcnNpb24sIGV4dGVuc2lvbnNdCiAgICAgIHByb3BlcnRpZXM6CiAgICAgICAgbmFt
+ZToKICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgIHZlcnNpb246CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICBl
+eHRlbnNpb25zOgogICAgICAgICAgdHlwZTogYXJyYXkKICAgICAgICAgIGl0ZW1zOgogICAgICAgICAgICB0eXBlOiBzdHJpbmcK
+ICAgICAgICAgIGV4YW1wbGVzOgogICAgICAgICAgICAtIFtiaW5hcnlfdGVuc29yX2RhdGEsIGNsYXNzaWZpY2F0aW9uLCBtb2Rl
+bF9yZXBvc2l0b3J5LCBzdGF0aXN0aWNzXQogICAgVGVuc29yTWV0YWRhdGE6CiAgICAgIHR5cGU6IG9iamVjdAogICAgICByZXF1
+aXJlZDogW25hbWUsIGRhdGF0eXBlLCBzaGFwZV0KICAgICAgcHJvcGVydGllczoKICAgICAgICBuYW1lOgogICAgICAgICAgdHlw
+ZTogc3RyaW5nCiAgICAgICAgZGF0YXR5cGU6CiAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvRGF0YXR5cGUn
+CiAgICAgICAgc2hhcGU6CiAgICAgICAgICB0eXBlOiBhcnJheQogICAgICAgICAgZGVzY3JpcHRpb246IERpbWVuc2lvbnM7IC0x
+IG1hcmtzIGEgZHluYW1pYyBkaW1lbnNpb24uCiAgICAgICAgICBpdGVtczoKICAgICAgICAgICAgdHlwZTogaW50ZWdlcgogICAg
+ICAgICAgICBtaW5pbXVtOiAtMQogICAgTW9kZWxDb25maWc6CiAgICAgIHR5cGU6IG9iamVjdAogICAgICBkZXNjcmlwdGlvbjog
+VHJpdG9uLXN0eWxlIGNvbmZpZ3VyYXRpb247IGRpbXMgZXhjbHVkZSB0aGUgYmF0Y2ggZGltZW5zaW9uIHdoZW4gbWF4X2JhdGNo
+X3NpemUgPiAwLCAtMSBpcyBkeW5hbWljLgogICAgICByZXF1aXJlZDogW25hbWUsIHBsYXRmb3JtLCBtYXhfYmF0Y2hfc2l6ZSwg
+aW5wdXQsIG91dHB1dF0KICAgICAgcHJvcGVydGllczoKICAgICAgICBuYW1lOgogICAgICAgICAgdHlwZTogc3RyaW5nCiAgICAg
+ICAgcGxhdGZvcm06CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICBiYWNrZW5kOgogICAgICAgICAgdHlwZTogc3RyaW5n
+CiAgICAgICAgbWF4X2JhdGNoX3NpemU6CiAgICAgICAgICB0eXBlOiBpbnRlZ2VyCiAgICAgICAgaW5wdXQ6CiAgICAgICAgICB0
+eXBlOiBhcnJheQogICAgICAgICAgaXRlbXM6CiAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9Nb2RlbENv
+bmZpZ1RlbnNvcicKICAgICAgICBvdXRwdXQ6CiAgICAgICAgICB0eXBlOiBhcnJheQogICAgICAgICAgaXRlbXM6CiAgICAgICAg
+ICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9Nb2RlbENvbmZpZ1RlbnNvcicKICAgICAgICBkeW5hbWljX2JhdGNoaW5n
+OgogICAgICAgICAgdHlwZTogb2JqZWN0CiAgICAgICAgICBwcm9wZXJ0aWVzOgogICAgICAgICAgICBtYXhfcXVldWVfZGVsYXlf
+bWljcm9zZWNvbmRzOgogICAgICAgICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICAgICAgcHJlZmVycmVkX2JhdGNoX3NpemU6
+CiAgICAgICAgICAgICAgdHlwZTogYXJyYXkKICAgICAgICAgICAgICBpdGVtczoKICAgICAgICAgICAgICAgIHR5cGU6IGludGVn
+ZXIKICAgICAgICAgICAgbWF4X3F1ZXVlX3NpemU6CiAgICAgICAgICAgICAgdHlwZTogaW50ZWdlcgogICAgICAgICAgICBkZWZh
+dWx0X3RpbWVvdXRfbWljcm9zZWNvbmRzOgogICAgICAgICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICB2ZXJzaW9uX3BvbGlj
+eToKICAgICAgICAgIHR5cGU6IG9iamVjdAogICAgICAgIGltYWdlOgogICAgICAgICAgdHlwZTogb2JqZWN0CiAgICAgICAgICBk
+ZXNjcmlwdGlvbjogVGhlIGVmZmVjdGl2ZSBpbWFnZSBwcmVwcm9jZXNzaW5nLCBmb3IgbW9kZWxzIHdpdGggYW4gaW1hZ2UgaW5w
+dXQuCiAgICBNb2RlbENvbmZpZ1RlbnNvcjoKICAgICAgdHlwZTogb2JqZWN0CiAgICAgIHJlcXVpcmVkOiBbbmFtZSwgZGF0YV90
+eXBlLCBkaW1zXQogICAgICBwcm9wZXJ0aWVzOgogICAgICAgIG5hbWU6CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICBk
+YXRhX3R5cGU6CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICAgIGRlc2NyaXB0aW9uOiBUcml0b24gdHlwZSBuYW1lLCBl
+LmcuIFRZUEVfRlAzMi4KICAgICAgICBkaW1zOgogICAgICAgICAgdHlwZTogYXJyYXkKICAgICAgICAgIGl0ZW1zOgogICAgICAg
+ICAgICB0eXBlOiBpbnRlZ2VyCiAgICBNb2RlbE1ldGFkYXRhOgogICAgICB0eXBlOiBvYmplY3QKICAgICAgcmVxdWlyZWQ6IFtu
+YW1lLCBwbGF0Zm9ybSwgaW5wdXRzLCBvdXRwdXRzXQogICAgICBwcm9wZXJ0aWVzOgogICAgICAgIG5hbWU6CiAgICAgICAgICB0
+eXBlOiBzdHJpbmcKICAgICAgICB2ZXJzaW9uczoKICAgICAgICAgIHR5cGU6IGFycmF5CiAgICAgICAgICBpdGVtczoKICAgICAg
+ICAgICAgdHlwZTogc3RyaW5nCiAgICAgICAgcGxhdGZvcm06CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICAgIGNvbnN0
+OiBvbm54CiAgICAgICAgaW5wdXRzOgogICAgICAgICAgdHlwZTogYXJyYXkKICAgICAgICAgIGl0ZW1zOgogICAgICAgICAgICAk
+cmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvVGVuc29yTWV0YWRhdGEnCiAgICAgICAgb3V0cHV0czoKICAgICAgICAgIHR5cGU6
+IGFycmF5CiAgICAgICAgICBpdGVtczoKICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL1RlbnNvck1ldGFk
+YXRhJwogICAgVGVuc29yRGF0YToKICAgICAgdHlwZTogYXJyYXkKICAgICAgZGVzY3JpcHRpb246IEVsZW1lbnRzIGluIHJvdy1t
+YWpvciBvcmRlciwgZmxhdCBvciBuZXN0ZWQgdG8gYW55IGRlcHRoOyBudW1iZXJzLCBib29sZWFucyAoQk9PTCkgb3Igc3RyaW5n
+cyAoQllURVMpLgogICAgICBpdGVtczoKICAgICAgICBvbmVPZjoKICAgICAgICAgIC0gdHlwZTogbnVtYmVyCiAgICAgICAgICAt
+IHR5cGU6IGJvb2xlYW4KICAgICAgICAgIC0gdHlwZTogc3RyaW5nCiAgICAgICAgICAtICRyZWY6ICcjL2NvbXBvbmVudHMvc2No
+ZW1hcy9UZW5zb3JEYXRhJwogICAgUmVxdWVzdElucHV0OgogICAgICB0eXBlOiBvYmplY3QKICAgICAgcmVxdWlyZWQ6IFtuYW1l
+LCBzaGFwZSwgZGF0YXR5cGVdCiAgICAgIHByb3BlcnRpZXM6CiAgICAgICAgbmFtZToKICAgICAgICAgIHR5cGU6IHN0cmluZwog
+ICAgICAgIHNoYXBlOgogICAgICAgICAgdHlwZTogYXJyYXkKICAgICAgICAgIGl0ZW1zOgogICAgICAgICAgICB0eXBlOiBpbnRl
+Z2VyCiAgICAgICAgICAgIG1pbmltdW06IDAKICAgICAgICBkYXRhdHlwZToKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMv
+c2NoZW1hcy9EYXRhdHlwZScKICAgICAgICBwYXJhbWV0ZXJzOgogICAgICAgICAgdHlwZTogb2JqZWN0CiAgICAgICAgICBwcm9w
+ZXJ0aWVzOgogICAgICAgICAgICBiaW5hcnlfZGF0YV9zaXplOgogICAgICAgICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICAg
+ICAgICBtaW5pbXVtOiAwCiAgICAgICAgICAgICAgZGVzY3JpcHRpb246IFNpemUgb2YgdGhpcyBpbnB1dCdzIGJpbmFyeSBkYXRh
+IGFmdGVyIHRoZSBKU09OIChiaW5hcnkgZXh0ZW5zaW9uKTsgdGhlbiBgZGF0YWAgaXMgYWJzZW50LgogICAgICAgICAgYWRkaXRp
+b25hbFByb3BlcnRpZXM6IHRydWUKICAgICAgICBkYXRhOgogICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL1Rl
+bnNvckRhdGEnCiAgICBSZXF1ZXN0T3V0cHV0OgogICAgICB0eXBlOiBvYmplY3QKICAgICAgcmVxdWlyZWQ6IFtuYW1lXQogICAg
+ICBwcm9wZXJ0aWVzOgogICAgICAgIG5hbWU6CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICBwYXJhbWV0ZXJzOgogICAg
+ICAgICAgdHlwZTogb2JqZWN0CiAgICAgICAgICBwcm9wZXJ0aWVzOgogICAgICAgICAgICBiaW5hcnlfZGF0YToKICAgICAgICAg
+ICAgICB0eXBlOiBib29sZWFuCiAgICAgICAgICAgICAgZGVzY3JpcHRpb246IFJldHVybiB0aGlzIG91dHB1dCBhcyBiaW5hcnkg
+ZGF0YSBhZnRlciB0aGUgSlNPTi4KICAgICAgICAgICAgY2xhc3NpZmljYXRpb246CiAgICAgICAgICAgICAgdHlwZTogaW50ZWdl
+cgogICAgICAgICAgICAgIG1pbmltdW06IDEKICAgICAgICAgICAgICBkZXNjcmlwdGlvbjogUmV0dXJuIHRoZSB0b3AgTiBjbGFz
+c2VzIGFzIEJZVEVTIHN0cmluZ3MgYHZhbHVlOmluZGV4WzpsYWJlbF1gLCBzaGFwZSBbYmF0Y2gsIE5dLgogICAgICAgICAgYWRk
+aXRpb25hbFByb3BlcnRpZXM6IHRydWUKICAgIEluZmVyZW5jZVJlcXVlc3Q6CiAgICAgIHR5cGU6IG9iamVjdAogICAgICByZXF1
+aXJlZDogW2lucHV0c10KICAgICAgcHJvcGVydGllczoKICAgICAgICBpZDoKICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAg
+IHBhcmFtZXRlcnM6CiAgICAgICAgICB0eXBlOiBvYmplY3QKICAgICAgICAgIHByb3BlcnRpZXM6CiAgICAgICAgICAgIGJpbmFy
+eV9kYXRhX291dHB1dDoKICAgICAgICAgICAgICB0eXBlOiBib29sZWFuCiAgICAgICAgICAgICAgZGVzY3JpcHRpb246IERlZmF1
+bHQgZm9yIGV2ZXJ5IG91dHB1dCdzIGBiaW5hcnlfZGF0YWAuCiAgICAgICAgICAgIHRpbWVvdXQ6CiAgICAgICAgICAgICAgdHlw
+ZTogaW50ZWdlcgogICAgICAgICAgICAgIG1pbmltdW06IDEKICAgICAgICAgICAgICBkZXNjcmlwdGlvbjogTG9uZ2VzdCB0aW1l
+LCBpbiBtaWNyb3NlY29uZHMsIHRoZSByZXF1ZXN0IG1heSB3YWl0IGluIHRoZSBtb2RlbCdzIHF1ZXVlICg1MDQgYWZ0ZXIpLgog
+ICAgICAgICAgYWRkaXRpb25hbFByb3BlcnRpZXM6IHRydWUKICAgICAgICBpbnB1dHM6CiAgICAgICAgICB0eXBlOiBhcnJheQog
+ICAgICAgICAgbWluSXRlbXM6IDEKICAgICAgICAgIGl0ZW1zOgogICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVt
+YXMvUmVxdWVzdElucHV0JwogICAgICAgIG91dHB1dHM6CiAgICAgICAgICB0eXBlOiBhcnJheQogICAgICAgICAgZGVzY3JpcHRp
+b246IE91dHB1dHMgdG8gcmV0dXJuOyBhbGwgbW9kZWwgb3V0cHV0cyB3aGVuIGFic2VudC4KICAgICAgICAgIGl0ZW1zOgogICAg
+ICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvUmVxdWVzdE91dHB1dCcKICAgIFJlc3BvbnNlT3V0cHV0OgogICAg
+ICB0eXBlOiBvYmplY3QKICAgICAgcmVxdWlyZWQ6IFtuYW1lLCBzaGFwZSwgZGF0YXR5cGVdCiAgICAgIHByb3BlcnRpZXM6CiAg
+ICAgICAgbmFtZToKICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgIHNoYXBlOgogICAgICAgICAgdHlwZTogYXJyYXkKICAg
+ICAgICAgIGl0ZW1zOgogICAgICAgICAgICB0eXBlOiBpbnRlZ2VyCiAgICAgICAgICAgIG1pbmltdW06IDAKICAgICAgICBkYXRh
+dHlwZToKICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1hcy9EYXRhdHlwZScKICAgICAgICBwYXJhbWV0ZXJzOgog
+ICAgICAgICAgdHlwZTogb2JqZWN0CiAgICAgICAgICBwcm9wZXJ0aWVzOgogICAgICAgICAgICBiaW5hcnlfZGF0YV9zaXplOgog
+ICAgICAgICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICAgICAgICBtaW5pbXVtOiAwCiAgICAgICAgICBhZGRpdGlvbmFsUHJv
+cGVydGllczogdHJ1ZQogICAgICAgIGRhdGE6CiAgICAgICAgICB0eXBlOiBhcnJheQogICAgICAgICAgZGVzY3JpcHRpb246IEZs
+YXQgcm93LW1ham9yIGVsZW1lbnRzOyBub24tZmluaXRlIGZsb2F0cyBhcmUgbnVsbC4KICAgICAgICAgIGl0ZW1zOgogICAgICAg
+ICAgICB0eXBlOiBbbnVtYmVyLCBib29sZWFuLCBzdHJpbmcsICdudWxsJ10KICAgIEluZmVyZW5jZVJlc3BvbnNlOgogICAgICB0
+eXBlOiBvYmplY3QKICAgICAgcmVxdWlyZWQ6IFttb2RlbF9uYW1lLCBvdXRwdXRzXQogICAgICBwcm9wZXJ0aWVzOgogICAgICAg
+IG1vZGVsX25hbWU6CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICBtb2RlbF92ZXJzaW9uOgogICAgICAgICAgdHlwZTog
+c3RyaW5nCiAgICAgICAgaWQ6CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICBwYXJhbWV0ZXJzOgogICAgICAgICAgJHJl
+ZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL1BhcmFtZXRlcnMnCiAgICAgICAgb3V0cHV0czoKICAgICAgICAgIHR5cGU6IGFycmF5
+CiAgICAgICAgICBpdGVtczoKICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL1Jlc3BvbnNlT3V0cHV0Jwog
+ICAgQ2xhc3NpZmljYXRpb246CiAgICAgIHR5cGU6IG9iamVjdAogICAgICByZXF1aXJlZDogW2luZGV4LCBsYWJlbCwgc2NvcmVd
+CiAgICAgIHByb3BlcnRpZXM6CiAgICAgICAgaW5kZXg6CiAgICAgICAgICB0eXBlOiBpbnRlZ2VyCiAgICAgICAgICBtaW5pbXVt
+OiAwCiAgICAgICAgbGFiZWw6CiAgICAgICAgICB0eXBlOiBbc3RyaW5nLCAnbnVsbCddCiAgICAgICAgc2NvcmU6CiAgICAgICAg
+ICB0eXBlOiBbbnVtYmVyLCAnbnVsbCddCiAgICBDbGFzc2lmeVJlc3BvbnNlOgogICAgICB0eXBlOiBvYmplY3QKICAgICAgcmVx
+dWlyZWQ6IFttb2RlbF9uYW1lLCBtb2RlbF92ZXJzaW9uLCBjbGFzc2lmaWNhdGlvbnNdCiAgICAgIHByb3BlcnRpZXM6CiAgICAg
+ICAgbW9kZWxfbmFtZToKICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgIG1vZGVsX3ZlcnNpb246CiAgICAgICAgICB0eXBl
+OiBzdHJpbmcKICAgICAgICBjbGFzc2lmaWNhdGlvbnM6CiAgICAgICAgICB0eXBlOiBhcnJheQogICAgICAgICAgZGVzY3JpcHRp
+b246IE9uZSBsaXN0IHBlciBpbWFnZSwgaW4gcmVxdWVzdCBvcmRlci4KICAgICAgICAgIGl0ZW1zOgogICAgICAgICAgICB0eXBl
+OiBhcnJheQogICAgICAgICAgICBpdGVtczoKICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvQ2xhc3Np
+ZmljYXRpb24nCiAgICBEdXJhdGlvblN0YXQ6CiAgICAgIHR5cGU6IG9iamVjdAogICAgICByZXF1aXJlZDogW2NvdW50LCBuc10K
+ICAgICAgcHJvcGVydGllczoKICAgICAgICBjb3VudDoKICAgICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICBuczoKICAgICAg
+ICAgIHR5cGU6IGludGVnZXIKICAgICAgICAgIGRlc2NyaXB0aW9uOiBUb3RhbCBuYW5vc2Vjb25kcyBvdmVyIGBjb3VudGAgZXZl
+bnRzLgogICAgTW9kZWxTdGF0aXN0aWNzOgogICAgICB0eXBlOiBvYmplY3QKICAgICAgcmVxdWlyZWQ6IFttb2RlbF9zdGF0c10K
+ICAgICAgcHJvcGVydGllczoKICAgICAgICBtb2RlbF9zdGF0czoKICAgICAgICAgIHR5cGU6IGFycmF5CiAgICAgICAgICBpdGVt
+czoKICAgICAgICAgICAgdHlwZTogb2JqZWN0CiAgICAgICAgICAgIHJlcXVpcmVkOiBbbmFtZSwgdmVyc2lvbiwgaW5mZXJlbmNl
+X2NvdW50LCBleGVjdXRpb25fY291bnRdCiAgICAgICAgICAgIHByb3BlcnRpZXM6CiAgICAgICAgICAgICAgbmFtZToKICAgICAg
+ICAgICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgICAgICAgIHZlcnNpb246CiAgICAgICAgICAgICAgICB0eXBlOiBzdHJpbmcK
+ICAgICAgICAgICAgICBsYXN0X2luZmVyZW5jZToKICAgICAgICAgICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICAgICAgICAg
+IGRlc2NyaXB0aW9uOiBNaWxsaXNlY29uZHMgc2luY2UgdGhlIFVuaXggZXBvY2guCiAgICAgICAgICAgICAgaW5mZXJlbmNlX2Nv
+dW50OgogICAgICAgICAgICAgICAgdHlwZTogaW50ZWdlcgogICAgICAgICAgICAgIGV4ZWN1dGlvbl9jb3VudDoKICAgICAgICAg
+ICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICAgICAgICBpbmZlcmVuY2Vfc3RhdHM6CiAgICAgICAgICAgICAgICB0eXBlOiBv
+YmplY3QKICAgICAgICAgICAgICAgIHByb3BlcnRpZXM6CiAgICAgICAgICAgICAgICAgIHN1Y2Nlc3M6CiAgICAgICAgICAgICAg
+ICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0R1cmF0aW9uU3RhdCcKICAgICAgICAgICAgICAgICAgZmFpbDoKICAg
+ICAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvRHVyYXRpb25TdGF0JwogICAgICAgICAgICAgICAg
+ICBxdWV1ZToKICAgICAgICAgICAgICAgICAgICAkcmVmOiAnIy9jb21wb25lbnRzL3NjaGVtYXMvRHVyYXRpb25TdGF0JwogICAg
+ICAgICAgICAgICAgICBjb21wdXRlX2lucHV0OgogICAgICAgICAgICAgICAgICAgICRyZWY6ICcjL2NvbXBvbmVudHMvc2NoZW1h
+cy9EdXJhdGlvblN0YXQnCiAgICAgICAgICAgICAgICAgIGNvbXB1dGVfaW5mZXI6CiAgICAgICAgICAgICAgICAgICAgJHJlZjog
+JyMvY29tcG9uZW50cy9zY2hlbWFzL0R1cmF0aW9uU3RhdCcKICAgICAgICAgICAgICAgICAgY29tcHV0ZV9vdXRwdXQ6CiAgICAg
+ICAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0R1cmF0aW9uU3RhdCcKICAgICAgICAgICAgICBiYXRj
+aF9zdGF0czoKICAgICAgICAgICAgICAgIHR5cGU6IGFycmF5CiAgICAgICAgICAgICAgICBpdGVtczoKICAgICAgICAgICAgICAg
+ICAgdHlwZTogb2JqZWN0CiAgICAgICAgICAgICAgICAgIHByb3BlcnRpZXM6CiAgICAgICAgICAgICAgICAgICAgYmF0Y2hfc2l6
+ZToKICAgICAgICAgICAgICAgICAgICAgIHR5cGU6IGludGVnZXIKICAgICAgICAgICAgICAgICAgICBjb21wdXRlX2luZmVyOgog
+ICAgICAgICAgICAgICAgICAgICAgJHJlZjogJyMvY29tcG9uZW50cy9zY2hlbWFzL0R1cmF0aW9uU3RhdCcKICAgIFJlcG9zaXRv
+cnlJbmRleFJlcXVlc3Q6CiAgICAgIHR5cGU6IG9iamVjdAogICAgICBwcm9wZXJ0aWVzOgogICAgICAgIHJlYWR5OgogICAgICAg
+ICAgdHlwZTogYm9vbGVhbgogICAgICAgICAgZGVzY3JpcHRpb246IE9ubHkgbGlzdCB2ZXJzaW9ucyB0aGF0IGFyZSByZWFkeS4K
+ICAgIFJlcG9zaXRvcnlJbmRleEVudHJ5OgogICAgICB0eXBlOiBvYmplY3QKICAgICAgcmVxdWlyZWQ6IFtuYW1lLCBzdGF0ZV0K
+ICAgICAgcHJvcGVydGllczoKICAgICAgICBuYW1lOgogICAgICAgICAgdHlwZTogc3RyaW5nCiAgICAgICAgdmVyc2lvbjoKICAg
+ICAgICAgIHR5cGU6IHN0cmluZwogICAgICAgIHN0YXRlOgogICAgICAgICAgdHlwZTogc3RyaW5nCiAgICAgICAgICBlbnVtOiBb
+VU5BVkFJTEFCTEUsIExPQURJTkcsIFJFQURZLCBGQUlMRURdCiAgICAgICAgcmVhc29uOgogICAgICAgICAgdHlwZTogc3RyaW5n
+CiAgICAgICAgbWVtb3J5X2J5dGVzOgogICAgICAgICAgdHlwZTogaW50ZWdlcgogICAgICAgICAgbWluaW11bTogMAogICAgICAg
+ICAgZGVzY3JpcHRpb246IExvYWRlZCB2ZXJzaW9ucyBvbmx5OyB3ZWlnaHRzIGFuZCBwYWNrZWQgY29uc3RhbnRzIHBsdXMgYWN0
+aXZhdGlvbnMgYXQgdGhlIG1heGltdW0gYmF0Y2ggc2l6ZS4KICAgIExpdmVuZXNzOgogICAgICB0eXBlOiBvYmplY3QKICAgICAg
+cmVxdWlyZWQ6IFtsaXZlXQogICAgICBwcm9wZXJ0aWVzOgogICAgICAgIGxpdmU6CiAgICAgICAgICB0eXBlOiBib29sZWFuCiAg
+ICBSZWFkaW5lc3M6CiAgICAgIHR5cGU6IG9iamVjdAogICAgICByZXF1aXJlZDogW3JlYWR5XQogICAgICBwcm9wZXJ0aWVzOgog
+ICAgICAgIHJlYWR5OgogICAgICAgICAgdHlwZTogYm9vbGVhbgogICAgTW9kZWxSZWFkaW5lc3M6CiAgICAgIHR5cGU6IG9iamVj
+dAogICAgICByZXF1aXJlZDogW25hbWUsIHJlYWR5XQogICAgICBwcm9wZXJ0aWVzOgogICAgICAgIG5hbWU6CiAgICAgICAgICB0
+eXBlOiBzdHJpbmcKICAgICAgICByZWFkeToKICAgICAgICAgIHR5cGU6IGJvb2xlYW4KICAgIFVwbG9hZGVkVmVyc2lvbjoKICAg
+ICAgdHlwZTogb2JqZWN0CiAgICAgIHJlcXVpcmVkOiBbbmFtZSwgdmVyc2lvbiwgc2hhMjU2XQogICAgICBwcm9wZXJ0aWVzOgog
+ICAgICAgIG5hbWU6CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICB2ZXJzaW9uOgogICAgICAgICAgdHlwZTogc3RyaW5n
+CiAgICAgICAgc2hhMjU2OgogICAgICAgICAgdHlwZTogc3RyaW5nCiAgICAgICAgICBkZXNjcmlwdGlvbjogSGV4IFNIQS0yNTYg
+b2YgdGhlIHN0b3JlZCBtb2RlbC4KICAgIERlZmF1bHRWZXJzaW9uUmVxdWVzdDoKICAgICAgdHlwZTogb2JqZWN0CiAgICAgIHJl
+cXVpcmVkOiBbdmVyc2lvbl0KICAgICAgcHJvcGVydGllczoKICAgICAgICB2ZXJzaW9uOgogICAgICAgICAgdHlwZTogc3RyaW5n
+CiAgICAgICAgICBwYXR0ZXJuOiAnXlsxLTldWzAtOV17MCwxN30kJwogICAgRGVmYXVsdFZlcnNpb246CiAgICAgIHR5cGU6IG9i
+amVjdAogICAgICByZXF1aXJlZDogW25hbWUsIGRlZmF1bHRfdmVyc2lvbiwgcGlubmVkXQogICAgICBwcm9wZXJ0aWVzOgogICAg
+ICAgIG5hbWU6CiAgICAgICAgICB0eXBlOiBzdHJpbmcKICAgICAgICBkZWZhdWx0X3ZlcnNpb246CiAgICAgICAgICB0eXBlOiBb
+c3RyaW5nLCAnbnVsbCddCiAgICAgICAgcGlubmVkOgogICAgICAgICAgdHlwZTogYm9vbGVhbgo=
+"""
 }

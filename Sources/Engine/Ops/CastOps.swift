@@ -21,32 +21,29 @@ private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DT
     case .uint32: return convert(t, S.self, UInt32.self)
     case .uint64: return convert(t, S.self, UInt64.self)
     case .bool: return mapElements(t) { (v: S) in v != S(fromDouble: 0) }
-    case .float16:
-        let f = convert(t, S.self, Float.self)
-        var out = Tensor(uninitialized: .float16, shape: t.shape)
-        f.withUnsafeBufferPointer(of: Float.self) { src in
-            out.withUnsafeMutableBytes { raw in
-                let dst = raw.bindMemory(to: UInt16.self)
-                for i in 0..<src.count { dst[i] = floatToFloat16(src[i]) }
-            }
-        }
-        return out
+    case .float16: return halfWidth(t, S.self, .float16, floatToFloat16)
     case .bfloat16:
-        let f = convert(t, S.self, Float.self)
-        var out = Tensor(uninitialized: .bfloat16, shape: t.shape)
-        f.withUnsafeBufferPointer(of: Float.self) { src in
-            out.withUnsafeMutableBytes { raw in
-                let dst = raw.bindMemory(to: UInt16.self)
-                for i in 0..<src.count {
-                    // Round to nearest even on the dropped 16 bits; NaN stays NaN.
-                    let bits = src[i].bitPattern
-                    dst[i] = src[i].isNaN ? 0x7fc0 : UInt16(truncatingIfNeeded: (bits &+ 0x7fff &+ ((bits >> 16) & 1)) >> 16)
-                }
-            }
+        return halfWidth(t, S.self, .bfloat16) { f in
+            // Round to nearest even on the dropped 16 bits; NaN stays NaN.
+            let bits = f.bitPattern
+            return f.isNaN ? 0x7fc0 : UInt16(truncatingIfNeeded: (bits &+ 0x7fff &+ ((bits >> 16) & 1)) >> 16)
         }
-        return out
     default: return nil
     }
+}
+
+/// `t` as a 16-bit float tensor of `dtype` (float16 or bfloat16): through Float, each element encoded by `encode`.
+@inline(__always)
+private func halfWidth<S: NumericScalar>(_ t: Tensor, _ s: S.Type, _ dtype: DType, _ encode: (Float) -> UInt16) -> Tensor {
+    let f = convert(t, S.self, Float.self)
+    var out = Tensor(uninitialized: dtype, shape: t.shape)
+    f.withUnsafeBufferPointer(of: Float.self) { src in
+        out.withUnsafeMutableBytes { raw in
+            let dst = raw.bindMemory(to: UInt16.self)
+            for i in 0..<src.count { dst[i] = encode(src[i]) }
+        }
+    }
+    return out
 }
 
 /// Converts a tensor to `dtype` (float32/64, float16, bfloat16 input, all integer widths, bool); integers truncate toward zero.

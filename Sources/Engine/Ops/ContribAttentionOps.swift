@@ -114,6 +114,21 @@ func addMasks(_ scores: UnsafeMutablePointer<Float>, b: Int, n: Int, queries: In
     }
 }
 
+/// The tail Attention and MultiHeadAttention share: the padding/causal mask and additive bias (from their input
+/// tensors) applied to q·k scores scaled by `customScale` or 1/sqrt(headSize), then softmax and the sum over v.
+/// q is [B, heads, queries, headSize], k and v [B, heads, keys, size]; returns [B, queries, heads * valueHeadSize].
+func maskedAttention(q: [Float], k: [Float], v: [Float], mask maskInput: Tensor?, bias biasInput: Tensor?, batch: Int, heads: Int,
+                     queries: Int, pastLength: Int, keys: Int, headSize: Int, valueHeadSize: Int, causal: Bool, filter: Float,
+                     customScale: Float?, _ ctx: OpContext) throws -> [Float] {
+    let mask = try attentionMask(maskInput, batch: batch, queries: queries, keys: keys, pastLength: pastLength, causal: causal, filter: filter, ctx)
+    let (bias, biasShape) = try attentionBias(biasInput, batch: batch, heads: heads, queries: queries, keys: keys, ctx)
+    let scale = customScale ?? 1 / Float(headSize).squareRoot()
+    return scaledDotProductAttention(q: q, k: k, v: v, batch: batch, heads: heads, queries: queries, keys: keys, headSize: headSize,
+                                     valueHeadSize: valueHeadSize, scale: scale) { b, n, scores in
+        addMasks(scores, b: b, n: n, queries: queries, keys: keys, mask: mask, bias: bias, biasShape: biasShape)
+    }
+}
+
 /// Checks attention_bias against (B or 1, N or 1, S, T).
 func attentionBias(_ t: Tensor?, batch: Int, heads: Int, queries: Int, keys: Int, _ ctx: OpContext) throws -> ([Float]?, [Int]) {
     guard let t else { return (nil, []) }
@@ -174,13 +189,9 @@ let contribAttentionOperators: OperatorTable = [
                 v = appendKeys(past: Array(pv[half...]), v, batch: batch, heads: heads, pastLength: pastLength, newLength: sequence, size: valueHeadSize)
             }
             let keys = pastLength + sequence
-            let mask = try attentionMask(inputs[3], batch: batch, queries: sequence, keys: keys, pastLength: pastLength, causal: causal, filter: filter, ctx)
-            let (bias, biasShape) = try attentionBias(inputs[5], batch: batch, heads: heads, queries: sequence, keys: keys, ctx)
-            let scale = customScale ?? 1 / Float(headSize).squareRoot()
-            let out = scaledDotProductAttention(q: q, k: k, v: v, batch: batch, heads: heads, queries: sequence, keys: keys, headSize: headSize,
-                                                valueHeadSize: valueHeadSize, scale: scale) { b, n, scores in
-                addMasks(scores, b: b, n: n, queries: sequence, keys: keys, mask: mask, bias: bias, biasShape: biasShape)
-            }
+            let out = try maskedAttention(q: q, k: k, v: v, mask: inputs[3], bias: inputs[5], batch: batch, heads: heads, queries: sequence,
+                                          pastLength: pastLength, keys: keys, headSize: headSize, valueHeadSize: valueHeadSize,
+                                          causal: causal, filter: filter, customScale: customScale, ctx)
             let output = Tensor(shape: [batch, sequence, heads * valueHeadSize], scalars: out)
             guard wantsPresent else { return [output] }
             guard headSize == valueHeadSize else { throw ctx.error(.executionFailed, "present needs equal K and V head sizes, got \(headSize) and \(valueHeadSize)") }
@@ -300,13 +311,9 @@ let contribAttentionOperators: OperatorTable = [
                 v = appendKeys(past: try floatValues(pastValue, "past_value", ctx), v, batch: batch, heads: heads, pastLength: pastLength, newLength: kvLength, size: valueHeadSize)
             }
             let keys = pastLength + kvLength
-            let mask = try attentionMask(inputs[4], batch: batch, queries: sequence, keys: keys, pastLength: pastLength, causal: causal, filter: filter, ctx)
-            let (attnBias, biasShape) = try attentionBias(inputs[5], batch: batch, heads: heads, queries: sequence, keys: keys, ctx)
-            let scale = customScale ?? 1 / Float(headSize).squareRoot()
-            let out = scaledDotProductAttention(q: q, k: k, v: v, batch: batch, heads: heads, queries: sequence, keys: keys, headSize: headSize,
-                                                valueHeadSize: valueHeadSize, scale: scale) { b, n, scores in
-                addMasks(scores, b: b, n: n, queries: sequence, keys: keys, mask: mask, bias: attnBias, biasShape: biasShape)
-            }
+            let out = try maskedAttention(q: q, k: k, v: v, mask: inputs[4], bias: inputs[5], batch: batch, heads: heads, queries: sequence,
+                                          pastLength: pastLength, keys: keys, headSize: headSize, valueHeadSize: valueHeadSize,
+                                          causal: causal, filter: filter, customScale: customScale, ctx)
             return [Tensor(shape: [batch, sequence, heads * valueHeadSize], scalars: out),
                     Tensor(shape: [batch, heads, keys, headSize], scalars: k), Tensor(shape: [batch, heads, keys, valueHeadSize], scalars: v)]
         }

@@ -10,6 +10,18 @@ private func scalarParameters(_ scale: Tensor, _ zero: Tensor?, _ what: String, 
     return (scale.doubleValue(at: 0), zero?.doubleValue(at: 0) ?? 0)
 }
 
+/// The QLinear pools' inputs: X (moved to channels-first when `channelsLast`; must have spatial axes) and the
+/// per-tensor scale and zero point of X (inputs 1, 2) and of Y (inputs 3, 4).
+private func quantizedPoolInputs(_ inputs: KernelInputs, channelsLast: Bool, _ ctx: OpContext) throws
+    -> (x: Tensor, sx: Double, zx: Double, sy: Double, zy: Double) {
+    var x = try inputs.required(0, ctx)
+    guard x.rank >= 3 else { throw ctx.error(.executionFailed, "X \(x.shape) must have spatial axes") }
+    if channelsLast { x = movingChannels(x, toFirst: true) }
+    let (sx, zx) = try scalarParameters(inputs.required(1, ctx), inputs[2], "X", ctx)
+    let (sy, zy) = try scalarParameters(inputs.required(3, ctx), inputs[4], "Y", ctx)
+    return (x, sx, zx, sy, zy)
+}
+
 /// Per-column parameters of a [K, N] operand: `count == 1` or `N` values, expanded to N.
 private func columnParameters(_ t: Tensor?, columns: Int, fallback: Double, _ what: String, _ ctx: OpContext) throws -> [Double] {
     guard let t else { return [Double](repeating: fallback, count: columns) }
@@ -293,11 +305,7 @@ let contribQuantizationOperators: OperatorTable = [
     "QLinearGlobalAveragePool": { ctx in
         let channelsLast = try ctx.int("channels_last", 0) != 0
         return PreparedKernel { inputs in
-            var x = try inputs.required(0, ctx)
-            guard x.rank >= 3 else { throw ctx.error(.executionFailed, "X \(x.shape) must have spatial axes") }
-            if channelsLast { x = movingChannels(x, toFirst: true) }
-            let (sx, zx) = try scalarParameters(inputs.required(1, ctx), inputs[2], "X", ctx)
-            let (sy, zy) = try scalarParameters(inputs.required(3, ctx), inputs[4], "Y", ctx)
+            let (x, sx, zx, sy, zy) = try quantizedPoolInputs(inputs, channelsLast: channelsLast, ctx)
             let bounds = try quantizedBounds(x.dtype, ctx)
             let planes = x.shape[0] * x.shape[1], size = x.shape[2...].reduce(1, *)
             var sums = [Int32](repeating: 0, count: planes)
@@ -319,11 +327,7 @@ let contribQuantizationOperators: OperatorTable = [
         let channelsLast = try ctx.int("channels_last", 0) != 0
         let pool = try ctx.delegate("AveragePool", inputs: [0], attributes: ctx.attributes(dropping: ["channels_last"]))
         return PreparedKernel { inputs in
-            var x = try inputs.required(0, ctx)
-            guard x.rank >= 3 else { throw ctx.error(.executionFailed, "X \(x.shape) must have spatial axes") }
-            if channelsLast { x = movingChannels(x, toFirst: true) }
-            let (sx, zx) = try scalarParameters(inputs.required(1, ctx), inputs[2], "X", ctx)
-            let (sy, zy) = try scalarParameters(inputs.required(3, ctx), inputs[4], "Y", ctx)
+            let (x, sx, zx, sy, zy) = try quantizedPoolInputs(inputs, channelsLast: channelsLast, ctx)
             let dtype = x.dtype
             let real = Tensor(shape: x.shape, scalars: x.doubles.map { Float(($0 - zx) * sx) })
             var args = KernelInputs(values: [real])

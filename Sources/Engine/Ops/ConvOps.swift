@@ -286,7 +286,7 @@ func convolutionND(_ x: Tensor, _ w: Tensor, _ bias: Tensor?, strides: [Int], di
     let spatial = Array(x.shape[2...]), kernel = Array(w.shape[2...])
     let cg = c / groups, mg = m / groups
     let inPlane = spatial.reduce(1, *), outPlane = outSpatial.reduce(1, *), window = kernel.reduce(1, *)
-    let inStrides = Tensor.contiguousStrides(spatial), outStrides = Tensor.contiguousStrides(outSpatial), kStrides = Tensor.contiguousStrides(kernel)
+    let taps = WindowTaps(from: outSpatial, to: spatial, kernel: kernel, strides: strides, dilations: dilations, padBegin: padBegin)
     let b = bias?.scalars(as: Float.self)
     return Tensor.makeFloat(shape: [n, m] + outSpatial) { dst in
         x.floatPointer { xp in w.floatPointer { wp in
@@ -296,13 +296,7 @@ func convolutionND(_ x: Tensor, _ w: Tensor, _ bias: Tensor?, strides: [Int], di
                     for o in 0..<outPlane {
                         var sum = b?[oc] ?? 0
                         for k in 0..<window {
-                            var offset = 0, inside = true
-                            for a in 0..<spatial.count {
-                                let i = (o / outStrides[a]) % outSpatial[a] * strides[a] - padBegin[a] + (k / kStrides[a]) % kernel[a] * dilations[a]
-                                if i < 0 || i >= spatial[a] { inside = false; break }
-                                offset += i * inStrides[a]
-                            }
-                            guard inside else { continue }
+                            guard let offset = taps.offset(o, tap: k) else { continue }
                             for ic in 0..<cg {
                                 sum += xp[(batch * c + group * cg + ic) * inPlane + offset] * wp[(oc * cg + ic) * window + k]
                             }
@@ -322,7 +316,7 @@ func transposedConvolutionND(_ x: Tensor, _ w: Tensor, _ bias: Tensor?, strides:
     let mg = w.shape[1], m = mg * groups, cg = c / groups
     let spatial = Array(x.shape[2...]), kernel = Array(w.shape[2...])
     let inPlane = spatial.reduce(1, *), outPlane = outSpatial.reduce(1, *), window = kernel.reduce(1, *)
-    let inStrides = Tensor.contiguousStrides(spatial), outStrides = Tensor.contiguousStrides(outSpatial), kStrides = Tensor.contiguousStrides(kernel)
+    let taps = WindowTaps(from: spatial, to: outSpatial, kernel: kernel, strides: strides, dilations: dilations, padBegin: padBegin)
     let b = bias?.scalars(as: Float.self)
     return Tensor.makeFloat(shape: [n, m] + outSpatial) { dst in
         for batch in 0..<n { for oc in 0..<m { for o in 0..<outPlane { dst[(batch * m + oc) * outPlane + o] = b?[oc] ?? 0 } } }
@@ -333,13 +327,7 @@ func transposedConvolutionND(_ x: Tensor, _ w: Tensor, _ bias: Tensor?, strides:
                     for i in 0..<inPlane {
                         let v = xp[(batch * c + ic) * inPlane + i]
                         for k in 0..<window {
-                            var offset = 0, inside = true
-                            for a in 0..<spatial.count {
-                                let pos = (i / inStrides[a]) % spatial[a] * strides[a] - padBegin[a] + (k / kStrides[a]) % kernel[a] * dilations[a]
-                                if pos < 0 || pos >= outSpatial[a] { inside = false; break }
-                                offset += pos * outStrides[a]
-                            }
-                            guard inside else { continue }
+                            guard let offset = taps.offset(i, tap: k) else { continue }
                             for mm in 0..<mg {
                                 dst[(batch * m + group * mg + mm) * outPlane + offset] += v * wp[(ic * mg + mm) * window + k]
                             }

@@ -110,7 +110,8 @@ func poolND(_ x: Tensor, kernel: [Int], strides: [Int], dilations: [Int], padBeg
     let spatial = Array(x.shape[2...])
     let planes = x.shape[0] * x.shape[1]
     let inPlane = spatial.reduce(1, *), outPlane = outSpatial.reduce(1, *), window = kernel.reduce(1, *)
-    let inStrides = Tensor.contiguousStrides(spatial), outStrides = Tensor.contiguousStrides(outSpatial), kStrides = Tensor.contiguousStrides(kernel)
+    let outStrides = Tensor.contiguousStrides(outSpatial)
+    let taps = WindowTaps(from: outSpatial, to: spatial, kernel: kernel, strides: strides, dilations: dilations, padBegin: padBegin)
     return Tensor.makeFloat(shape: Array(x.shape[..<2]) + outSpatial) { dst in
         x.floatPointer { src in
             for p in 0..<planes {
@@ -122,13 +123,7 @@ func poolND(_ x: Tensor, kernel: [Int], strides: [Int], dilations: [Int], padBeg
                         padded *= (end - start + dilations[a] - 1) / dilations[a]
                     }
                     for k in 0..<window {
-                        var offset = 0, inside = true
-                        for a in 0..<kernel.count {
-                            let i = (o / outStrides[a]) % outSpatial[a] * strides[a] - padBegin[a] + (k / kStrides[a]) % kernel[a] * dilations[a]
-                            if i < 0 || i >= spatial[a] { inside = false; break }
-                            offset += i * inStrides[a]
-                        }
-                        guard inside else { continue }
+                        guard let offset = taps.offset(o, tap: k) else { continue }
                         let v = src[p * inPlane + offset]
                         best = Swift.max(best, v)
                         sum += v

@@ -26,11 +26,16 @@ private func negativeLogLikelihood(_ logProb: [Double], shape: [Int], target: [I
     }
 }
 
+/// The attributes both losses take: `reduction` (none, sum or mean) and the optional `ignore_index`.
+private func lossAttributes(_ ctx: OpContext) throws -> (reduction: String, ignoreIndex: Int?) {
+    let reduction = try ctx.string("reduction", "mean")
+    guard ["none", "sum", "mean"].contains(reduction) else { throw ctx.unsupported("reduction", "'\(reduction)'") }
+    return (reduction, ctx.has("ignore_index") ? try ctx.int("ignore_index", 0) : nil)
+}
+
 let lossOperators: OperatorTable = [
     "NegativeLogLikelihoodLoss": { ctx in
-        let reduction = try ctx.string("reduction", "mean")
-        guard ["none", "sum", "mean"].contains(reduction) else { throw ctx.unsupported("reduction", "'\(reduction)'") }
-        let ignoreIndex: Int? = ctx.has("ignore_index") ? try ctx.int("ignore_index", 0) : nil
+        let (reduction, ignoreIndex) = try lossAttributes(ctx)
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), target = try inputs.required(1, ctx)
             guard x.rank >= 2, x.dtype.isFloatingPoint else { throw ctx.error(.executionFailed, "input \(x) must be floating point [N, C, ...]") }
@@ -40,9 +45,7 @@ let lossOperators: OperatorTable = [
         }
     },
     "SoftmaxCrossEntropyLoss": { ctx in
-        let reduction = try ctx.string("reduction", "mean")
-        guard ["none", "sum", "mean"].contains(reduction) else { throw ctx.unsupported("reduction", "'\(reduction)'") }
-        let ignoreIndex: Int? = ctx.has("ignore_index") ? try ctx.int("ignore_index", 0) : nil
+        let (reduction, ignoreIndex) = try lossAttributes(ctx)
         return PreparedKernel { inputs in
             let scores = try inputs.required(0, ctx), labels = try inputs.required(1, ctx)
             guard scores.rank >= 2, scores.dtype.isFloatingPoint else { throw ctx.error(.executionFailed, "scores \(scores) must be floating point [N, C, ...]") }

@@ -26,38 +26,19 @@ extension Double: NumericScalar {
     if v <= Double(T.min) { return T.min }
     return T(v.rounded(.towardZero))
 }
-extension Int64: NumericScalar {
+/// The integer conformances: exact widening to Double, saturating truncation back.
+extension NumericScalar where Self: FixedWidthInteger {
     var asDouble: Double { Double(self) }
-    init(fromDouble v: Double) { self = clampedInteger(v, Int64.self) }
+    init(fromDouble v: Double) { self = clampedInteger(v, Self.self) }
 }
-extension Int32: NumericScalar {
-    var asDouble: Double { Double(self) }
-    init(fromDouble v: Double) { self = clampedInteger(v, Int32.self) }
-}
-extension Int16: NumericScalar {
-    var asDouble: Double { Double(self) }
-    init(fromDouble v: Double) { self = clampedInteger(v, Int16.self) }
-}
-extension Int8: NumericScalar {
-    var asDouble: Double { Double(self) }
-    init(fromDouble v: Double) { self = clampedInteger(v, Int8.self) }
-}
-extension UInt8: NumericScalar {
-    var asDouble: Double { Double(self) }
-    init(fromDouble v: Double) { self = clampedInteger(v, UInt8.self) }
-}
-extension UInt16: NumericScalar {
-    var asDouble: Double { Double(self) }
-    init(fromDouble v: Double) { self = clampedInteger(v, UInt16.self) }
-}
-extension UInt32: NumericScalar {
-    var asDouble: Double { Double(self) }
-    init(fromDouble v: Double) { self = clampedInteger(v, UInt32.self) }
-}
-extension UInt64: NumericScalar {
-    var asDouble: Double { Double(self) }
-    init(fromDouble v: Double) { self = clampedInteger(v, UInt64.self) }
-}
+extension Int64: NumericScalar {}
+extension Int32: NumericScalar {}
+extension Int16: NumericScalar {}
+extension Int8: NumericScalar {}
+extension UInt8: NumericScalar {}
+extension UInt16: NumericScalar {}
+extension UInt32: NumericScalar {}
+extension UInt64: NumericScalar {}
 
 extension Tensor {
     /// Element `i` as Double, for any numeric or bool dtype (float16 included); used for small parameter tensors.

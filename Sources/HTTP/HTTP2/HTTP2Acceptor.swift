@@ -86,14 +86,14 @@ final class HTTP2Acceptor {
         tasks[CallKey(connection: connection, stream: stream)] = Task {
             let response = await responder(request)
             guard let updates = response.updates, response.status.code == .ok else {
-                mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, event: .response(response)))
+                mailbox.post(HTTP2Answer(connection: connection, stream: stream, event: .response(response)))
                 return
             }
-            mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, event: .message(response.message ?? [])))
+            mailbox.post(HTTP2Answer(connection: connection, stream: stream, event: .message(response.message ?? [])))
             for await message in updates {
-                mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, event: .message(message)))
+                mailbox.post(HTTP2Answer(connection: connection, stream: stream, event: .message(message)))
             }
-            mailbox.post(HTTP2Mailbox.Answer(connection: connection, stream: stream, event: .end(.ok)))
+            mailbox.post(HTTP2Answer(connection: connection, stream: stream, event: .end(.ok)))
         }
     }
 

@@ -47,7 +47,7 @@ final class HTTP2Connection {
     var openStreams: Int { session.openStreams }
 
     /// Delivers an answer computed off the loop.
-    func complete(stream: Int32, _ event: HTTP2Mailbox.Answer.Event) {
+    func complete(stream: Int32, _ event: HTTP2Answer.Event) {
         guard !closing else { return }
         switch event {
         case .response(let response): session.respond(stream: stream, response)
