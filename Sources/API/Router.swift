@@ -1,7 +1,5 @@
 import HTTP
-#if canImport(Glibc)
-import Glibc
-#endif
+import Infrastructure
 
 /// A request handler: the request and its validated path parameters in, a response out.
 public typealias RouteHandler = @Sendable (HTTPRequest, PathParameters) async throws -> HTTPResponse
@@ -48,18 +46,8 @@ public struct Router: Sendable {
     private let log: @Sendable (String) -> Void
 
     /// An empty router; `log` receives one line per unmapped (500) error.
-    public init(log: @escaping @Sendable (String) -> Void = Router.logToStandardError) {
+    public init(log: @escaping @Sendable (String) -> Void = { Logger().error($0) }) {
         self.log = log
-    }
-
-    /// Writes a line to standard error, unbuffered.
-    public static let logToStandardError: @Sendable (String) -> Void = { line in
-        var text = line + "\n"
-        text.withUTF8 { buffer in
-            #if canImport(Glibc)
-            _ = Glibc.write(2, buffer.baseAddress, buffer.count)
-            #endif
-        }
     }
 
     /// Adds a route; `handler` nil keeps the route known (405/404 logic) but answers 501.
