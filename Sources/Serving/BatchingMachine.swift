@@ -2,8 +2,9 @@
 /// which are refused or dropped. Every transition takes the current instant and returns what the driver must do;
 /// the machine itself never blocks, sleeps, reads a clock or touches a tensor (`DynamicBatcher` does the side effects).
 ///
-/// One execution at a time per version: `poll` asks for it (`startExecution`), the driver takes a compute slot and
-/// calls `takeBatch` (so requests arriving while it waited for the slot still join), then `executionFinished`.
+/// Up to `instances` executions at a time per version (Triton's `instance_group` count): `poll` asks for one
+/// (`startExecution`), the driver takes a compute slot and calls `takeBatch` (so requests arriving while it waited for
+/// the slot still join), then `executionFinished`. A second one starts only once the first has taken its batch.
 struct BatchingMachine {
     /// Limits read from the model config.
     struct Policy: Sendable {
@@ -11,10 +12,12 @@ struct BatchingMachine {
         var maxBatchRows: Int
         /// Longest wait after the oldest queued request before a partial batch runs.
         var maxDelayNanos: UInt64
-        /// Row counts that run without waiting further.
+        /// Row counts that run without waiting further; with more queued, a batch stops at the largest one reached.
         var preferredRows: Set<Int>
         /// Requests allowed in the queue.
         var maxQueue: Int
+        /// Executions that may run at once (at least 1).
+        var instances: Int = 1
     }
 
     /// What the machine knows of one queued request.
@@ -31,14 +34,15 @@ struct BatchingMachine {
         let deadline: UInt64?
     }
 
-    /// Whether an execution is under way.
-    enum Execution: Equatable {
-        /// None: the next `poll` may start one.
-        case idle
-        /// Asked for (`startExecution`); the driver is waiting for a compute slot.
-        case awaitingSlot
+    /// The executions under way.
+    struct Executions: Equatable {
+        /// Asked for (`startExecution`); the driver is waiting for a compute slot (at most one at a time).
+        var awaitingSlot = 0
         /// A batch was taken and is computing.
-        case running
+        var running = 0
+
+        /// None under way.
+        var isIdle: Bool { awaitingSlot == 0 && running == 0 }
     }
 
     /// Why `submit` refused a request.
@@ -64,8 +68,8 @@ struct BatchingMachine {
     let policy: Policy
     /// Queued requests, oldest first.
     private(set) var queue: [Entry] = []
-    /// The execution under way, if any.
-    private(set) var execution = Execution.idle
+    /// The executions under way.
+    private(set) var executions = Executions()
     /// False once `close()` was called.
     private(set) var accepting = true
 
@@ -99,15 +103,16 @@ struct BatchingMachine {
         var decision = Decision(expired: expire(now: now))
         let deadline = queue.compactMap(\.deadline).min()
         if queue.isEmpty {
-            decision.finished = !accepting && execution == .idle
+            decision.finished = !accepting && executions.isIdle
             return decision
         }
-        guard execution == .idle else {
+        // One execution waiting for its slot takes whatever is queued by then: never ask for a second.
+        guard executions.awaitingSlot == 0, executions.running < max(1, policy.instances) else {
             decision.wakeAt = deadline
             return decision
         }
         if isReady(now: now) {
-            execution = .awaitingSlot
+            executions.awaitingSlot = 1
             decision.startExecution = true
             decision.wakeAt = deadline
             return decision
@@ -117,35 +122,36 @@ struct BatchingMachine {
         return decision
     }
 
-    /// With a compute slot held: removes the batch to run (the oldest request and every later compatible one that
-    /// fits) and the expired requests. An empty batch means nothing is left to run; the execution is then over.
+    /// With a compute slot held: removes the batch to run and the expired requests. The batch is the oldest request
+    /// and every later compatible one that fits, cut back to the largest preferred row count it reached (as Triton's
+    /// `preferred_batch_size`: the rest waits for the next execution). An empty batch means nothing is left to run; the
+    /// execution is then over.
     mutating func takeBatch(now: UInt64) -> (batch: [Entry], expired: [UInt64]) {
-        precondition(execution == .awaitingSlot, "takeBatch without startExecution")
+        precondition(executions.awaitingSlot == 1, "takeBatch without startExecution")
+        executions.awaitingSlot = 0
         let expired = expire(now: now)
-        guard !queue.isEmpty else {
-            execution = .idle
-            return ([], expired)
-        }
-        execution = .running
+        guard !queue.isEmpty else { return ([], expired) }
+        executions.running += 1
         if policy.maxBatchRows <= 1 { return ([queue.removeFirst()], expired) }
         let key = queue[0].shapeKey
         var rows = 0
-        var taken: [Entry] = []
-        var kept: [Entry] = []
-        for entry in queue {
-            if entry.shapeKey == key && (taken.isEmpty || rows + entry.rows <= policy.maxBatchRows) {
-                taken.append(entry)
-                rows += entry.rows
-            } else {
-                kept.append(entry)
-            }
+        var taken: [Int] = []
+        var preferredCount = 0
+        for (index, entry) in queue.enumerated() where entry.shapeKey == key {
+            guard taken.isEmpty || rows + entry.rows <= policy.maxBatchRows else { continue }
+            taken.append(index)
+            rows += entry.rows
+            if policy.preferredRows.contains(rows) { preferredCount = taken.count }
         }
-        queue = kept
-        return (taken, expired)
+        if preferredCount > 0 { taken.removeLast(taken.count - preferredCount) }
+        let batch = taken.map { queue[$0] }
+        let takenSet = Set(taken)
+        queue = queue.indices.filter { !takenSet.contains($0) }.map { queue[$0] }
+        return (batch, expired)
     }
 
-    /// The execution started by `startExecution` is over (whether or not `takeBatch` found a batch).
-    mutating func executionFinished() { execution = .idle }
+    /// An execution whose `takeBatch` found a batch is over (an empty take already ended its own).
+    mutating func executionFinished() { executions.running = max(0, executions.running - 1) }
 
     /// True when the queue holds a batch worth running now: full, preferred size, delay over, or closing.
     private func isReady(now: UInt64) -> Bool {

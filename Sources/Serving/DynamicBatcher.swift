@@ -5,9 +5,10 @@ import Tensor
 /// around `BatchingMachine`, which makes every decision; this class only does what the decisions say.
 ///
 /// Whoever changes the machine (a submitting task, a cancellation, the compute thread finishing) polls it at once and
-/// does what it says, so a ready batch starts without a thread hop. Two dedicated threads per version: the compute
-/// thread takes a compute slot, the batch, runs the model and answers the rows; the timer thread sleeps until the
-/// machine's next instant (a batch delay or a deadline), so requests expire on time even while an execution runs.
+/// does what it says, so a ready batch starts without a thread hop. Dedicated threads per version: one compute thread
+/// per instance (`instance_group` count) takes a compute slot, the batch, runs the model and answers the rows; the
+/// timer thread sleeps until the machine's next instant (a batch delay or a deadline), so requests expire on time even
+/// while an execution runs.
 /// Whoever removes a request from the machine is the one that resumes it, so each is answered exactly once.
 final class DynamicBatcher: @unchecked Sendable {
     /// Limits read from the model config.
@@ -59,7 +60,7 @@ final class DynamicBatcher: @unchecked Sendable {
         self.gate = gate
         self.instruments = instruments
         machine = BatchingMachine(policy: policy)
-        compute = BlockingExecutor(name: "osprey-run-\(version)")
+        compute = BlockingExecutor(name: "osprey-run-\(version)", threads: max(1, policy.instances))
         gate.batcherStarted()
         DedicatedThread.start(name: "osprey-batch-\(version)") { [self] in runTimer() }
     }
@@ -183,8 +184,9 @@ final class DynamicBatcher: @unchecked Sendable {
             (batch, expired, runtime) = lock.withLock {
                 let taken = machine.takeBatch(now: SystemClock.nanoseconds())
                 instruments.queueDepthChanged(machine.queueDepth)
-                return (taken.batch.compactMap { waiters.removeValue(forKey: $0.id) },
-                        taken.expired.compactMap { waiters.removeValue(forKey: $0) }, self.runtime)
+                // Polled at once: what this batch left queued may start on another instance while this one computes.
+                let expiredNow = taken.expired.compactMap { waiters.removeValue(forKey: $0) } + pollLocked()
+                return (taken.batch.compactMap { waiters.removeValue(forKey: $0.id) }, expiredNow, self.runtime)
             }
             guard !batch.isEmpty else { return }
             guard let runtime else {
@@ -195,7 +197,7 @@ final class DynamicBatcher: @unchecked Sendable {
             pass = run(batch, on: runtime, timing: &timing)
         }
         let expiredAfter = lock.withLock {
-            machine.executionFinished()
+            if !batch.isEmpty { machine.executionFinished() }
             return pollLocked()
         }
         answerTimedOut(expired + expiredAfter)

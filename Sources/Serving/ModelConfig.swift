@@ -60,6 +60,9 @@ public struct ModelConfig: Sendable, Equatable {
     public var traffic: TrafficSplit?
     /// `response_cache.enable` (Triton's key): answers may be served from the response cache (when `--cache-bytes` > 0).
     public var responseCacheEnabled = false
+    /// `instance_group` (Triton's key): the summed `count` of its CPU groups, executions of a version that may run at
+    /// once (each with `--threads` engine threads, within the process's compute slots).
+    public var instanceCount = 1
 
     /// The configuration used when a model has no config.json.
     public init(maxBatchSize: Int? = nil, dynamicBatching: DynamicBatching = DynamicBatching(),
@@ -141,6 +144,7 @@ public struct ModelConfig: Sendable, Equatable {
             case let other?: throw ServingError.invalidConfig(key: "response_cache.enable", expected: "true or false", got: other.brief)
             }
         }
+        if let section = top["instance_group"] { instanceCount = try Self.instanceCount(section) }
         if let max = maxBatchSize, max > 0, let biggest = dynamicBatching.preferredBatchSizes.max(), biggest > max {
             throw ServingError.invalidConfig(key: "dynamic_batching.preferred_batch_size", expected: "sizes <= max_batch_size \(max)", got: String(biggest))
         }
@@ -179,6 +183,23 @@ public struct ModelConfig: Sendable, Equatable {
         default:
             throw ServingError.invalidConfig(key: "version_policy", expected: "latest, all or specific", got: "\"\(kind)\"")
         }
+    }
+
+    /// Sums the counts of `instance_group` (an array of `{"count": N, "kind": "KIND_CPU"}`; count defaults to 1).
+    private static func instanceCount(_ section: ConfigValue) throws -> Int {
+        guard case .array(let groups) = section, !groups.isEmpty else {
+            throw ServingError.invalidConfig(key: "instance_group", expected: "a non-empty array of {\"count\": N, \"kind\": \"KIND_CPU\"}",
+                                             got: section.brief)
+        }
+        var total = 0
+        for group in groups {
+            let fields = try object(group, key: "instance_group[]")
+            if let kind = fields["kind"], kind != .string("KIND_CPU"), kind != .string("KIND_AUTO") {
+                throw ServingError.invalidConfig(key: "instance_group[].kind", expected: "\"KIND_CPU\" or \"KIND_AUTO\" (CPU only)", got: kind.brief)
+            }
+            total += try fields["count"].map { try integer($0, key: "instance_group[].count", minimum: 1) } ?? 1
+        }
+        return min(total, Int(Int32.max))
     }
 
     private static func object(_ value: ConfigValue, key: String) throws -> [String: ConfigValue] {

@@ -35,8 +35,8 @@ public struct ModelIndexEntry: Sendable, Equatable {
 
 /// Registry settings.
 public struct RegistryOptions: Sendable {
-    /// Limits model executions in the process to `computeSlots` at once (1 suits a 2-core box: the engine's own
-    /// threads use the cores); shared by every version's batcher and the warm-up runs.
+    /// Limits model executions in the process to `computeSlots` at once (cores / engine threads: each execution's
+    /// threads have a core); shared by every version's batcher and the warm-up runs.
     public let computeGate: ComputeGate
     /// Model executions allowed at once in the process.
     public var computeSlots: Int { computeGate.slots }

@@ -72,7 +72,8 @@ public final class ServedVersion: Sendable {
         instruments = VersionInstruments(model: name, version: version, metrics: metrics)
         let policy = DynamicBatcher.Policy(maxBatchRows: batchingEnabled ? limit : 1,
                                            maxDelayNanos: UInt64(batching.maxQueueDelayMicroseconds) * 1000,
-                                           preferredRows: Set(batching.preferredBatchSizes), maxQueue: batching.maxQueueSize)
+                                           preferredRows: Set(batching.preferredBatchSizes), maxQueue: batching.maxQueueSize,
+                                           instances: config.instanceCount)
         batcher = DynamicBatcher(model: name, version: version, runtime: runtime, inputNames: runtime.inputs.map(\.name),
                                  policy: policy, gate: gate, instruments: instruments)
     }

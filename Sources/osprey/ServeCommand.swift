@@ -30,7 +30,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
                                on SIGTERM/SIGINT, time in-flight requests get to finish (default 30s)
       --drain-delay DURATION   on SIGTERM/SIGINT, report not ready but keep accepting for this long before
                                closing the listener, so load balancers stop sending first (default 0)
-      --threads N              compute threads for the engine, OpenBLAS included (default: all cores)
+      --threads N              compute threads for the engine, OpenBLAS included, per execution (default: all
+                               cores); cores / N executions run at once (see instance_group)
       --admin-token TOKEN      require 'Authorization: Bearer TOKEN' on /v2/repository/* (default: loopback clients only)
       --poll-interval DURATION watch the repository for added and removed versions (default: off)
       --max-image-pixels N     largest image accepted by classify, checked before decoding (default 50000000)
@@ -69,7 +70,10 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     // server's CPU per binary MobileNetV2-sized request); loads and unloads still trim the heap explicitly.
     CompiledModel.keepFreedMemoryForReuse(upTo: 32 << 20)
     let metrics = Metrics()
-    let registryOptions = RegistryOptions(pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) },
+    // Executions at once: as many as the cores hold at --threads each (1 by default; 2 at --threads 1 on 2 cores, for
+    // models whose instance_group count asks for concurrent executions).
+    let slots = max(1, ProcessInfo.processInfo.activeProcessorCount / options.computeThreads)
+    let registryOptions = RegistryOptions(computeSlots: slots, pollInterval: options.pollInterval.map { .milliseconds(Int($0 * 1000)) },
                                           requiredModels: options.requiredModels, maxModelMemory: options.maxModelMemory,
                                           staleUploadAge: options.staleUploadAge, singleModel: options.singleModel)
     let registry = ModelRegistry(repositoryPath: repository, loader: engineLoader, options: registryOptions, metrics: metrics, logger: logger)

@@ -179,6 +179,8 @@ import Testing
         #expect(config["input"]?.arrayValue?.first?["data_type"]?.stringValue == "TYPE_FP32")
         #expect(config["input"]?.arrayValue?.first?["dims"]?.arrayValue?.compactMap(\.intValue) == [1, 8, 8])
         #expect(config["dynamic_batching"]?["max_queue_delay_microseconds"]?.intValue == 2000)
+        #expect(config["instance_group"]?.arrayValue?.first?["count"]?.intValue == 1)
+        #expect(config["instance_group"]?.arrayValue?.first?["kind"]?.stringValue == "KIND_CPU")
         #expect(config["image"]?["channel_order"]?.stringValue == "gray")
         let missing = await service.responder(HTTPRequest(method: "GET", path: "/v2/models/digits/versions/9/config"))
         #expect(missing.status == 404)

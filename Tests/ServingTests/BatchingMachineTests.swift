@@ -13,9 +13,9 @@ final class BatchingMachineTests: XCTestCase {
         var executions: [[UInt64]] = []
         var rowsOf: [UInt64: Int] = [:]
 
-        init(maxBatchRows: Int, delayMicroseconds: UInt64 = 0, preferred: Set<Int> = [], maxQueue: Int = 1000) {
+        init(maxBatchRows: Int, delayMicroseconds: UInt64 = 0, preferred: Set<Int> = [], maxQueue: Int = 1000, instances: Int = 1) {
             machine = BatchingMachine(policy: .init(maxBatchRows: maxBatchRows, maxDelayNanos: delayMicroseconds * 1000,
-                                                    preferredRows: preferred, maxQueue: maxQueue))
+                                                    preferredRows: preferred, maxQueue: maxQueue, instances: instances))
         }
 
         /// Queues a request now; its id, or the refusal.
@@ -34,7 +34,7 @@ final class BatchingMachineTests: XCTestCase {
             let decision = machine.poll(now: clock.now())
             guard decision.startExecution else { return (decision, []) }
             let batch = machine.takeBatch(now: clock.now()).batch.map(\.id)
-            if batch.isEmpty { machine.executionFinished() } else { executions.append(batch) }
+            if !batch.isEmpty { executions.append(batch) }
             return (decision, batch)
         }
 
@@ -124,6 +124,46 @@ final class BatchingMachineTests: XCTestCase {
         XCTAssertEqual(h.step().batch, [4])
     }
 
+    func testMoreQueuedThanAPreferredSizeRunsInBatchesOfTheLargestPreferredSize() {
+        var h = Harness(maxBatchRows: 32, delayMicroseconds: 5_000_000, preferred: [4, 8])
+        for _ in 0..<21 { h.submit() }
+        XCTAssertEqual(h.step().batch, Array(1...8), "capped at the largest preferred size, as Triton's preferred_batch_size")
+        h.finish()
+        XCTAssertEqual(h.step().batch, Array(9...16))
+        h.finish()
+        XCTAssertEqual(h.step().batch, Array(17...20), "the smaller preferred size when the larger is out of reach")
+        h.finish()
+        XCTAssertFalse(h.step().decision.startExecution, "below every preferred size: waits for the delay")
+        h.clock.advance(by: 5_000_000_000)
+        XCTAssertEqual(h.step().batch, [21], "after the delay whatever is queued runs")
+        // Multi-row requests: the cut falls where the rows reach a preferred size, else the batch stays whole.
+        var rows = Harness(maxBatchRows: 32, preferred: [8])
+        for n in [3, 3, 2, 3] { rows.submit(rows: n) }
+        XCTAssertEqual(rows.rows(rows.step().batch), 8)
+        rows.finish()
+        for n in [3, 3, 3] { rows.submit(rows: n) }
+        XCTAssertEqual(rows.rows(rows.step().batch), 12, "no prefix reaches 8 rows exactly: all that fits runs")
+    }
+
+    func testInstancesRunSeveralBatchesAtOnce() {
+        var h = Harness(maxBatchRows: 32, preferred: [4], instances: 2)
+        for _ in 0..<10 { h.submit() }
+        let decision = h.machine.poll(now: h.clock.now())
+        XCTAssertTrue(decision.startExecution)
+        XCTAssertFalse(h.machine.poll(now: h.clock.now()).startExecution, "one execution awaiting its slot at a time")
+        XCTAssertEqual(h.machine.takeBatch(now: h.clock.now()).batch.map(\.id), [1, 2, 3, 4])
+        XCTAssertEqual(h.step().batch, [5, 6, 7, 8], "the second instance starts while the first computes")
+        XCTAssertFalse(h.step().decision.startExecution, "both instances busy")
+        XCTAssertEqual(h.machine.executions, .init(awaitingSlot: 0, running: 2))
+        h.finish()
+        XCTAssertEqual(h.step().batch, [9, 10], "a freed instance takes the rest (greedy: no delay)")
+        h.finish()
+        h.finish()
+        XCTAssertTrue(h.machine.executions.isIdle)
+        h.machine.close()
+        XCTAssertTrue(h.machine.poll(now: h.clock.now()).finished)
+    }
+
     func testUnbatchedModelsRunRequestsOneByOne() {
         var h = Harness(maxBatchRows: 1)
         for _ in 0..<6 { h.submit() }
@@ -174,7 +214,7 @@ final class BatchingMachineTests: XCTestCase {
         let taken = h.machine.takeBatch(now: h.clock.now())
         XCTAssertEqual(taken.batch, [])
         XCTAssertEqual(taken.expired, [id])
-        XCTAssertEqual(h.machine.execution, .idle, "an empty take ends the execution")
+        XCTAssertTrue(h.machine.executions.isIdle, "an empty take ends the execution")
     }
 
     func testCancelledRequestLeavesTheQueue() {

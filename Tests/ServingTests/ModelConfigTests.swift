@@ -75,6 +75,17 @@ final class ModelConfigTests: XCTestCase {
         assertInvalid(#"{"output": {"probabilities": 1}}"#, key: "output.probabilities")
     }
 
+    func testInstanceGroupCountsAddUp() throws {
+        XCTAssertEqual(try parse("{}").instanceCount, 1, "one execution at a time by default")
+        XCTAssertEqual(try parse(#"{"instance_group": [{"count": 2, "kind": "KIND_CPU"}]}"#).instanceCount, 2)
+        XCTAssertEqual(try parse(#"{"instance_group": [{"count": 2}, {"kind": "KIND_AUTO"}]}"#).instanceCount, 3, "count defaults to 1")
+        assertInvalid(#"{"instance_group": {"count": 2}}"#, key: "instance_group")
+        assertInvalid(#"{"instance_group": []}"#, key: "instance_group")
+        assertInvalid(#"{"instance_group": [3]}"#, key: "instance_group[]")
+        assertInvalid(#"{"instance_group": [{"count": 0}]}"#, key: "instance_group[].count")
+        assertInvalid(#"{"instance_group": [{"count": 1, "kind": "KIND_GPU"}]}"#, key: "instance_group[].kind")
+    }
+
     func testInvalidConfigsNameTheKey() {
         assertInvalid("[1]", key: "(file)")
         assertInvalid("{not json", key: "(file)")

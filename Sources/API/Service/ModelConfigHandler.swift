@@ -34,6 +34,7 @@ extension ServiceContext {
                 "default_timeout_microseconds": .integer(Int64(batching.defaultTimeoutMicroseconds)),
             ])
         }
+        config["instance_group"] = .array([.object(["count": .integer(Int64(served.config.instanceCount)), "kind": .string("KIND_CPU")])])
         switch served.config.versionPolicy {
         case .latest(let count): config["version_policy"] = .object(["latest": .object(["num_versions": .integer(Int64(count))])])
         case .all: config["version_policy"] = .object(["all": .object([:])])
