@@ -326,8 +326,13 @@ final class Connection: ParserEventSink {
     }
 
     private static let allocCallback: uv_alloc_cb = { handle, _, buf in
-        let loop = from(UnsafeMutableRawPointer(handle!)).loop
-        buf!.pointee = uv_buf_init(loop.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(EventLoop.readBufferSize))
+        let connection = from(UnsafeMutableRawPointer(handle!))
+        // Inside a large body the read goes straight into the request's own buffer (no copy out of the loop's).
+        if let window = connection.parser.directBodyWindow(), window.count >= EventLoop.readBufferSize {
+            buf!.pointee = uv_buf_init(window.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(clamping: window.count))
+            return
+        }
+        buf!.pointee = uv_buf_init(connection.loop.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(EventLoop.readBufferSize))
     }
 
     private static let readCallback: uv_read_cb = { stream, nread, buf in

@@ -75,6 +75,11 @@ final class RequestParser {
     @exclusivity(unchecked) private var lastWasValue = false
     @exclusivity(unchecked) private var headers: [(name: String, value: String)] = []
     @exclusivity(unchecked) private var body: [UInt8] = []
+    /// The Content-Length of the message being parsed (0 without one).
+    @exclusivity(unchecked) private var declaredBody = 0
+    /// True once a Content-Length body's buffer has its full declared length; `bodyFilled` bytes of it are received.
+    @exclusivity(unchecked) private var bodySized = false
+    @exclusivity(unchecked) private var bodyFilled = 0
     @exclusivity(unchecked) private var headerBytes = 0
     @exclusivity(unchecked) private var contentLengths: [String] = []
     @exclusivity(unchecked) private var transferEncodings: [String] = []
@@ -325,9 +330,18 @@ final class RequestParser {
             // HTTP/1.0 clients do not understand 1xx; only 1.1 gets the interim response.
             if parser.pointee.http_major == 1, parser.pointee.http_minor >= 1 { emit(.expectContinue) }
         }
-        let declared = contentLengths.isEmpty ? 0 : Int(parser.pointee.content_length)
-        if declared > 0 { body.reserveCapacity(min(declared, 256 * 1024)) }
+        declaredBody = contentLengths.isEmpty ? 0 : Int(parser.pointee.content_length)
         return 0
+    }
+
+    /// The unfilled rest of the Content-Length body being received, for the next socket read to land in directly: its
+    /// bytes are then fed as usual and not copied again. Nil outside such a body (or before its first bytes came:
+    /// the full-size buffer is allocated only once the client has proven it is sending).
+    func directBodyWindow() -> UnsafeMutableRawBufferPointer? {
+        guard inMessage, bodySized, !stopped, bodyFilled < body.count else { return nil }
+        let filled = bodyFilled
+        // The array is uniquely owned here and untouched until that read is fed, so its storage does not move.
+        return body.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[filled...]) }
     }
 
     /// The request so far without its body, for the admission check.
@@ -392,13 +406,27 @@ final class RequestParser {
     }
 
     private func onBody(_ data: UnsafeRawBufferPointer) -> Int32 {
+        if !chunked, !contentLengths.isEmpty {
+            if !bodySized {
+                // The client has proven it is sending: one buffer of the declared length (already checked against the
+                // limit), filled in place; http-parser never passes more than Content-Length.
+                let declared = declaredBody
+                body = [UInt8](unsafeUninitializedCapacity: declared) { _, count in count = declared }
+                bodySized = true
+            }
+            guard let source = data.baseAddress, data.count <= body.count - bodyFilled else { return data.count == 0 ? 0 : 1 }
+            let filled = bodyFilled
+            body.withUnsafeMutableBytes { buffer in
+                let destination = buffer.baseAddress! + filled
+                // A read that landed in `directBodyWindow()` is already in place.
+                if UnsafeRawPointer(destination) != source { destination.copyMemory(from: source, byteCount: data.count) }
+            }
+            bodyFilled += data.count
+            return 0
+        }
         if data.count > maxBodyBytes - body.count {
             pendingError = .bodyTooLarge(limit: maxBodyBytes, declared: nil)
             return 1
-        }
-        if body.capacity < body.count + data.count, !contentLengths.isEmpty {
-            // The client has proven it is sending: size the buffer for the declared length once.
-            body.reserveCapacity(Int(clamping: parser.pointee.content_length))
         }
         body.append(contentsOf: data)
         if chunked {
@@ -427,6 +455,9 @@ final class RequestParser {
         emit(.request(ParsedRequest(request: request, keepAlive: keepAlive, startedAt: messageStartedAt)))
         headers = []
         body = []
+        bodySized = false
+        bodyFilled = 0
+        declaredBody = 0
         inMessage = false
         unknownMethod = nil
         // Hand control back at every request boundary: the next method token is ours to read, and the caller may

@@ -2,6 +2,36 @@ import Infrastructure
 import XCTest
 @testable import HTTP
 
+/// A large Content-Length body read straight into the request's buffer: the parser hands out the unfilled rest,
+/// bytes written there and fed from there arrive in the body once, with the pipelined request after it intact.
+final class DirectBodyReadTests: XCTestCase {
+    func testReadsLandingInTheBodyWindowMakeTheBody() {
+        let body = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let head = Array("POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n\r\n".utf8)
+        let parser = RequestParser(maxHeaderBytes: 16 * 1024, maxBodyBytes: 1 << 20)
+        XCTAssertNil(parser.directBodyWindow(), "no window outside a body")
+        parser.feed(head + body[..<1000])
+        var offset = 1000
+        while let window = parser.directBodyWindow() {
+            XCTAssertEqual(window.count, body.count - offset, "the window is exactly the rest of the body")
+            let n = min(window.count, 70_000)
+            body[offset..<(offset + n)].withUnsafeBytes { window.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: n) }
+            parser.feed(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(window)[..<n]))
+            offset += n
+        }
+        XCTAssertEqual(offset, body.count)
+        parser.feed(Array("GET /next HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        let seen = parser.events.compactMap { event -> (String, [UInt8])? in
+            if case .request(let p) = event { return (p.request.path, p.request.body) }
+            return nil
+        }
+        XCTAssertEqual(seen.map(\.0), ["/in", "/next"])
+        XCTAssertTrue(seen[0].1 == body, "the body arrives whole and in order")
+        XCTAssertEqual(seen[1].1, [])
+        XCTAssertNil(parser.directBodyWindow())
+    }
+}
+
 /// A comparable summary of parser output, so whole, byte-by-byte and split feeds can be compared.
 enum Seen: Equatable {
     case request(method: String, path: String, query: String, version: String, headers: [String], body: [UInt8], keepAlive: Bool, id: String)
