@@ -31,6 +31,8 @@ public enum V2Codec {
         let jsonEnd = jsonLength ?? body.count
         var budget = V2DecodeBudget(limits)
         precondition(jsonEnd <= body.count, "JSON length beyond the body")
+        // The binary tensors view the body (one buffer, shared with `body`) instead of copying out of it.
+        let borrowed = jsonEnd < body.count ? borrowedStorage(of: body) : nil
         return try body.withUnsafeBufferPointer { all in
             var reader = JSONReader(UnsafeBufferPointer(rebasing: all[..<jsonEnd]))
             var id: String?
@@ -124,7 +126,8 @@ public enum V2Codec {
                         throw V2CodecError(.binaryData, "\(label): binary_data_size \(size) exceeds the \(body.count - cursor) bytes left after the JSON")
                     }
                     tensor = try decodeBinaryTensor(UnsafeBufferPointer(rebasing: all[cursor..<(cursor + size)]),
-                                                    datatype: object.datatype, shape: object.shape, count: object.count, label: label)
+                                                    datatype: object.datatype, shape: object.shape, count: object.count, label: label,
+                                                    within: borrowed)
                     if tensor.dtype == .string { try budget.claimStrings(tensor, label: label) }
                     cursor += size
                 } else {

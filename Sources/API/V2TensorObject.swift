@@ -146,8 +146,25 @@ extension JSONReader {
     }
 }
 
-/// Reads one tensor's binary extension bytes (little-endian, BYTES length-prefixed) into a new tensor.
-func decodeBinaryTensor(_ bytes: UnsafeBufferPointer<UInt8>, datatype: V2Datatype, shape: [Int], count: Int, label: String) throws -> Tensor {
+/// Keeps a request body's array, hence its buffer, alive for the tensors that view it. The array is a `let` of a
+/// class and never mutated, so its buffer does not move.
+private final class BodyOwner: @unchecked Sendable {
+    let bytes: [UInt8]
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+}
+
+/// `bytes` (shared, not copied) as tensor storage that decoded tensors may view instead of copying; nil when empty.
+func borrowedStorage(of bytes: [UInt8]) -> TensorStorage? {
+    let owner = BodyOwner(bytes)
+    return owner.bytes.withUnsafeBytes { $0.baseAddress }.map {
+        TensorStorage(borrowing: UnsafeMutableRawPointer(mutating: $0), byteCount: bytes.count, owner: owner)
+    }
+}
+
+/// Reads one tensor's binary extension bytes (little-endian, BYTES length-prefixed) into a new tensor; when `bytes`
+/// lie in `body` and are aligned for their elements, a numeric tensor is a view of the body instead of a copy.
+func decodeBinaryTensor(_ bytes: UnsafeBufferPointer<UInt8>, datatype: V2Datatype, shape: [Int], count: Int, label: String,
+                        within body: TensorStorage? = nil) throws -> Tensor {
     if datatype == .bytes {
         var strings: [[UInt8]] = []
         strings.reserveCapacity(min(count, bytes.count / 4))
@@ -176,12 +193,19 @@ func decodeBinaryTensor(_ bytes: UnsafeBufferPointer<UInt8>, datatype: V2Datatyp
     guard !overflow, bytes.count == expected else {
         throw V2CodecError(.shapeMismatch, "\(label): binary_data_size is \(bytes.count) bytes, shape \(shape) of \(datatype.rawValue) needs \(overflow ? "more" : String(expected))")
     }
+    if datatype == .bool, bytes.contains(where: { $0 > 1 }) {
+        throw V2CodecError(.invalidField, "\(label): BOOL binary data must be bytes 0 or 1")
+    }
+    if expected > 0, let body, let start = bytes.baseAddress, Int(bitPattern: start) % datatype.byteSize == 0 {
+        let offset = UnsafeRawPointer(start) - UnsafeRawPointer(body.pointer)
+        if offset >= 0, offset + expected <= body.byteCount {
+            // A view at an offset: a writer copies it first (copy-on-write), so the body is never written.
+            return Tensor(dtype: datatype.dtype, shape: shape, storage: body, byteOffset: offset)
+        }
+    }
     var tensor = Tensor(uninitialized: datatype.dtype, shape: shape)
     if expected > 0 {
         tensor.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: expected) }
-    }
-    if datatype == .bool, bytes.contains(where: { $0 > 1 }) {
-        throw V2CodecError(.invalidField, "\(label): BOOL binary data must be bytes 0 or 1")
     }
     return tensor
 }

@@ -70,6 +70,30 @@ private func decodeError(_ json: String) -> V2CodecError? { decodeError(Array(js
         #expect(request.inputs[2].tensor.strings == [Array("ab".utf8), []])
     }
 
+    @Test func alignedBinaryTensorsViewTheBodyOthersAreCopied() throws {
+        let floats: [Float] = (0..<64).map(Float.init)
+        // Padding the JSON moves the tensor's first byte: on a 4-byte boundary of the body's buffer it is viewed there.
+        var views = 0
+        for padding in 0..<4 {
+            let json = #"{"inputs": [{"name": "x", "shape": [8, 8], "datatype": "FP32", "parameters": {"binary_data_size": 256}}]}"#
+                + String(repeating: " ", count: padding)
+            let (body, headers) = binaryBody(json, [bytesOf(floats)])
+            var tensor = try V2Codec.decodeInferRequest(body: body, headers: headers).inputs[0].tensor
+            #expect(tensor.scalars(as: Float.self) == floats)
+            let aligned = body.withUnsafeBytes { Int(bitPattern: $0.baseAddress! + json.utf8.count) % 4 == 0 }
+            #expect((tensor.storage.byteCount == body.count) == aligned, "a view exactly when aligned (padding \(padding))")
+            if aligned {
+                views += 1
+                #expect(tensor.byteOffset == json.utf8.count)
+                // Writing to the view copies it first: the body stays as it was.
+                tensor.withUnsafeMutableBytes { $0.storeBytes(of: Float(-1), as: Float.self) }
+                #expect(tensor.scalars(as: Float.self).first == -1)
+                #expect(body.suffix(256).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) } == floats)
+            }
+        }
+        #expect(views >= 1)
+    }
+
     @Test func shapeAndDataLengthMustAgree() {
         let e = decodeError(#"{"inputs": [{"name": "x", "shape": [2, 2], "datatype": "FP32", "data": [1, 2, 3]}]}"#)
         #expect(e?.kind == .shapeMismatch)
