@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Serving benchmark driver (see run.sh): closed-loop wrk load of binary V2 infer requests on a MobileNetV2-shaped model
-at several concurrencies, the engine-alone peer (`osprey predict`, batch 8), and server RSS around a hot swap.
+at several concurrencies, the engine-alone peers (`osprey predict`, batch 8: one 2-thread engine, and two
+single-threaded ones side by side), and server RSS around a hot swap.
 Prints markdown.
 
 usage: bench.py OSPREY OUT_DIR SECONDS
 """
+import json
 import os
 import re
 import subprocess
@@ -15,12 +17,21 @@ import time
 from loadgen import Server, wrk
 
 MODEL = "mobilenetv2"
+# `osprey serve` flags: one 2-thread execution at a time. Two single-threaded instances (`--threads 1` and the config's
+# `instance_group` count 2) cost more CPU per request on this CPU (two working sets in the caches); see BENCHMARKS.md.
+SERVE_FLAGS = []
+
+
+def predict_command(binary, out, batch, repeat, threads=None, output="predict_out.npy"):
+    """The `osprey predict` command line on a batch fixture."""
+    command = [binary, "predict", os.path.join(out, "repo", MODEL, "1", "model.onnx"), "--input", os.path.join(out, f"input_b{batch}.npy"),
+               "--output", os.path.join(out, output), "--repeat", str(repeat)]
+    return command + (["--threads", str(threads)] if threads else [])
 
 
 def predict(binary, out, batch, repeat):
     """(fastest ms per run, CPU seconds of the whole process) of `osprey predict` on a batch."""
-    command = [binary, "predict", os.path.join(out, "repo", MODEL, "1", "model.onnx"), "--input", os.path.join(out, f"input_b{batch}.npy"),
-               "--output", os.path.join(out, "predict_out.npy"), "--repeat", str(repeat)]
+    command = predict_command(binary, out, batch, repeat)
     before = os.times()
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     after = os.times()
@@ -36,6 +47,15 @@ def engine_peer(binary, out, batch):
     _, cpu_once, _ = predict(binary, out, batch, 1)
     _, cpu_many, _ = predict(binary, out, batch, 31)
     return batch * 1000 / best_ms, best_ms, (cpu_many - cpu_once) / (30 * batch) * 1000, command
+
+
+def engine_pair(binary, out, batch):
+    """Two single-threaded engines side by side (what two compute instances do): images/s of both together, from each
+    one's median run of 10 while the other runs too."""
+    commands = [predict_command(binary, out, batch, 10, threads=1, output=f"predict_out_{i}.npy") for i in range(2)]
+    processes = [subprocess.Popen(c, stdout=subprocess.PIPE, text=True) for c in commands]
+    medians = [float(re.search(r"median ([0-9.]+) ms", p.communicate()[0]).group(1)) for p in processes]
+    return sum(batch * 1000 / m for m in medians), " & ".join(" ".join(c) for c in commands)
 
 
 def hot_swap_rss(server, out, seconds):
@@ -73,7 +93,9 @@ def main():
     binary, out, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
     peer_ips, peer_ms, peer_cpu, peer_command = engine_peer(binary, out, 8)
     _, one_ms, one_cpu, _ = engine_peer(binary, out, 1)
-    server = Server(binary, os.path.join(out, "repo"), log_path=os.path.join(out, "server.log"))
+    pair_ips, pair_command = engine_pair(binary, out, 8)
+    best_ips = max(peer_ips, pair_ips)
+    server = Server(binary, os.path.join(out, "repo"), *SERVE_FLAGS, log_path=os.path.join(out, "server.log"))
     try:
         url = f"http://127.0.0.1:{server.port}/v2/models/{MODEL}/infer"
         body, header = os.path.join(out, "request.bin"), open(os.path.join(out, "request.hdr")).read()
@@ -81,9 +103,12 @@ def main():
         print(f"engine alone (`osprey predict`, batch 8, fastest of 10): {peer_ms:.1f} ms per batch = {peer_ips:.1f} images/s, "
               f"{peer_cpu:.1f} CPU ms per image (batch 1: {one_ms:.1f} ms, {one_cpu:.1f} CPU ms per image)")
         print(f"  command: `{peer_command}`")
+        print(f"two single-threaded engines side by side, batch 8 each: {pair_ips:.1f} images/s together")
+        print(f"  command: `{pair_command}`")
+        print(f"server: `osprey serve {' '.join(SERVE_FLAGS)}`, config `{json.dumps(json.load(open(os.path.join(out, 'repo', MODEL, 'config.json'))))}`")
         print()
-        print("| clients | req/s | p50 ms | p99 ms | mean batch | errors | req/s vs engine batch 8 img/s | server CPU ms/req | vs engine CPU ms/img | wrk CPU % |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("| clients | req/s | p50 ms | p99 ms | mean batch | errors | req/s vs engine batch 8 img/s | vs engine best | server CPU ms/req | vs engine CPU ms/img | wrk CPU % |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         command = None
         for clients in (1, 8, 32):
             sum0, count0 = server.histogram("osprey_inference_batch_size", MODEL)
@@ -95,7 +120,7 @@ def main():
             batch = (sum1 - sum0) / max(count1 - count0, 1)
             errors = r["status_errors"] + r["socket_errors"]
             print(f"| {clients} | {rps:.1f} | {r['p50_us'] / 1000:.1f} | {r['p99_us'] / 1000:.1f} | {batch:.2f} | {errors} | "
-                  f"{rps / peer_ips:.2f} | {(cpu1 - cpu0) / max(r['requests'], 1) * 1000:.1f} | "
+                  f"{rps / peer_ips:.2f} | {rps / best_ips:.2f} | {(cpu1 - cpu0) / max(r['requests'], 1) * 1000:.1f} | "
                   f"{(cpu1 - cpu0) / max(r['requests'], 1) * 1000 / peer_cpu:.2f} | "
                   f"{100 * r['client_cpu_s'] / (r['duration_us'] / 1e6):.0f} |")
             command = r["command"]
