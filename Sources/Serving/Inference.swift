@@ -31,16 +31,19 @@ public struct InferenceRequest: Sendable {
     public var outputs: [String]
     /// Per-request settings.
     public var parameters: InferenceParameters
+    /// What the traffic split hashes when `version` is nil: the V2 `id`, else a client-sent `X-Request-ID`; never a generated id.
+    public var routingKey: String?
 
     /// A request value.
     public init(model: String, version: Int? = nil, id: String? = nil, inputs: [String: Tensor], outputs: [String] = [],
-                parameters: InferenceParameters = InferenceParameters()) {
+                parameters: InferenceParameters = InferenceParameters(), routingKey: String? = nil) {
         self.model = model
         self.version = version
         self.id = id
         self.inputs = inputs
         self.outputs = outputs
         self.parameters = parameters
+        self.routingKey = routingKey
     }
 }
 
@@ -117,12 +120,13 @@ public struct Inference: Sendable {
         self.imageLimits = imageLimits
     }
 
-    /// Runs `request` on its version and returns its outputs.
+    /// Runs `request` on its version (the named one, else the pinned default, else one drawn by the model's traffic
+    /// split, else the highest READY: `ModelRegistry.route`) and returns its outputs.
     ///
     /// Throws `ServingError` (`.modelNotFound`, `.versionNotFound`, `.notReady`, `.invalidInput`, `.queueFull`,
     /// `.timeout`, `.executionFailed`, `.shuttingDown`) and `ImageInputError` for an image that cannot be decoded.
     public func infer(_ request: InferenceRequest) async throws -> InferenceResponse {
-        try await infer(request, on: try registry.resolve(model: request.model, version: request.version))
+        try await infer(request, on: try registry.route(model: request.model, version: request.version, routingKey: request.routingKey))
     }
 
     /// Runs `request` on `served`, a version the caller resolved first (HTTP answers an unknown model with 404 before
