@@ -4,8 +4,9 @@ import Tensor
 
 extension ServiceContext {
     /// `POST /v2/models/{model}[/versions/{version}]/classify`: one image body or multipart images, top-k labels each.
+    /// Without a version in the path the traffic split chooses, keyed by a client-sent `X-Request-ID`.
     func classify(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
-        let served = try registry.resolve(model: p.model ?? "", version: p.version)
+        let served = try registry.route(model: p.model ?? "", version: p.version, routingKey: request.clientRequestID)
         let decoded = try ClassifyCodec.decodeRequest(request, defaultTopK: options.defaultTopK)
         let probabilities: Tensor
         do {
