@@ -210,6 +210,14 @@ def main():
             if "answered by digits/1" not in (summary or ""):
                 failures.append(f"result line must say who answered (digits/1): {summary!r}")
 
+            # The "set traffic" admin action (loopback: no token needed) shows the run-time split in the Routing column.
+            tools.evaluate("(f => { f.value = '1:100'; })(document.querySelector('.traffic-input'))")
+            tools.evaluate("document.querySelector('.set-traffic').click()")
+            routing = tools.wait_for("(t => t.includes('(run-time)') && t)(document.querySelector('#models td.routing').textContent)",
+                                     15, "the run-time traffic split in the Routing column")
+            print(f"set traffic: routing shows {routing!r}")
+            if "traffic v1: 100" not in routing:
+                failures.append(f"routing after set traffic 1:100: expected 'traffic v1: 100 (run-time)', got {routing!r}")
             rps = tools.wait_for("(t => t !== '–' && t)(document.getElementById('fig-rps').textContent)", 15, "live figures")
             print(f"live figures: {rps} requests/s")
             time.sleep(0.5)
