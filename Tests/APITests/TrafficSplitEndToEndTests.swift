@@ -11,22 +11,14 @@ import Testing
 @Suite(.serialized) struct TrafficSplitEndToEndTests {
     /// A service over digits versions 1 and 2 (the same file), both loaded, split 90/10.
     static func makeService(adminToken: String? = nil) async throws -> (OspreyService, URL) {
-        let temp = FileManager.default.temporaryDirectory.appendingPathComponent("osprey-traffic-\(UUID().uuidString)")
-        let model = temp.appendingPathComponent("digits")
-        try FileManager.default.createDirectory(at: temp, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(at: ServiceTests.repoRoot.appendingPathComponent("models/digits"), to: model)
-        try FileManager.default.copyItem(at: model.appendingPathComponent("1"), to: model.appendingPathComponent("2"))
-        let configURL = model.appendingPathComponent("config.json")
-        var config = try JSONSerialization.jsonObject(with: Data(contentsOf: configURL)) as! [String: Any]
-        config["version_policy"] = ["all": [String: Any]()]
-        config["traffic"] = ["1": 90, "2": 10]
-        try JSONSerialization.data(withJSONObject: config).write(to: configURL)
-        let metrics = Metrics()
-        let registry = ModelRegistry(repositoryPath: temp.path, loader: engineLoader, metrics: metrics)
-        await registry.loadAll()
-        let service = OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "test-worker", threads: 2),
-                                    options: ServiceOptions(adminToken: adminToken))
-        return (service, temp)
+        try await ServiceTests.makeService(adminToken: adminToken) { model in
+            try FileManager.default.copyItem(at: model.appendingPathComponent("1"), to: model.appendingPathComponent("2"))
+            let configURL = model.appendingPathComponent("config.json")
+            var config = try JSONSerialization.jsonObject(with: Data(contentsOf: configURL)) as! [String: Any]
+            config["version_policy"] = ["all": [String: Any]()]
+            config["traffic"] = ["1": 90, "2": 10]
+            try JSONSerialization.data(withJSONObject: config).write(to: configURL)
+        }
     }
 
     static let zeros = Array(repeating: "0", count: 64).joined(separator: ",")

@@ -28,6 +28,7 @@ import Testing
         #expect(ModelTraffic.effective(config: nil, override: nil) == nil)
         #expect(override.description == #"{"2": 1}"#)
         #expect(try TrafficSplit([2: 90, 3: 12.5]).description == #"{"2": 90, "3": 12.5}"#)
+        #expect(throws: ServingError.self, "weights whose sum overflows") { try TrafficSplit([1: 1e308, 2: 1e308]) }
     }
 
     /// Model `m`: version 1 scales by 1, 2 by 2, 3 fails to load; all three selected by the policy.
