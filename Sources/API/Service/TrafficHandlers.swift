@@ -35,8 +35,8 @@ extension ServiceContext {
     /// `{"name", "traffic", "traffic_source", "pinned_version"}`: the split now in effect (a pin overrides it).
     private func trafficResponse(_ model: String, _ traffic: ModelTraffic?) async -> HTTPResponse {
         let pinned = await registry.pinnedVersion(model: model)
-        var fields = TrafficCodec.fields(traffic)
-        fields["name"] = .string(model)
+        var fields: JSONObject = ["name": .string(model)]
+        for (key, value) in TrafficCodec.fields(traffic) { fields[key] = value }
         fields["pinned_version"] = pinned.map { .string(String($0)) } ?? .null
         return .json(.object(fields))
     }
