@@ -51,7 +51,8 @@ struct CascadeAnswer: Sendable {
     var answeredBy: [String]
 }
 
-/// Version pairs (and problems) already logged, so a misconfigured cascade logs once rather than per request.
+/// Cascades (`<model>/<version> -> <target>`) whose problem was logged, so a misconfigured one logs once per version
+/// rather than per request.
 private let loggedCascadeProblems = Locked<Set<String>>([])
 
 extension Inference {
@@ -158,8 +159,7 @@ extension Inference {
 
     private func logOnce(_ me: String, _ policy: CascadePolicy, _ reason: String) {
         let target = policy.model + (policy.version.map { "/\($0)" } ?? "")
-        let key = "\(me) -> \(target): \(reason)"
-        guard loggedCascadeProblems.withLock({ $0.insert(key).inserted }) else { return }
+        guard loggedCascadeProblems.withLock({ $0.insert("\(me) -> \(target)").inserted }) else { return }
         registry.logger.warn("model '\(me)': cascade target '\(target)' cannot answer its unsure rows (\(reason)); the first answer is returned, marked cascade_unavailable")
     }
 
