@@ -132,6 +132,24 @@ import Testing
         #expect(text.contains(#"osprey_cascade_requests_total{model="small",outcome="escalated"} 2"#))
     }
 
+    @Test func aTargetThatCascadesTooAnswersThroughItsOwnTarget() async throws {
+        let (service, temp) = try await Self.makeService()
+        defer { try? FileManager.default.removeItem(at: temp) }
+        // large hands everything below 0.9999 on to huge, a copy of large: small -> large -> huge.
+        try FileManager.default.copyItem(at: temp.appendingPathComponent("large"), to: temp.appendingPathComponent("huge"))
+        try await service.registry.load(model: "huge")
+        let chained = #"{"max_batch_size": 8, "output": {"probabilities": true}, "cascade": {"model": "huge", "min_confidence": 0.9999}}"#
+        try Data(chained.utf8).write(to: temp.appendingPathComponent("large/config.json"))
+        try await service.registry.load(model: "large")
+        let body = try await Self.infer(service, rows: [Self.sure, Self.unsure])
+        #expect(body["parameters"]?["answered_by"]?.arrayValue?.compactMap(\.stringValue) == ["small/1", "huge/1"])
+        #expect(Self.numbers(body["parameters"]?["first_score"]).count == 2)
+        let text = Self.scrape(service)
+        #expect(text.contains(#"osprey_cascade_requests_total{model="small",outcome="escalated"} 1"#))
+        #expect(text.contains(#"osprey_cascade_requests_total{model="large",outcome="escalated"} 1"#))
+        #expect(text.contains(#"osprey_classification_top_score_count{model="huge",version="1"} 1"#))
+    }
+
     @Test func anUnavailableTargetLeavesTheFirstAnswerMarked() async throws {
         let (service, temp) = try await Self.makeService()
         defer { try? FileManager.default.removeItem(at: temp) }
