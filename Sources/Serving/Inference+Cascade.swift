@@ -71,7 +71,12 @@ extension Inference {
                  on served: ServedVersion) async -> InferenceResponse {
         guard let scores = served.outputs.first.flatMap({ results[$0.name] }), scores.dtype == .float32, scores.rank == 2,
               scores.shape[1] >= 2, scores.shape[0] > 0, Self.saysItClassifies(served),
-              let probabilities = try? served.probabilities(scores, rows: scores.shape[0]) else { return response }
+              let probabilities = try? served.probabilities(scores, rows: scores.shape[0]) else {
+            if let policy = served.config.cascade {
+                logOnce("\(served.name)/\(served.version)", policy, "its first output is not float32 [batch, classes], so /infer does not cascade")
+            }
+            return response
+        }
         let rows = scores.shape[0]
         var response = response
         let firstName = served.outputs[0].name
@@ -147,7 +152,11 @@ extension Inference {
                 for (position, row) in escalated.enumerated() { report.answeredBy[row] = answer.answeredBy[position] }
             } catch {
                 for row in escalated { report.outcomes[row] = .unavailable }
-                if let mismatch = error as? CascadeMismatch { logOnce(me, policy, mismatch.reason) }
+                if let mismatch = error as? CascadeMismatch {
+                    logOnce(me, policy, mismatch.reason)
+                } else {
+                    registry.logger.debug("model '\(me)': cascade target '\(policy.model)' did not answer: \(error)")
+                }
             }
         }
         for outcome in CascadeReport.Outcome.allCases {
@@ -157,10 +166,11 @@ extension Inference {
         return (merged, report)
     }
 
+    /// Warns about a cascade that cannot run, once per calling version.
     private func logOnce(_ me: String, _ policy: CascadePolicy, _ reason: String) {
         let target = policy.model + (policy.version.map { "/\($0)" } ?? "")
         guard loggedCascadeProblems.withLock({ $0.insert("\(me) -> \(target)").inserted }) else { return }
-        registry.logger.warn("model '\(me)': cascade target '\(target)' cannot answer its unsure rows (\(reason)); the first answer is returned, marked cascade_unavailable")
+        registry.logger.warn("model '\(me)': cascade to '\(target)' cannot run (\(reason)); the first answer is returned, marked cascade_unavailable")
     }
 
     /// True when the model says it classifies (labels, `output.probabilities`, a cascade, or it answers for one).

@@ -182,7 +182,7 @@ import Testing
             #expect(body["parameters"]?["cascade_unavailable"]?.boolValue == true)
             #expect(body["parameters"]?["answered_by"]?.stringValue == "small/1")
         }
-        let warnings = logged.withLock { $0 }.filter { $0.contains("cascade target 'narrow/1'") }
+        let warnings = logged.withLock { $0 }.filter { $0.contains("cascade to 'narrow/1'") }
         #expect(warnings.count == 1, "\(logged.withLock { $0 })")
         #expect(warnings.first?.contains("expected float32[1, 4]") == true, "\(warnings)")
     }
