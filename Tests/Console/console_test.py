@@ -5,7 +5,9 @@ standard library: one WebSocket, JSON commands and events).
     console_test.py OSPREY_BINARY MODELS_DIR ARTIFACT_DIR
 
 Checks: the page loads with no console errors or uncaught exceptions, lists the default model (digits), classifies
-an example image picked through the file input and shows its label, and the live figures fill in. Writes
+an example image picked through the file input and shows its label, and the live figures fill in; with the cascade
+fixtures beside digits, it shows small's cascade, that large answered an image small was unsure of, and the cascade
+rate. Writes
 ARTIFACT_DIR/console.png (a screenshot after the classification). Exit status 1 when a check fails.
 """
 import base64
@@ -233,6 +235,11 @@ def main():
             print(f"classified unsure.png on small: '{cascaded}'")
             if "answered by large/1 (cascaded)" not in cascaded:
                 failures.append(f"result line must say large/1 answered for small: {cascaded!r}")
+            # The one row small saw since the last scrape escalated: the next refresh shows a 100% cascade rate.
+            rate = tools.wait_for("(t => t !== '–' && t)(document.getElementById('fig-cascade').textContent)", 10, "the cascade rate")
+            print(f"cascade rate: {rate}")
+            if rate != "100.0%":
+                failures.append(f"cascade rate after one escalated row: expected '100.0%', got {rate!r}")
             # Drain pending events before judging the console.
             tools.evaluate("1")
             failures += [f"page reported {p}" for p in problems(tools.events)]
