@@ -7,8 +7,7 @@ standard library: one WebSocket, JSON commands and events).
 Checks: the page loads with no console errors or uncaught exceptions, lists the default model (digits), classifies
 an example image picked through the file input and shows its label, and the live figures fill in; with the cascade
 fixtures beside digits, it shows small's cascade, that large answered an image small was unsure of, and the cascade
-rate. Writes
-ARTIFACT_DIR/console.png (a screenshot after the classification). Exit status 1 when a check fails.
+rate. Writes ARTIFACT_DIR/console.png (a screenshot after the first classification). Exit status 1 when a check fails.
 """
 import base64
 import json
