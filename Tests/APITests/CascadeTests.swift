@@ -112,6 +112,26 @@ import Testing
         #expect(response.body.count - length == 2 * 4 * 4)
     }
 
+    @Test func encodedImagesOnInferReachTheTargetStillEncoded() async throws {
+        let (service, temp) = try await Self.makeService()
+        defer { try? FileManager.default.removeItem(at: temp) }
+        var data: [UInt8] = []
+        for name in ["unsure.png", "sure.png"] {
+            let png = try [UInt8](Data(contentsOf: Self.fixtures.appendingPathComponent(name)))
+            let n = UInt32(png.count)
+            data += [UInt8(n & 0xff), UInt8(n >> 8 & 0xff), UInt8(n >> 16 & 0xff), UInt8(n >> 24)] + png
+        }
+        let header = #"{"inputs":[{"name":"x","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":\#(data.count)}}]}"#
+        let response = await service.responder(HTTPRequest(method: "POST", path: "/v2/models/small/infer",
+                                                           headers: ["Inference-Header-Content-Length": String(header.utf8.count)],
+                                                           body: Array(header.utf8) + data))
+        #expect(response.status == 200, "\(String(decoding: response.body, as: UTF8.self))")
+        let body = try ServiceTests.json(response)
+        #expect(body["parameters"]?["answered_by"]?.arrayValue?.compactMap(\.stringValue) == ["large/1", "small/1"])
+        let values = Self.numbers(body["outputs"]?.arrayValue?.first?["data"])
+        #expect(values.count == 8 && abs(values[2] - 0.99899) < 1e-4 && values[4] == 8, "\(values)")
+    }
+
     @Test func classifyReportsWhoAnsweredEachImage() async throws {
         let (service, temp) = try await Self.makeService()
         defer { try? FileManager.default.removeItem(at: temp) }
