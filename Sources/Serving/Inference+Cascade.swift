@@ -132,7 +132,7 @@ extension Inference {
                              ask: (_ rows: [Int], _ policy: CascadePolicy) async throws -> CascadeAnswer) async
         -> (outputs: [Tensor], report: CascadeReport?) {
         let scores = Self.topProbabilities(probabilities)
-        for score in scores { registry.metrics?.recordTopScore(model: served.name, version: served.version, score: score) }
+        for score in scores where !score.isNaN { registry.metrics?.recordTopScore(model: served.name, version: served.version, score: score) }
         guard let policy = served.config.cascade else { return (outputs, nil) }
         let me = "\(served.name)/\(served.version)"
         let escalated = scores.indices.filter { policy.escalates(topProbability: scores[$0]) }
@@ -178,12 +178,13 @@ extension Inference {
         !served.labels.isEmpty || served.config.outputsAreProbabilities != nil || served.config.cascade != nil || !cascadePath.isEmpty
     }
 
-    /// The highest probability of each row of `probabilities` [rows, classes].
+    /// The highest probability of each row of `probabilities` [rows, classes], NaN ignored (NaN when all are: such a
+    /// row escalates and is not recorded).
     static func topProbabilities(_ probabilities: Tensor) -> [Double] {
         let rows = probabilities.shape[0]
         let classes = rows == 0 ? 0 : probabilities.count / rows
         return probabilities.withUnsafeBufferPointer(of: Float.self) { values in
-            (0..<rows).map { row in Double(values[(row * classes)..<((row + 1) * classes)].max() ?? 0) }
+            (0..<rows).map { row in Double(values[(row * classes)..<((row + 1) * classes)].lazy.filter { !$0.isNaN }.max() ?? .nan) }
         }
     }
 

@@ -32,6 +32,8 @@ import Testing
         let top = Inference.topProbabilities(p)
         #expect(top.count == 2)
         #expect(abs(top[0] - 0.7) < 1e-6 && abs(top[1] - 0.5) < 1e-6)
+        let broken = Inference.topProbabilities(matrix([[.nan, 0.3], [.nan, .nan]]))
+        #expect(abs(broken[0] - 0.3) < 1e-6 && broken[1].isNaN, "NaN is ignored; a row of NaN stays NaN (and escalates)")
     }
 
     @Test func targetAnswersMustHaveTheSameClassesAndLabels() throws {
