@@ -87,6 +87,8 @@ public struct InferenceResponse: Sendable {
     public var outputs: [NamedTensor]
     /// The version's class labels (empty when it has none), for front ends that rank classes.
     public var labels: [String]
+    /// Who answered each row when the model has a `cascade` (nil when it has none).
+    public var cascade: CascadeReport? = nil
 }
 
 /// Bounds on the images one request may carry, checked from each image's header before decoding.
@@ -140,17 +142,21 @@ public struct Inference: Sendable {
                                                                  maxBytes: imageLimits.maxBytes, workers: workers)
         }
         let wanted = request.outputs.isEmpty ? nil : request.outputs
-        let results = try await served.infer(inputs, outputs: wanted, timeout: request.parameters.timeout,
+        let results = try await served.infer(inputs, outputs: outputsComputed(for: wanted, on: served), timeout: request.parameters.timeout,
                                              protocol: request.parameters.protocol)
         let names = wanted ?? served.outputs.map(\.name)
         let outputs = names.compactMap { name in results[name].map { NamedTensor(name: name, tensor: $0) } }
-        return InferenceResponse(model: served.name, version: served.version, id: request.id, outputs: outputs, labels: served.labels)
+        let response = InferenceResponse(model: served.name, version: served.version, id: request.id, outputs: outputs, labels: served.labels)
+        return await cascade(response, results: results, request: request, on: served)
     }
 
-    /// Classifies encoded PNG/JPEG `images` on `served` and returns class probabilities, one row per image.
+    /// Classifies encoded PNG/JPEG `images` on `served`: the one output holds class probabilities, one row per image
+    /// (rows the model was unsure of answered by its cascade target, as `cascade` reports).
     ///
     /// Throws like `infer`; `ImageInputError.index` says which image failed.
-    public func classify(_ images: [[UInt8]], on served: ServedVersion, timeout: Duration? = nil) async throws -> Tensor {
-        try await served.classify(images, maxPixels: imageLimits.maxPixels, maxBytes: imageLimits.maxBytes, workers: workers, timeout: timeout)
+    public func classify(_ images: [[UInt8]], on served: ServedVersion, timeout: Duration? = nil) async throws -> InferenceResponse {
+        let probabilities = try await served.classify(images, maxPixels: imageLimits.maxPixels, maxBytes: imageLimits.maxBytes,
+                                                      workers: workers, timeout: timeout)
+        return await cascadeClassification(images, probabilities: probabilities, on: served, timeout: timeout)
     }
 }

@@ -126,7 +126,7 @@ public actor ModelRegistry {
     private let repository: ModelRepository
     private let loader: ModelLoader
     private let options: RegistryOptions
-    private let logger: Logger
+    let logger: Logger
     private let worker = BlockingExecutor(name: "osprey-loader")
     private let gate: ComputeGate
     private var models: [String: ModelRecord] = [:]
@@ -627,6 +627,9 @@ public actor ModelRegistry {
     /// measuring its memory; refused before and after compiling when it would not fit `options.maxModelMemory`.
     private func loadVersion(model: String, version: Int, path: String? = nil, config: ModelConfig, labels: [String],
                              reusing previous: ServedVersion?) async -> Result<ServedVersion, ServingError> {
+        if let refusal = cascadeCycleRefusal(model: model, version: version, config: config, others: cascadeTargets(excluding: model)) {
+            return .failure(refusal)
+        }
         if let previous {
             do {
                 return .success(try ServedVersion(name: model, version: version, config: config, labels: labels, runtime: previous.runtime,
@@ -712,6 +715,17 @@ public actor ModelRegistry {
         } catch {
             throw ServingError.loadFailed(model: model, version: version, reason: "warm-up run failed: \(describe(error))")
         }
+    }
+
+    /// Each other model's cascade target: from the config it is loading with, else from its highest READY version's.
+    private func cascadeTargets(excluding model: String) -> [String: String] {
+        var targets: [String: String] = [:]
+        for (name, record) in models where name != model {
+            let loading = record.versions.values.contains { $0.loadingToken != nil }
+            let live = loading ? record.config : record.versions.values.compactMap(\.served).max { $0.version < $1.version }?.config
+            if let target = live?.cascade?.model { targets[name] = target }
+        }
+        return targets
     }
 
     /// Bytes held by every loaded version in the registry.

@@ -160,7 +160,7 @@ function routingText(model, config, indexEntries) {
   const source = indexEntries.map((e) => e.traffic_source).find((t) => t);
   if (traffic) parts.push("traffic " + Object.entries(traffic).map(([v, w]) => "v" + v + ": " + w).join(", ") + (source === "override" ? " (run-time)" : ""));
   if (model.pinned) parts.push("pinned v" + model.default_version);
-  if (config && config.cascade) parts.push("cascade → " + config.cascade.model + " below " + config.cascade.min_confidence);
+  if (config && config.cascade) parts.push("cascade → " + config.cascade.model + (config.cascade.version ? " v" + config.cascade.version : "") + " below " + config.cascade.min_confidence);
   return parts.join("; ") || "–";
 }
 

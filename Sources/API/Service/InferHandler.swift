@@ -41,7 +41,8 @@ extension ServiceContext {
                                     routingKey: routingKey(id: decoded.id, clientRequestID: clientRequestID))
         let result = try await inference.infer(call)
         let outputs = try V2Codec.makeOutputs(result.outputs.map { ($0.name, $0.tensor) }, request: decoded, labels: result.labels)
-        return V2InferenceResponse(modelName: result.model, modelVersion: String(result.version), id: result.id, outputs: outputs)
+        return V2InferenceResponse(modelName: result.model, modelVersion: String(result.version), id: result.id,
+                                   parameters: V2Codec.cascadeParameters(result.cascade), outputs: outputs)
     }
 
     /// Compressed bodies (tritonclient's `request_compression_algorithm`) are not decoded: 415 naming the encoding,
