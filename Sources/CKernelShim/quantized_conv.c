@@ -419,7 +419,25 @@ static void depthwise_pad_bytes(const uint8_t *x, int h, int w, int pt, int pl, 
         if (py < 0 || py >= rows) continue;
         const uint8_t *src = x + (size_t)iy * w;
         uint8_t *dst = padded + (size_t)py * row_bytes + pl;
-        if (count < 16) { for (int i = 0; i < count; i++) dst[i] = src[i]; continue; }
+        if (count < 16) {
+            // Two overlapping moves of 8 or 4 bytes cover 8..15 or 4..7 bytes.
+            if (count >= 8) {
+                uint64_t head, tail;
+                memcpy(&head, src, 8);
+                memcpy(&tail, src + count - 8, 8);
+                memcpy(dst, &head, 8);
+                memcpy(dst + count - 8, &tail, 8);
+            } else if (count >= 4) {
+                uint32_t head, tail;
+                memcpy(&head, src, 4);
+                memcpy(&tail, src + count - 4, 4);
+                memcpy(dst, &head, 4);
+                memcpy(dst + count - 4, &tail, 4);
+            } else {
+                for (int i = 0; i < count; i++) dst[i] = src[i];
+            }
+            continue;
+        }
         for (int i = 0; i + 16 <= count; i += 16) _mm_storeu_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
         // The last, overlapping vector ends exactly at the row's end.
         _mm_storeu_si128((__m128i *)(dst + count - 16), _mm_loadu_si128((const __m128i *)(src + count - 16)));
@@ -484,9 +502,10 @@ static int depthwise_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int h
     int32_t bias = (ep->bias ? ep->bias[0] : 0) - x_zero * weight_sum;
     osprey_qepilogue e = *ep;
     e.bias = &bias;
-    // Separate bodies for the common cases let the compiler fold sw and the widening.
-    if (sw == 1 && !is_signed) depthwise_rows_avx2(padded, row_bytes, 0, 1, sh, taps, offsets, pairs, oh, ow, &e, out);
-    else if (sw == 2 && !is_signed) depthwise_rows_avx2(padded, row_bytes, 0, 2, sh, taps, offsets, pairs, oh, ow, &e, out);
+    // Separate bodies for the common cases (3 x 3 u8 at stride 1 and 2) let the compiler fold sw and the widening and
+    // unroll the taps.
+    if (taps == 9 && sw == 1 && !is_signed) depthwise_rows_avx2(padded, row_bytes, 0, 1, sh, 9, offsets, pairs, oh, ow, &e, out);
+    else if (taps == 9 && sw == 2 && !is_signed) depthwise_rows_avx2(padded, row_bytes, 0, 2, sh, 9, offsets, pairs, oh, ow, &e, out);
     else depthwise_rows_avx2(padded, row_bytes, is_signed, sw, sh, taps, offsets, pairs, oh, ow, &e, out);
     return 1;
 }
