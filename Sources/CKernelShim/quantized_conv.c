@@ -200,35 +200,59 @@ static void pack_quad16_avx2(const uint8_t *const src[4], uint8_t x, uint8_t *ds
 }
 #endif
 
-/// One full quad of a panel, portable (the reference of `pack_quad16_avx2`).
-static void pack_quad16_portable(const uint8_t *const src[4], uint8_t x, uint8_t *dst) {
-    for (int c = 0; c < PANEL; c++)
-        for (int t = 0; t < 4; t++) dst[4 * c + t] = src[t][c] ^ x;
-}
-
-void osprey_qpack_u8(int k, int n, const uint8_t *b, int ldb, int flip, uint8_t *packed) {
-    int kquads = (k + 3) / 4, panels = (n + PANEL - 1) / PANEL;
-    uint8_t x = flip ? 0x80 : 0;
-    void (*quad16)(const uint8_t *const[4], uint8_t, uint8_t *) = pack_quad16_portable;
 #if defined(__x86_64__)
-    if (!force_portable && cpu_has_avx2()) quad16 = pack_quad16_avx2;
+/// One full pair of rows of an int16 panel: 16 columns of (row 0, row 1) minus the zero point, widened and
+/// interleaved (vpunpck{l,h}wd on each half).
+__attribute__((target("avx2")))
+static void pack_pair16_avx2(const uint8_t *r0, const uint8_t *r1, int is_signed, int32_t zero, int16_t *dst) {
+    __m128i z = _mm_set1_epi16((short)zero);
+    for (int half = 0; half < 2; half++) {
+        __m128i b0 = _mm_loadl_epi64((const __m128i *)(r0 + 8 * half)), b1 = _mm_loadl_epi64((const __m128i *)(r1 + 8 * half));
+        __m128i a = _mm_sub_epi16(is_signed ? _mm_cvtepi8_epi16(b0) : _mm_cvtepu8_epi16(b0), z);
+        __m128i c = _mm_sub_epi16(is_signed ? _mm_cvtepi8_epi16(b1) : _mm_cvtepu8_epi16(b1), z);
+        _mm_storeu_si128((__m128i *)(dst + 16 * half), _mm_unpacklo_epi16(a, c));
+        _mm_storeu_si128((__m128i *)(dst + 16 * half + 8), _mm_unpackhi_epi16(a, c));
+    }
+}
+#endif
+
+/// The panel loop of both packings: per 16-column panel and k step, 64 bytes, from 4 rows of bytes (XOR `flip`: an
+/// int8 operand read as uint8 + 128) or (`wide`) 2 rows widened to int16 minus `zero` (`is_signed`: int8 values).
+/// Full steps take the AVX2 bodies; partial ones (and every step when portable) the scalar loop, zero past K and N.
+static void pack_panels(int wide, int k, int n, const uint8_t *b, int ldb, uint8_t flip, int is_signed, int32_t zero, uint8_t *packed) {
+    int per = wide ? 2 : 4, steps = (k + per - 1) / per, panels = (n + PANEL - 1) / PANEL;
+    int vector = 0;
+#if defined(__x86_64__)
+    vector = !force_portable && cpu_has_avx2();
 #endif
     for (int j = 0; j < panels; j++) {
         int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
-        uint8_t *panel = packed + (size_t)j * kquads * 4 * PANEL;
-        for (int q = 0; q < kquads; q++) {
-            uint8_t *dst = panel + (size_t)q * 4 * PANEL;
-            const uint8_t *src[4];
-            for (int t = 0; t < 4; t++) src[t] = 4 * q + t < k ? b + (size_t)(4 * q + t) * ldb + j * PANEL : NULL;
-            if (cols == PANEL && src[3]) {
-                quad16(src, x, dst);
-            } else {
-                memset(dst, 0, 4 * PANEL);
-                for (int t = 0; t < 4; t++)
-                    if (src[t]) for (int c = 0; c < cols; c++) dst[4 * c + t] = src[t][c] ^ x;
+        for (int q = 0; q < steps; q++) {
+            uint8_t *dst = packed + ((size_t)j * steps + q) * 64;
+            const uint8_t *src[4] = {NULL, NULL, NULL, NULL};
+            for (int t = 0; t < per; t++) src[t] = per * q + t < k ? b + (size_t)(per * q + t) * ldb + j * PANEL : NULL;
+#if defined(__x86_64__)
+            if (vector && cols == PANEL && src[per - 1]) {
+                if (wide) pack_pair16_avx2(src[0], src[1], is_signed, zero, (int16_t *)dst);
+                else pack_quad16_avx2(src, flip, dst);
+                continue;
+            }
+#endif
+            memset(dst, 0, 64);
+            for (int t = 0; t < per; t++) {
+                if (!src[t]) continue;
+                if (wide)
+                    for (int c = 0; c < cols; c++)
+                        ((int16_t *)dst)[2 * c + t] = (int16_t)((is_signed ? (int32_t)(int8_t)src[t][c] : (int32_t)src[t][c]) - zero);
+                else
+                    for (int c = 0; c < cols; c++) dst[4 * c + t] = src[t][c] ^ flip;
             }
         }
     }
+}
+
+void osprey_qpack_u8(int k, int n, const uint8_t *b, int ldb, int flip, uint8_t *packed) {
+    pack_panels(0, k, n, b, ldb, flip ? 0x80 : 0, 0, 0, packed);
 }
 
 void osprey_qpack_u8_rows(int k, int n, const uint8_t *a, int lda, int flip, uint8_t *packed) {
@@ -251,46 +275,8 @@ void osprey_qpack_u8_rows(int k, int n, const uint8_t *a, int lda, int flip, uin
     }
 }
 
-#if defined(__x86_64__)
-/// One full pair of rows of an int16 panel: 16 columns of (row 0, row 1) minus the zero point, widened and
-/// interleaved (vpunpck{l,h}wd on each half).
-__attribute__((target("avx2")))
-static void pack_pair16_avx2(const uint8_t *r0, const uint8_t *r1, int is_signed, int32_t zero, int16_t *dst) {
-    __m128i z = _mm_set1_epi16((short)zero);
-    for (int half = 0; half < 2; half++) {
-        __m128i b0 = _mm_loadl_epi64((const __m128i *)(r0 + 8 * half)), b1 = _mm_loadl_epi64((const __m128i *)(r1 + 8 * half));
-        __m128i a = _mm_sub_epi16(is_signed ? _mm_cvtepi8_epi16(b0) : _mm_cvtepu8_epi16(b0), z);
-        __m128i c = _mm_sub_epi16(is_signed ? _mm_cvtepi8_epi16(b1) : _mm_cvtepu8_epi16(b1), z);
-        _mm_storeu_si128((__m128i *)(dst + 16 * half), _mm_unpacklo_epi16(a, c));
-        _mm_storeu_si128((__m128i *)(dst + 16 * half + 8), _mm_unpackhi_epi16(a, c));
-    }
-}
-#endif
-
 void osprey_qpack_s16(int k, int n, const void *b, int ldb, int is_signed, int32_t zero, int16_t *packed) {
-    int kpairs = (k + 1) / 2, panels = (n + PANEL - 1) / PANEL;
-    int vector = 0;
-#if defined(__x86_64__)
-    vector = !force_portable && cpu_has_avx2();
-#endif
-    for (int j = 0; j < panels; j++) {
-        int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
-        int16_t *panel = packed + (size_t)j * kpairs * 2 * PANEL;
-        for (int p = 0; p < kpairs; p++) {
-            int16_t *dst = panel + (size_t)p * 2 * PANEL;
-            const uint8_t *r0 = (const uint8_t *)b + (size_t)(2 * p) * ldb + j * PANEL, *r1 = 2 * p + 1 < k ? r0 + ldb : NULL;
-#if defined(__x86_64__)
-            if (vector && cols == PANEL && r1) { pack_pair16_avx2(r0, r1, is_signed, zero, dst); continue; }
-#endif
-            // Columns past N and the row past an odd K are zero.
-            memset(dst, 0, 2 * PANEL * sizeof(int16_t));
-            for (int t = 0; t < 2; t++) {
-                const uint8_t *row = t ? r1 : r0;
-                if (!row) continue;
-                for (int c = 0; c < cols; c++) dst[2 * c + t] = (int16_t)((is_signed ? (int32_t)(int8_t)row[c] : (int32_t)row[c]) - zero);
-            }
-        }
-    }
+    pack_panels(1, k, n, b, ldb, 0, is_signed, zero, (uint8_t *)packed);
 }
 
 void osprey_im2col_u8(const uint8_t *x, int c, int h, int w, int kh, int kw, int sh, int sw, int dh, int dw,
