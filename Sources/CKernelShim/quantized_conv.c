@@ -318,6 +318,7 @@ void osprey_im2col_u8(const uint8_t *x, int c, int h, int w, int kh, int kw, int
 // Portable scratch layout: a padded int32 copy of the plane minus x_zero (padding 0), each row split into SW phases
 // (phase p, index i holds padded column i * SW + p) so that every tap reads contiguous values for consecutive
 // outputs, then one output row of sums. The AVX2 body uses the same scratch as byte rows (`depthwise_row_bytes`).
+
 /// Bytes per row of the AVX2 kernel's padded plane: every 16-output step reads whole vectors (32 bytes at stride 2).
 static inline int depthwise_row_bytes(int ow, int kw, int sw, int dw) { return ((ow + 15) & ~15) * sw + (kw - 1) * dw + 32; }
 
