@@ -91,109 +91,70 @@ static inline void store_row_avx2(const osprey_qepilogue *ep, int r, int c0, int
     else for (int i = 0; i < cols; i++) memcpy(o + (size_t)i * ldo * 4, tmp + 4 * i, 4);
 }
 
-// One 6 x 16 register tile over all k quads: vpmaddubsw (u8 panel x broadcast s8 quad) into int16 pair sums,
-// vpmaddwd with ones into int32 lanes, add.
+// One 6 x 16 register tile over all k steps; each step reads 4 bytes per row of A, broadcast to every lane: a quad
+// of int8 (`wide` 0: vpmaddubsw u8 panel x s8 quad into int16 pair sums, vpmaddwd with ones into int32 lanes) or a
+// pair of int16 (`wide` 1: vpmaddwd with the panel's 16 columns x 2 int16), added into the accumulators.
 __attribute__((target("avx2"), always_inline))
-static inline void u8s8_tile(int rows, int kquads, const int8_t *a, int lda, const uint8_t *panel, __m256i acc[TILE_ROWS][2]) {
+static inline void gemm_tile(int wide, int rows, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, __m256i acc[TILE_ROWS][2]) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < TILE_ROWS; r++) { acc[r][0] = _mm256_setzero_si256(); acc[r][1] = _mm256_setzero_si256(); }
     const uint8_t *b = panel;
-    for (int q = 0; q < kquads; q++, b += 4 * PANEL) {
+    for (int q = 0; q < steps; q++, b += 64) {
         __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
         for (int r = 0; r < rows; r++) {
-            int32_t quad;
-            memcpy(&quad, a + (size_t)r * lda + 4 * q, sizeof quad);
-            __m256i x = _mm256_set1_epi32(quad);
-            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(b0, x), ones));
-            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(b1, x), ones));
+            int32_t four;
+            memcpy(&four, a + (size_t)r * lda + 4 * q, sizeof four);
+            __m256i x = _mm256_set1_epi32(four);
+            __m256i p0 = wide ? _mm256_madd_epi16(x, b0) : _mm256_madd_epi16(_mm256_maddubs_epi16(b0, x), ones);
+            __m256i p1 = wide ? _mm256_madd_epi16(x, b1) : _mm256_madd_epi16(_mm256_maddubs_epi16(b1, x), ones);
+            acc[r][0] = _mm256_add_epi32(acc[r][0], p0);
+            acc[r][1] = _mm256_add_epi32(acc[r][1], p1);
         }
     }
 }
 
+/// One 16-column panel (64 bytes per k step: a u8 quad or an int16 pair per column; `cols` valid from column c0)
+/// times every row tile of A (`lda` bytes per row), each tile stored through the epilogue.
 __attribute__((target("avx2")))
-static void u8s8_avx2(int m, int n, int kquads, const int8_t *a, int lda, const uint8_t *packed_b, const osprey_qepilogue *ep, void *out, int ldo) {
-    int panels = (n + PANEL - 1) / PANEL;
-    size_t panel_size = (size_t)kquads * 4 * PANEL;
-    for (int j = 0; j < panels; j++) {
-        int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
-        for (int i = 0; i < m; i += TILE_ROWS) {
-            int rows = m - i < TILE_ROWS ? m - i : TILE_ROWS;
-            __m256i acc[TILE_ROWS][2];
-            if (rows == TILE_ROWS) u8s8_tile(TILE_ROWS, kquads, a + (size_t)i * lda, lda, packed_b + j * panel_size, acc);
-            else u8s8_tile(rows, kquads, a + (size_t)i * lda, lda, packed_b + j * panel_size, acc);
-            for (int r = 0; r < rows; r++) store_row_avx2(ep, i + r, j * PANEL, cols, acc[r][0], acc[r][1], out, ldo);
+static void panel_avx2(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols,
+                       const osprey_qepilogue *ep, void *out, int ldo) {
+    for (int i = 0; i < m; i += TILE_ROWS) {
+        int rows = m - i < TILE_ROWS ? m - i : TILE_ROWS;
+        const uint8_t *rows_a = a + (size_t)i * lda;
+        __m256i acc[TILE_ROWS][2];
+        // Constant arguments specialise the inlined tile (operand kind, unrolled full-tile row loop).
+        if (wide) {
+            if (rows == TILE_ROWS) gemm_tile(1, TILE_ROWS, steps, rows_a, lda, panel, acc);
+            else gemm_tile(1, rows, steps, rows_a, lda, panel, acc);
+        } else {
+            if (rows == TILE_ROWS) gemm_tile(0, TILE_ROWS, steps, rows_a, lda, panel, acc);
+            else gemm_tile(0, rows, steps, rows_a, lda, panel, acc);
         }
-    }
-}
-
-// One 6 x 16 tile of int16 pairs: broadcast an A pair, vpmaddwd with a packed B row of 16 columns x 2.
-__attribute__((target("avx2"), always_inline))
-static inline void s16_tile(int rows, int kpairs, const int16_t *a, int lda, const int16_t *panel, __m256i acc[TILE_ROWS][2]) {
-    for (int r = 0; r < TILE_ROWS; r++) { acc[r][0] = _mm256_setzero_si256(); acc[r][1] = _mm256_setzero_si256(); }
-    const int16_t *b = panel;
-    for (int p = 0; p < kpairs; p++, b += 2 * PANEL) {
-        __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
-        for (int r = 0; r < rows; r++) {
-            int32_t pair;
-            memcpy(&pair, a + (size_t)r * lda + 2 * p, sizeof pair);
-            __m256i x = _mm256_set1_epi32(pair);
-            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, b0));
-            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, b1));
-        }
-    }
-}
-
-__attribute__((target("avx2")))
-static void s16_avx2(int m, int n, int kpairs, const int16_t *a, int lda, const int16_t *packed_b, const osprey_qepilogue *ep, void *out, int ldo) {
-    int panels = (n + PANEL - 1) / PANEL;
-    size_t panel_size = (size_t)kpairs * 2 * PANEL;
-    for (int j = 0; j < panels; j++) {
-        int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
-        for (int i = 0; i < m; i += TILE_ROWS) {
-            int rows = m - i < TILE_ROWS ? m - i : TILE_ROWS;
-            __m256i acc[TILE_ROWS][2];
-            if (rows == TILE_ROWS) s16_tile(TILE_ROWS, kpairs, a + (size_t)i * lda, lda, packed_b + j * panel_size, acc);
-            else s16_tile(rows, kpairs, a + (size_t)i * lda, lda, packed_b + j * panel_size, acc);
-            for (int r = 0; r < rows; r++) store_row_avx2(ep, i + r, j * PANEL, cols, acc[r][0], acc[r][1], out, ldo);
-        }
+        for (int r = 0; r < rows; r++) store_row_avx2(ep, i + r, c0, cols, acc[r][0], acc[r][1], out, ldo);
     }
 }
 #endif
 
 // ---- portable GEMM bodies (the reference twins of the AVX2 ones) ----
 
-static void u8s8_portable(int m, int n, int kquads, const int8_t *a, int lda, const uint8_t *packed_b, const osprey_qepilogue *ep, void *out, int ldo) {
-    int panels = (n + PANEL - 1) / PANEL;
-    size_t panel_size = (size_t)kquads * 4 * PANEL;
-    for (int j = 0; j < panels; j++) {
-        int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
-        const uint8_t *panel = packed_b + j * panel_size;
-        for (int i = 0; i < m; i++) {
-            int32_t acc[PANEL] = {0};
-            const int8_t *row = a + (size_t)i * lda;
-            for (int q = 0; q < kquads; q++)
+/// `panel_avx2` one row at a time: u8 quads x int8 (`wide` 0) or int16 pairs (`wide` 1).
+static void panel_portable(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols,
+                           const osprey_qepilogue *ep, void *out, int ldo) {
+    for (int i = 0; i < m; i++) {
+        int32_t acc[PANEL] = {0};
+        const uint8_t *row = a + (size_t)i * lda;
+        for (int q = 0; q < steps; q++) {
+            if (wide) {
+                const int16_t *b = (const int16_t *)panel + (size_t)q * 2 * PANEL, *r16 = (const int16_t *)row;
+                for (int c = 0; c < PANEL; c++) acc[c] += (int32_t)r16[2 * q] * b[2 * c] + (int32_t)r16[2 * q + 1] * b[2 * c + 1];
+            } else {
+                const uint8_t *b = panel + (size_t)q * 4 * PANEL;
+                const int8_t *r8 = (const int8_t *)row;
                 for (int c = 0; c < PANEL; c++)
-                    for (int t = 0; t < 4; t++) acc[c] += (int32_t)panel[(size_t)q * 4 * PANEL + 4 * c + t] * row[4 * q + t];
-            store_row_scalar(ep, i, j * PANEL, cols, acc, out, ldo);
-        }
-    }
-}
-
-static void s16_portable(int m, int n, int kpairs, const int16_t *a, int lda, const int16_t *packed_b, const osprey_qepilogue *ep, void *out, int ldo) {
-    int panels = (n + PANEL - 1) / PANEL;
-    size_t panel_size = (size_t)kpairs * 2 * PANEL;
-    for (int j = 0; j < panels; j++) {
-        int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
-        const int16_t *panel = packed_b + j * panel_size;
-        for (int i = 0; i < m; i++) {
-            int32_t acc[PANEL] = {0};
-            const int16_t *row = a + (size_t)i * lda;
-            for (int p = 0; p < kpairs; p++) {
-                const int16_t *b = panel + (size_t)p * 2 * PANEL;
-                for (int c = 0; c < PANEL; c++) acc[c] += (int32_t)row[2 * p] * b[2 * c] + (int32_t)row[2 * p + 1] * b[2 * c + 1];
+                    for (int t = 0; t < 4; t++) acc[c] += (int32_t)b[4 * c + t] * r8[4 * q + t];
             }
-            store_row_scalar(ep, i, j * PANEL, cols, acc, out, ldo);
         }
+        store_row_scalar(ep, i, c0, cols, acc, out, ldo);
     }
 }
 
@@ -201,45 +162,97 @@ static void s16_portable(int m, int n, int kpairs, const int16_t *a, int lda, co
 static int force_portable = 0;
 void osprey_qkernels_force_portable(int on) { force_portable = on; }
 
-void osprey_qgemm_u8s8(int m, int n, int kquads, const int8_t *a, int lda, const uint8_t *packed_b, const osprey_qepilogue *ep, void *out, int ldo) {
+void osprey_qgemm_packed(int wide, int m, int n, int steps, const void *a, int lda, const void *packed_b, const osprey_qepilogue *ep,
+                         void *out, int ldo) {
     if (m <= 0 || n <= 0) return;
+    void (*body)(int, int, int, const uint8_t *, size_t, const uint8_t *, int, int, const osprey_qepilogue *, void *, int) = panel_portable;
 #if defined(__x86_64__)
-    if (!force_portable && cpu_has_avx2()) { u8s8_avx2(m, n, kquads, a, lda, packed_b, ep, out, ldo); return; }
+    if (!force_portable && cpu_has_avx2()) body = panel_avx2;
 #endif
-    u8s8_portable(m, n, kquads, a, lda, packed_b, ep, out, ldo);
+    for (int j = 0; j * PANEL < n; j++) {
+        int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
+        body(wide, m, steps, a, (size_t)lda, (const uint8_t *)packed_b + (size_t)j * steps * 64, j * PANEL, cols, ep, out, ldo);
+    }
+}
+
+void osprey_qgemm_u8s8(int m, int n, int kquads, const int8_t *a, int lda, const uint8_t *packed_b, const osprey_qepilogue *ep, void *out, int ldo) {
+    osprey_qgemm_packed(0, m, n, kquads, a, lda, packed_b, ep, out, ldo);
 }
 
 void osprey_qgemm_s16_epilogue(int m, int n, int kpairs, const int16_t *a, int lda, const int16_t *packed_b, const osprey_qepilogue *ep, void *out, int ldo) {
-    if (m <= 0 || n <= 0) return;
-#if defined(__x86_64__)
-    if (!force_portable && cpu_has_avx2()) { s16_avx2(m, n, kpairs, a, lda, packed_b, ep, out, ldo); return; }
-#endif
-    s16_portable(m, n, kpairs, a, lda, packed_b, ep, out, ldo);
+    osprey_qgemm_packed(1, m, n, kpairs, a, lda * (int)sizeof(int16_t), packed_b, ep, out, ldo);
 }
 
 // ---- packing ----
 
-void osprey_qpack_u8(int k, int n, const uint8_t *b, int ldb, int flip, uint8_t *packed) {
-    int kquads = (k + 3) / 4, panels = (n + PANEL - 1) / PANEL;
-    uint8_t x = flip ? 0x80 : 0;
+#if defined(__x86_64__)
+/// One full quad of a panel: 16 columns of 4 rows interleaved into [r0 r1 r2 r3] per column (byte, then word unpacks).
+__attribute__((target("avx2")))
+static void pack_quad16_avx2(const uint8_t *const src[4], uint8_t x, uint8_t *dst) {
+    __m128i f = _mm_set1_epi8((char)x);
+    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)src[0]), f), r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)src[1]), f);
+    __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)src[2]), f), r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)src[3]), f);
+    __m128i a = _mm_unpacklo_epi8(r0, r1), b = _mm_unpackhi_epi8(r0, r1), c = _mm_unpacklo_epi8(r2, r3), d = _mm_unpackhi_epi8(r2, r3);
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(a, c));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpackhi_epi16(a, c));
+    _mm_storeu_si128((__m128i *)(dst + 32), _mm_unpacklo_epi16(b, d));
+    _mm_storeu_si128((__m128i *)(dst + 48), _mm_unpackhi_epi16(b, d));
+}
+#endif
+
+#if defined(__x86_64__)
+/// One full pair of rows of an int16 panel: 16 columns of (row 0, row 1) minus the zero point, widened and
+/// interleaved (vpunpck{l,h}wd on each half).
+__attribute__((target("avx2")))
+static void pack_pair16_avx2(const uint8_t *r0, const uint8_t *r1, int is_signed, int32_t zero, int16_t *dst) {
+    __m128i z = _mm_set1_epi16((short)zero);
+    for (int half = 0; half < 2; half++) {
+        __m128i b0 = _mm_loadl_epi64((const __m128i *)(r0 + 8 * half)), b1 = _mm_loadl_epi64((const __m128i *)(r1 + 8 * half));
+        __m128i a = _mm_sub_epi16(is_signed ? _mm_cvtepi8_epi16(b0) : _mm_cvtepu8_epi16(b0), z);
+        __m128i c = _mm_sub_epi16(is_signed ? _mm_cvtepi8_epi16(b1) : _mm_cvtepu8_epi16(b1), z);
+        _mm_storeu_si128((__m128i *)(dst + 16 * half), _mm_unpacklo_epi16(a, c));
+        _mm_storeu_si128((__m128i *)(dst + 16 * half + 8), _mm_unpackhi_epi16(a, c));
+    }
+}
+#endif
+
+/// The panel loop of both packings: per 16-column panel and k step, 64 bytes, from 4 rows of bytes (XOR `flip`: an
+/// int8 operand read as uint8 + 128) or (`wide`) 2 rows widened to int16 minus `zero` (`is_signed`: int8 values).
+/// Full steps take the AVX2 bodies; partial ones (and every step when portable) the scalar loop, zero past K and N.
+static void pack_panels(int wide, int k, int n, const uint8_t *b, int ldb, uint8_t flip, int is_signed, int32_t zero, uint8_t *packed) {
+    int per = wide ? 2 : 4, steps = (k + per - 1) / per, panels = (n + PANEL - 1) / PANEL;
+    int vector = 0;
+#if defined(__x86_64__)
+    vector = !force_portable && cpu_has_avx2();
+#endif
     for (int j = 0; j < panels; j++) {
         int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
-        uint8_t *panel = packed + (size_t)j * kquads * 4 * PANEL;
-        for (int q = 0; q < kquads; q++) {
-            uint8_t *dst = panel + (size_t)q * 4 * PANEL;
-            const uint8_t *src[4];
-            for (int t = 0; t < 4; t++) src[t] = 4 * q + t < k ? b + (size_t)(4 * q + t) * ldb + j * PANEL : NULL;
-            if (cols == PANEL && src[3]) {
-                for (int c = 0; c < PANEL; c++) {
-                    dst[4 * c] = src[0][c] ^ x; dst[4 * c + 1] = src[1][c] ^ x; dst[4 * c + 2] = src[2][c] ^ x; dst[4 * c + 3] = src[3][c] ^ x;
-                }
-            } else {
-                memset(dst, 0, 4 * PANEL);
-                for (int t = 0; t < 4; t++)
-                    if (src[t]) for (int c = 0; c < cols; c++) dst[4 * c + t] = src[t][c] ^ x;
+        for (int q = 0; q < steps; q++) {
+            uint8_t *dst = packed + ((size_t)j * steps + q) * 64;
+            const uint8_t *src[4] = {NULL, NULL, NULL, NULL};
+            for (int t = 0; t < per; t++) src[t] = per * q + t < k ? b + (size_t)(per * q + t) * ldb + j * PANEL : NULL;
+#if defined(__x86_64__)
+            if (vector && cols == PANEL && src[per - 1]) {
+                if (wide) pack_pair16_avx2(src[0], src[1], is_signed, zero, (int16_t *)dst);
+                else pack_quad16_avx2(src, flip, dst);
+                continue;
+            }
+#endif
+            memset(dst, 0, 64);
+            for (int t = 0; t < per; t++) {
+                if (!src[t]) continue;
+                if (wide)
+                    for (int c = 0; c < cols; c++)
+                        ((int16_t *)dst)[2 * c + t] = (int16_t)((is_signed ? (int32_t)(int8_t)src[t][c] : (int32_t)src[t][c]) - zero);
+                else
+                    for (int c = 0; c < cols; c++) dst[4 * c + t] = src[t][c] ^ flip;
             }
         }
     }
+}
+
+void osprey_qpack_u8(int k, int n, const uint8_t *b, int ldb, int flip, uint8_t *packed) {
+    pack_panels(0, k, n, b, ldb, flip ? 0x80 : 0, 0, 0, packed);
 }
 
 void osprey_qpack_u8_rows(int k, int n, const uint8_t *a, int lda, int flip, uint8_t *packed) {
@@ -249,25 +262,21 @@ void osprey_qpack_u8_rows(int k, int n, const uint8_t *a, int lda, int flip, uin
     for (int c = 0; c < n; c++) {
         const uint8_t *row = a + (size_t)c * lda;
         uint8_t *dst = packed + (size_t)(c / PANEL) * kquads * 4 * PANEL + 4 * (c % PANEL);
-        for (int q = 0; q < kquads; q++) {
-            uint8_t *d = dst + (size_t)q * 4 * PANEL;
-            int left = k - 4 * q < 4 ? k - 4 * q : 4;
-            for (int t = 0; t < left; t++) d[t] = row[4 * q + t] ^ x;
+        uint32_t x4 = x * 0x01010101u;
+        int whole = k / 4;
+        // Whole quads as one 32-bit move each, the last partial quad bytewise.
+        for (int q = 0; q < whole; q++) {
+            uint32_t v;
+            memcpy(&v, row + 4 * q, 4);
+            v ^= x4;
+            memcpy(dst + (size_t)q * 4 * PANEL, &v, 4);
         }
+        for (int t = 4 * whole; t < k; t++) dst[(size_t)whole * 4 * PANEL + (t - 4 * whole)] = row[t] ^ x;
     }
 }
 
 void osprey_qpack_s16(int k, int n, const void *b, int ldb, int is_signed, int32_t zero, int16_t *packed) {
-    int kpairs = (k + 1) / 2, panels = (n + PANEL - 1) / PANEL;
-    memset(packed, 0, (size_t)panels * kpairs * 2 * PANEL * sizeof(int16_t));
-    for (int r = 0; r < k; r++) {
-        const uint8_t *u = (const uint8_t *)b + (size_t)r * ldb;
-        const int8_t *s = (const int8_t *)b + (size_t)r * ldb;
-        for (int c = 0; c < n; c++) {
-            int32_t v = (is_signed ? (int32_t)s[c] : (int32_t)u[c]) - zero;
-            packed[(size_t)(c / PANEL) * kpairs * 2 * PANEL + (size_t)(r / 2) * 2 * PANEL + 2 * (c % PANEL) + (r & 1)] = (int16_t)v;
-        }
-    }
+    pack_panels(1, k, n, b, ldb, 0, is_signed, zero, (uint8_t *)packed);
 }
 
 void osprey_im2col_u8(const uint8_t *x, int c, int h, int w, int kh, int kw, int sh, int sw, int dh, int dw,
@@ -306,9 +315,13 @@ void osprey_im2col_u8(const uint8_t *x, int c, int h, int w, int kh, int kw, int
 
 // ---- depthwise ----
 
-// Scratch layout: a padded copy of the plane minus x_zero (padding 0; int32 in the portable body, int16 in the AVX2
-// one), each row split into SW phases (phase p, index i holds padded column i * SW + p) so that every tap reads
-// contiguous values for consecutive outputs, then (portable) one output row of sums.
+// Portable scratch layout: a padded int32 copy of the plane minus x_zero (padding 0), each row split into SW phases
+// (phase p, index i holds padded column i * SW + p) so that every tap reads contiguous values for consecutive
+// outputs, then one output row of sums. The AVX2 body uses the same scratch as byte rows (`depthwise_row_bytes`).
+
+/// Bytes per row of the AVX2 kernel's padded plane: every 16-output step reads whole vectors (32 bytes at stride 2).
+static inline int depthwise_row_bytes(int ow, int kw, int sw, int dw) { return ((ow + 15) & ~15) * sw + (kw - 1) * dw + 32; }
+
 static inline void depthwise_geometry(int oh, int ow, int kh, int kw, int sh, int sw, int dh, int dw, int *ph, int *phase_len) {
     *ph = (oh - 1) * sh + (kh - 1) * dh + 1;
     int pw = (ow - 1) * sw + (kw - 1) * dw + 1;
@@ -319,8 +332,8 @@ int osprey_qdepthwise_scratch(int h, int w, int kh, int kw, int sh, int sw, int 
     (void)h; (void)w; (void)pt; (void)pl;
     int ph, len;
     depthwise_geometry(oh, ow, kh, kw, sh, sw, dh, dw, &ph, &len);
-    // + 64: the AVX2 kernel reads whole 16-lane vectors past the last output of a row.
-    return ph * sw * len + ow + 64;
+    int portable = ph * sw * len + ow, bytes = ph * depthwise_row_bytes(ow, kw, sw, dw);
+    return (portable > (bytes + 3) / 4 ? portable : (bytes + 3) / 4) + 16;
 }
 
 /// Fills the padded, phase-split copy of the plane.
@@ -374,80 +387,113 @@ static void depthwise_portable(const uint8_t *x, int is_signed, int32_t x_zero, 
 }
 
 #if defined(__x86_64__)
-/// The padded, phase-split plane of the AVX2 kernel as int16 (x - x_zero fits: |x - x_zero| <= 255).
+// AVX2 depthwise, straight from the 8-bit values: the plane is copied once into rows padded with the zero point's
+// byte (so padding adds x_zero * w like every other tap, and the whole correction -x_zero * sum(w) goes into the
+// bias), each tap's 16 consecutive outputs are read as one vector of int16 (stride 1: 16 bytes widened; stride 2: 32
+// bytes, even bytes kept), taps are taken in pairs, interleaved (vpunpck{l,h}wd) and multiplied with the broadcast
+// weight pair by vpmaddwd: exact int32 sums for any 8-bit x and centred w (a pair is at most 2 * 255 * 255).
+#define DEPTHWISE_MAX_TAPS 64
+
+/// Copies the plane into `rows` padded rows of `row_bytes`, every byte outside the input set to `pad` (one memset,
+/// then each input row copied in 16-byte vectors: planes are small, so per-row library calls would dominate).
 __attribute__((target("avx2")))
-static void depthwise_pad16(const uint8_t *x, int is_signed, int32_t x_zero, int h, int w, int pt, int pl, int ph, int sw, int len, int16_t *padded) {
-    int row_len = sw * len;
-    // Phase p's index i reads column i * sw + p - pl: inside the row for i in [first[p], last[p]).
-    int first[8], last[8];
-    if (sw > 8) return;
-    for (int p = 0; p < sw; p++) {
-        int a = pl - p, i0 = a <= 0 ? 0 : (a + sw - 1) / sw, i1 = (w + pl - p + sw - 1) / sw;
-        if (i1 > len) i1 = len;
-        if (i0 > i1) i0 = i1;
-        first[p] = i0;
-        last[p] = i1;
-    }
-    for (int py = 0; py < ph; py++) {
-        int16_t *row = padded + (size_t)py * row_len;
-        int iy = py - pt;
-        if (iy < 0 || iy >= h) { memset(row, 0, (size_t)row_len * sizeof(int16_t)); continue; }
-        const uint8_t *su = x + (size_t)iy * w;
-        const int8_t *ss = (const int8_t *)su;
-        for (int p = 0; p < sw; p++) {
-            int16_t *dst = row + p * len;
-            int i0 = first[p], i1 = last[p];
-            for (int i = 0; i < i0; i++) dst[i] = 0;
-            const int off = p - pl;
-            if (is_signed) for (int i = i0; i < i1; i++) dst[i] = (int16_t)((int32_t)ss[i * sw + off] - x_zero);
-            else for (int i = i0; i < i1; i++) dst[i] = (int16_t)((int32_t)su[i * sw + off] - x_zero);
-            for (int i = i1; i < len; i++) dst[i] = 0;
+static void depthwise_pad_bytes(const uint8_t *x, int h, int w, int pt, int pl, int rows, int row_bytes, uint8_t pad, uint8_t *padded) {
+    memset(padded, pad, (size_t)rows * row_bytes);
+    int count = w < row_bytes - pl ? w : row_bytes - pl;
+    if (count <= 0) return;
+    for (int iy = 0; iy < h; iy++) {
+        int py = iy + pt;
+        if (py < 0 || py >= rows) continue;
+        const uint8_t *src = x + (size_t)iy * w;
+        uint8_t *dst = padded + (size_t)py * row_bytes + pl;
+        if (count < 16) {
+            // Two overlapping moves of 8 or 4 bytes cover 8..15 or 4..7 bytes.
+            if (count >= 8) {
+                uint64_t head, tail;
+                memcpy(&head, src, 8);
+                memcpy(&tail, src + count - 8, 8);
+                memcpy(dst, &head, 8);
+                memcpy(dst + count - 8, &tail, 8);
+            } else if (count >= 4) {
+                uint32_t head, tail;
+                memcpy(&head, src, 4);
+                memcpy(&tail, src + count - 4, 4);
+                memcpy(dst, &head, 4);
+                memcpy(dst + count - 4, &tail, 4);
+            } else {
+                for (int i = 0; i < count; i++) dst[i] = src[i];
+            }
+            continue;
         }
+        for (int i = 0; i + 16 <= count; i += 16) _mm_storeu_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+        // The last, overlapping vector ends exactly at the row's end.
+        _mm_storeu_si128((__m128i *)(dst + count - 16), _mm_loadu_si128((const __m128i *)(src + count - 16)));
     }
 }
 
-// AVX2 depthwise: taps taken in pairs, the two source vectors interleaved (vpunpck{l,h}wd) and multiplied with the
-// broadcast weight pair by vpmaddwd, 16 outputs per step (the unpack order is undone before the epilogue).
-#define DEPTHWISE_MAX_TAPS 64
-__attribute__((target("avx2")))
-static int depthwise_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int h, int w, const int32_t *weights, int kh, int kw,
-                          int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
-                          const osprey_qepilogue *ep, void *out, int32_t *scratch) {
-    int taps = kh * kw;
-    if (taps > DEPTHWISE_MAX_TAPS || sw > 8) return 0;
-    int ph, len;
-    depthwise_geometry(oh, ow, kh, kw, sh, sw, dh, dw, &ph, &len);
-    int row_len = sw * len;
-    int16_t *padded = (int16_t *)scratch;
-    depthwise_pad16(x, is_signed, x_zero, h, w, pt, pl, ph, sw, len, padded);
-    int offsets[DEPTHWISE_MAX_TAPS + 1];
-    int32_t pairs[DEPTHWISE_MAX_TAPS / 2 + 1];
-    for (int t = 0; t < taps; t++) {
-        int ky = t / kw, kx = t % kw, col = kx * dw;
-        offsets[t] = ky * dh * row_len + (col % sw) * len + col / sw;
+/// 16 consecutive outputs' values of one tap as int16: bytes p[0], p[sw], ... p[15 * sw] (sw 1 or 2).
+__attribute__((target("avx2"), always_inline))
+static inline __m256i depthwise_load16(const uint8_t *p, int sw, int is_signed) {
+    if (sw == 1) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        return is_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
     }
-    for (int t = 0; t < taps; t += 2) {
-        int32_t w0 = weights[t], w1 = t + 1 < taps ? weights[t + 1] : 0;
-        pairs[t / 2] = (int32_t)(((uint32_t)(uint16_t)(int16_t)w1 << 16) | (uint16_t)(int16_t)w0);
-    }
-    if (taps & 1) offsets[taps] = offsets[taps - 1];  // pairs the last tap with a zero weight
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    return is_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8) : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
+}
+
+__attribute__((target("avx2"), always_inline))
+static inline void depthwise_rows_avx2(const uint8_t *padded, int row_bytes, int is_signed, int sw, int sh, int taps, const int *offsets,
+                                       const int32_t *pairs, int oh, int ow, const osprey_qepilogue *ep, void *out) {
     const __m256i zero = _mm256_setzero_si256();
     for (int oy = 0; oy < oh; oy++) {
-        const int16_t *base = padded + (size_t)oy * sh * row_len;
+        const uint8_t *base = padded + (size_t)oy * sh * row_bytes;
         for (int ox = 0; ox < ow; ox += PANEL) {
+            const uint8_t *at = base + (size_t)ox * sw;
             __m256i lo = zero, hi = zero;
             for (int t = 0; t < taps; t += 2) {
-                __m256i a = _mm256_loadu_si256((const __m256i *)(base + offsets[t] + ox));
-                __m256i b = _mm256_loadu_si256((const __m256i *)(base + offsets[t + 1] + ox));
+                __m256i a = depthwise_load16(at + offsets[t], sw, is_signed), b = depthwise_load16(at + offsets[t + 1], sw, is_signed);
                 __m256i wp = _mm256_set1_epi32(pairs[t / 2]);
                 lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), wp));
                 hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), wp));
             }
             // lo holds outputs 0-3 and 8-11, hi 4-7 and 12-15.
             __m256i v0 = _mm256_permute2x128_si256(lo, hi, 0x20), v1 = _mm256_permute2x128_si256(lo, hi, 0x31);
-            store_row_avx2(ep, 0, oy * ow + ox, ow - ox < PANEL ? ow - ox : PANEL, v0, v1, out, 0);
+            // A whole vector may spill into the next output row (rewritten right after), never past the plane.
+            int at_out = oy * ow + ox;
+            store_row_avx2(ep, 0, at_out, at_out + PANEL <= oh * ow ? PANEL : ow - ox, v0, v1, out, 0);
         }
     }
+}
+
+__attribute__((target("avx2")))
+static int depthwise_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int h, int w, const int32_t *weights, int kh, int kw,
+                          int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                          const osprey_qepilogue *ep, void *out, int32_t *scratch) {
+    int taps = kh * kw;
+    if (taps > DEPTHWISE_MAX_TAPS || (sw != 1 && sw != 2)) return 0;
+    int rows = (oh - 1) * sh + (kh - 1) * dh + 1, row_bytes = depthwise_row_bytes(ow, kw, sw, dw);
+    uint8_t *padded = (uint8_t *)scratch;
+    depthwise_pad_bytes(x, h, w, pt, pl, rows, row_bytes, (uint8_t)x_zero, padded);
+    int offsets[DEPTHWISE_MAX_TAPS + 1];
+    int32_t pairs[DEPTHWISE_MAX_TAPS / 2 + 1], weight_sum = 0;
+    for (int t = 0; t < taps; t++) {
+        offsets[t] = (t / kw) * dh * row_bytes + (t % kw) * dw;
+        weight_sum += weights[t];
+    }
+    for (int t = 0; t < taps; t += 2) {
+        int32_t w0 = weights[t], w1 = t + 1 < taps ? weights[t + 1] : 0;
+        pairs[t / 2] = (int32_t)(((uint32_t)(uint16_t)(int16_t)w1 << 16) | (uint16_t)(int16_t)w0);
+    }
+    if (taps & 1) offsets[taps] = offsets[taps - 1];  // pairs the last tap with a zero weight
+    int32_t bias = (ep->bias ? ep->bias[0] : 0) - x_zero * weight_sum;
+    osprey_qepilogue e = *ep;
+    e.bias = &bias;
+    // Separate bodies for the common cases (3 x 3 u8 at stride 1 and 2) let the compiler fold sw and the widening and
+    // unroll the taps.
+    if (taps == 9 && sw == 1 && !is_signed) depthwise_rows_avx2(padded, row_bytes, 0, 1, sh, 9, offsets, pairs, oh, ow, &e, out);
+    else if (taps == 9 && sw == 2 && !is_signed) depthwise_rows_avx2(padded, row_bytes, 0, 2, sh, 9, offsets, pairs, oh, ow, &e, out);
+    else depthwise_rows_avx2(padded, row_bytes, is_signed, sw, sh, taps, offsets, pairs, oh, ow, &e, out);
     return 1;
 }
 #endif

@@ -11,11 +11,13 @@ import Testing
     static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let examples = repoRoot.appendingPathComponent("models/digits/examples")
 
-    /// A service over a temporary copy of models/ (so uploads never touch the checkout).
-    static func makeService(adminToken: String? = nil) async throws -> (OspreyService, URL) {
+    /// A service over a temporary copy of models/ (so uploads never touch the checkout); `prepare` may change the
+    /// copy of models/digits before it loads.
+    static func makeService(adminToken: String? = nil, prepare: (URL) throws -> Void = { _ in }) async throws -> (OspreyService, URL) {
         let temp = FileManager.default.temporaryDirectory.appendingPathComponent("osprey-service-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: temp, withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: repoRoot.appendingPathComponent("models/digits"), to: temp.appendingPathComponent("digits"))
+        try prepare(temp.appendingPathComponent("digits"))
         let metrics = Metrics()
         let registry = ModelRegistry(repositoryPath: temp.path, loader: engineLoader, metrics: metrics)
         await registry.loadAll()

@@ -37,9 +37,10 @@ import ONNX
     @Test func convolutionsOnEveryIntegerPathMatchTheReference() throws {
         var rng = SeededGenerator(seed: 21)
         // (channels, out channels, groups, kernel, stride, pad, dilation, size): pointwise, im2col, grouped, depthwise
-        // with stride 1 and 2 and dilation.
+        // with stride 1 and 2 and dilation, on planes narrower and wider than the kernels' 16-output vectors.
         let shapes = [(16, 24, 1, 1, 1, 0, 1, 9), (3, 20, 1, 3, 2, 1, 1, 13), (8, 12, 2, 3, 1, 1, 1, 8), (12, 12, 12, 3, 1, 1, 1, 11),
-                      (10, 10, 10, 3, 2, 1, 1, 14), (6, 6, 6, 5, 2, 2, 1, 12), (5, 5, 5, 3, 1, 2, 2, 9)]
+                      (10, 10, 10, 3, 2, 1, 1, 14), (6, 6, 6, 5, 2, 2, 1, 12), (5, 5, 5, 3, 1, 2, 2, 9), (4, 4, 4, 3, 1, 1, 1, 37),
+                      (3, 3, 3, 3, 2, 1, 1, 41)]
         for (c, m, g, kernel, stride, pad, dilation, size) in shapes {
             let attributes: [String: Attribute] = ["kernel_shape": .ints([Int64(kernel), Int64(kernel)]), "strides": .ints([Int64(stride), Int64(stride)]),
                                                    "pads": .ints([Int64(pad), Int64(pad), Int64(pad), Int64(pad)]),

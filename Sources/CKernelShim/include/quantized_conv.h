@@ -46,6 +46,11 @@ void osprey_qgemm_u8s8(int m, int n, int kquads, const int8_t *a, int lda, const
 void osprey_qgemm_s16_epilogue(int m, int n, int kpairs, const int16_t *a, int lda, const int16_t *packed_b,
                                const osprey_qepilogue *ep, void *out, int ldo);
 
+/// Either product by operand kind, `steps` k steps of 4 bytes per row of A (`lda` bytes per row): `wide` 0 is
+/// `osprey_qgemm_u8s8` (k quads of int8), 1 is `osprey_qgemm_s16_epilogue` (k pairs of int16).
+void osprey_qgemm_packed(int wide, int m, int n, int steps, const void *a, int lda, const void *packed_b, const osprey_qepilogue *ep,
+                         void *out, int ldo);
+
 /// Packs B (K x N bytes, row stride ldb) into `osprey_qgemm_u8s8` panels; `flip` XORs every byte with 0x80 (int8 read
 /// as uint8 + 128). Rows past K (up to the quad) are zero.
 void osprey_qpack_u8(int k, int n, const uint8_t *b, int ldb, int flip, uint8_t *packed);

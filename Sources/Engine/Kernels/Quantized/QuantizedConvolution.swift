@@ -94,6 +94,17 @@ func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: 
         let z = signed ? xZero + 128 : xZero
         for i in 0..<plan.m { channelBias[i] &-= z &* sums[i] }
     }
+    // One GEMM call for both weight layouts: every k step reads 4 bytes of a weight row (an int8 quad or an int16 pair).
+    func packedGemm<T>(_ rows: [T], wide: Bool) -> GemmCall {
+        let rowBytes = plan.rowStride * MemoryLayout<T>.stride
+        return { group, packed, _, count, ep, target in
+            rows.withUnsafeBytes { a in
+                var e = ep
+                osprey_qgemm_packed(wide ? 1 : 0, Int32(mg), Int32(count), Int32(rowBytes / 4), a.baseAddress! + group * mg * rowBytes,
+                                    Int32(rowBytes), packed, &e, target, Int32(columns))
+            }
+        }
+    }
     x.withUnsafeBytes { xraw in
         out.withUnsafeMutableBytes { oraw in
             channelBias.withUnsafeBufferPointer { biasPointer in
@@ -110,22 +121,10 @@ func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: 
                                      epilogue: epilogue, out: op, outBytes: outBytes)
                     case .u8s8(let rows, _):
                         runGemmConvolution(x: xp, signed: signed, xZero: xZero, n: n, c: c, plan: plan, geometry: geometry, out: op,
-                                           outBytes: outBytes, epilogue: epilogue) { group, packedPointer, first, count, ep, target in
-                            rows.withUnsafeBufferPointer { a in
-                                var e = ep
-                                osprey_qgemm_u8s8(Int32(mg), Int32(count), Int32(plan.rowStride / 4), a.baseAddress! + group * mg * plan.rowStride,
-                                                  Int32(plan.rowStride), packedPointer.assumingMemoryBound(to: UInt8.self), &e, target, Int32(columns))
-                            }
-                        }
+                                           outBytes: outBytes, epilogue: epilogue, gemm: packedGemm(rows, wide: false))
                     case .s16(let rows):
                         runGemmConvolution(x: xp, signed: signed, xZero: xZero, n: n, c: c, plan: plan, geometry: geometry, out: op,
-                                           outBytes: outBytes, epilogue: epilogue) { group, packedPointer, first, count, ep, target in
-                            rows.withUnsafeBufferPointer { a in
-                                var e = ep
-                                osprey_qgemm_s16_epilogue(Int32(mg), Int32(count), Int32(plan.rowStride / 2), a.baseAddress! + group * mg * plan.rowStride,
-                                                          Int32(plan.rowStride), packedPointer.assumingMemoryBound(to: Int16.self), &e, target, Int32(columns))
-                            }
-                        }
+                                           outBytes: outBytes, epilogue: epilogue, gemm: packedGemm(rows, wide: true))
                     }
                 }
             }
@@ -141,13 +140,16 @@ struct ConvGeometry2D {
     var isPointwise: Bool { kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h && ow == w }
 }
 
+/// One group's GEMM on a packed column range: (group, packed panels, first column, column count, epilogue, output at
+/// the first column).
+private typealias GemmCall = (_ group: Int, _ packed: UnsafeRawPointer, _ first: Int, _ count: Int, _ ep: osprey_qepilogue,
+                              _ target: UnsafeMutableRawPointer) -> Void
+
 /// Per image and group: the K x (OH * OW) byte matrix (the input itself for pointwise convs, else im2col), packed into
 /// the GEMM's panels (column ranges split across threads), multiplied by `gemm` into the output rows.
 private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: Int32, n: Int, c: Int, plan: QuantizedConvolutionPlan,
                                 geometry gm: ConvGeometry2D, out: UnsafeMutableRawPointer, outBytes: Int,
-                                epilogue: (Int) -> osprey_qepilogue,
-                                gemm: (_ group: Int, _ packed: UnsafeRawPointer, _ first: Int, _ count: Int, _ ep: osprey_qepilogue,
-                                       _ target: UnsafeMutableRawPointer) -> Void) {
+                                epilogue: (Int) -> osprey_qepilogue, gemm: GemmCall) {
     let g = plan.groups, cg = plan.cg, mg = plan.m / g
     let k = cg * gm.kh * gm.kw, columns = gm.oh * gm.ow
     let panel = Int(OSPREY_QU8_PANEL), panels = (columns + panel - 1) / panel
