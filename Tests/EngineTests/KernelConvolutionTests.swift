@@ -85,6 +85,35 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         }
     }
 
+    /// Small groups (2-16 channels in, 1-16 out: the direct grouped filter, and the panels at unequal or larger strides),
+    /// odd plane sizes, dilations and asymmetric pads, with one and two threads.
+    @Test(.serialized, arguments: [1, 2])
+    func smallGroupsMatchReference(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 808)
+        var cases = 0
+        while cases < 40 {
+            let kernel = [1, 3, 3, 5].randomElement(using: &rng)!
+            let stride = [1, 1, 2, 2, 3].randomElement(using: &rng)!
+            let groups = Int.random(in: 2...5, using: &rng)
+            let inPerGroup = [2, 3, 4, 8, 8, 16].randomElement(using: &rng)!, outPerGroup = [1, 4, 5, 8, 8, 16].randomElement(using: &rng)!
+            let g = ConvGeometry(batch: Int.random(in: 1...3, using: &rng), inChannels: groups * inPerGroup,
+                                 inHeight: Int.random(in: 1...17, using: &rng), inWidth: Int.random(in: 1...30, using: &rng),
+                                 outChannels: groups * outPerGroup, kernelHeight: kernel, kernelWidth: kernel, strideHeight: stride,
+                                 strideWidth: Int.random(in: 0..<5, using: &rng) == 0 ? 1 : stride,
+                                 dilationHeight: Int.random(in: 1...2, using: &rng), dilationWidth: Int.random(in: 1...2, using: &rng),
+                                 padTop: Int.random(in: 0...2, using: &rng), padLeft: Int.random(in: 0...2, using: &rng),
+                                 padBottom: Int.random(in: 0...2, using: &rng), padRight: Int.random(in: 0...2, using: &rng), groups: groups)
+            // The dilated window must fit the padded plane (a negative extent would truncate to one output row).
+            guard g.inHeight + g.padTop + g.padBottom > g.dilationHeight * (kernel - 1),
+                  g.inWidth + g.padLeft + g.padRight > g.dilationWidth * (kernel - 1) else { continue }
+            checkConvolution(g, activation: allActivations.randomElement(using: &rng)!, withBias: Bool.random(using: &rng),
+                             withResidual: Bool.random(using: &rng), rng: &rng)
+            cases += 1
+        }
+    }
+
     /// Small planes over a batch: 16-column strips span output rows and images, and the last panel and strip are partial.
     @Test(.serialized, arguments: [1, 2])
     func stripsAcrossRowsAndImagesMatchReference(threads: Int) {

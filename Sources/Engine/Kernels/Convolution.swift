@@ -19,6 +19,8 @@ public final class PackedConvolution: @unchecked Sendable {
     /// OIHW depthwise filters [M, kh*kw], or nil when the weights live in `panels` (one copy either way).
     private let filters: UnsafeMutablePointer<Float>?
     private let panels: ConvWeightPanels?
+    /// The same weights in 4-row panels for `groupedConvolution`, when the groups are small enough for it.
+    private let groupedPanels: ConvWeightPanels?
     private let bias: UnsafeMutablePointer<Float>?
 
     /// Packs OIHW `weights` (count outChannels * inChannels/groups * kh * kw) and an optional per-output-channel bias.
@@ -33,20 +35,25 @@ public final class PackedConvolution: @unchecked Sendable {
         self.kernelWidth = kernelWidth
         self.groups = groups
         self.activation = activation
+        let depth = inChannels / groups * kernelHeight * kernelWidth
         if inChannels / groups == 1 && groups > 1 {
             filters = copiedFloats(weights)
             panels = nil
         } else {
             filters = nil
-            panels = ConvWeightPanels(weights: weights.baseAddress!, channelsPerGroup: outChannels / groups, groups: groups,
-                                      depth: inChannels / groups * kernelHeight * kernelWidth)
+            panels = ConvWeightPanels(weights: weights.baseAddress!, channelsPerGroup: outChannels / groups, groups: groups, depth: depth)
         }
+        // Small groups keep both packings (their weights are small): the 6-row panels serve strides the flat layout lacks.
+        groupedPanels = groupedFilterFits(groups: groups, inPerGroup: inChannels / groups, outPerGroup: outChannels / groups)
+            ? ConvWeightPanels(weights: weights.baseAddress!, channelsPerGroup: outChannels / groups, groups: groups, depth: depth, rows: 4)
+            : nil
         self.bias = bias.map(copiedFloats)
     }
 
     deinit {
         filters?.deallocate()
         panels?.deallocate()
+        groupedPanels?.deallocate()
         bias?.deallocate()
     }
 
@@ -63,6 +70,9 @@ public final class PackedConvolution: @unchecked Sendable {
         guard g.batch > 0, g.outHeight > 0, g.outWidth > 0 else { return }
         if let filters {
             depthwiseConvolution(g, input: input, weights: filters, bias: bias, residual: residual, activation: activation, output: output)
+        } else if let groupedPanels, let layout = g.flatWindowLayout {
+            groupedConvolution(g, layout: layout, weights: groupedPanels, bias: bias, residual: residual, activation: activation,
+                               input: input, output: output)
         } else if let panels {
             denseConvolution(g, weights: panels, bias: bias, residual: residual, activation: activation, input: input, output: output)
         }

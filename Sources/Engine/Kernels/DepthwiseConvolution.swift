@@ -59,7 +59,7 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
 /// no per-row copy calls or tails, except at the plane's end (the next plane may belong to another thread).
 /// `flat` may be read up to 16 floats past rows * rowWidth.
 @inline(__always)
-private func emitRows(_ flat: UnsafePointer<Float>, rowWidth: Int, rows: Int, width: Int, output: UnsafeMutablePointer<Float>,
+func emitRows(_ flat: UnsafePointer<Float>, rowWidth: Int, rows: Int, width: Int, output: UnsafeMutablePointer<Float>,
                       residual: UnsafePointer<Float>?, activation: Activation) {
     for y in 0..<rows {
         let src = flat + y * rowWidth, dst = output + y * width, res = residual.map { $0 + y * width }
