@@ -255,7 +255,7 @@ where V.Scalar == Float {
 extension ConvGeometry {
     /// 1x1, stride 1, unpadded: the input planes are the gemm operand as they are.
     var isPointwise: Bool {
-        var w = window
+        var w = parts.window
         (w.dilationHeight, w.dilationWidth) = (1, 1)  // irrelevant to a 1x1 kernel
         return w == SlidingWindow(kernelHeight: 1, kernelWidth: 1)
     }

@@ -11,14 +11,11 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
     let planes = g.batch * g.outChannels
     let inPlane = g.inHeight * g.inWidth, outPlane = oh * ow
     let taps = g.kernelHeight * g.kernelWidth
-    let flatLayout = FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: oh, outWidth: ow,
-                                      kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, strideHeight: g.strideHeight,
-                                      strideWidth: g.strideWidth, dilationHeight: g.dilationHeight, dilationWidth: g.dilationWidth,
-                                      padTop: g.padTop, padLeft: g.padLeft, padBottom: g.padBottom, padRight: g.padRight)
+    let flatLayout = g.flatWindowLayout
     // Any other stride: the same padded plane at stride 1 gives the reads, computed one output at a time.
-    let layout = flatLayout ?? FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: 1, outWidth: 1, kernelHeight: 1,
-                                                kernelWidth: 1, strideHeight: 1, strideWidth: 1, dilationHeight: 1, dilationWidth: 1,
-                                                padTop: g.padTop, padLeft: g.padLeft, padBottom: g.padBottom, padRight: g.padRight)!
+    let layout = flatLayout ?? FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: 1, outWidth: 1,
+                                                window: SlidingWindow(kernelHeight: 1, kernelWidth: 1, padTop: g.padTop, padLeft: g.padLeft,
+                                                                      padBottom: g.padBottom, padRight: g.padRight))!
     let rowWidth = flatLayout == nil ? layout.paddedWidth : layout.rowWidth
     let flatCount = flatLayout == nil ? oh * rowWidth : layout.flatCount
     parallelRanges(planes, minimumChunk: max(1, 4096 / max(1, outPlane))) { range in
