@@ -18,9 +18,14 @@ mkdir -p "$OUT"
 [ -f "$OUT/resnet18.onnx" ] || python3 Benchmarks/engine/make_models.py "$OUT"
 OSPREY=${OSPREY:-.build/release/osprey}
 
-# Kernel harness: the kernel sources compiled straight with swiftc (x86-64-v3 baseline, as recommended for Package.swift).
+# Kernel harness: the kernel sources compiled straight with swiftc (x86-64-v3 baseline, as recommended for Package.swift),
+# with the Infrastructure module (the compute pool's locks) built beside it.
 if [ "${HARNESS:-1}" != 0 ]; then
+    mkdir -p "$OUT/harness-infra"
+    (cd "$OUT/harness-infra" && swiftc -O -wmo -parse-as-library -module-name Infrastructure -emit-module -emit-library -static \
+        "$OLDPWD"/Sources/Infrastructure/*.swift)
     swiftc -Ounchecked -wmo -target-cpu haswell -D OSPREY_FMA -module-name EngineKernels -I Sources/COpenBLAS -I Sources/CKernelShim/include \
+        -I "$OUT/harness-infra" -L "$OUT/harness-infra" -lInfrastructure \
         Sources/Engine/Kernels/*.swift Benchmarks/engine/harness/main.swift -lopenblas -o "$OUT/harness"
 fi
 

@@ -40,8 +40,8 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
     @Test func depthwiseStrideTwoNarrowRowsMatchReference() {
         var rng = SeededGenerator(seed: 78)
         for width in [14, 15, 16, 17, 20, 28, 31, 33, 47] {
-            let g = ConvGeometry(batch: 1, inChannels: 3, inHeight: 7, inWidth: width, outChannels: 3, kernelHeight: 3, kernelWidth: 3,
-                                 strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: width % 2, padBottom: 1, padRight: 1, groups: 3)
+            let g = ConvGeometry(batch: 1, inChannels: 3, inHeight: 7, inWidth: width, outChannels: 3, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                                 strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: width % 2, padBottom: 1, padRight: 1), groups: 3)
             checkConvolution(g, activation: .clip(min: 0, max: 6), withBias: true, withResidual: false, rng: &rng)
         }
     }
@@ -51,9 +51,9 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         var rng = SeededGenerator(seed: 77)
         for (kernel, strideHeight, dilation, width) in [(3, 2, 1, 40), (5, 2, 1, 37), (5, 3, 2, 16), (3, 2, 1, 5), (1, 2, 1, 33)] {
             let pad = kernel / 2 * dilation
-            let g = ConvGeometry(batch: 2, inChannels: 3, inHeight: 9, inWidth: width, outChannels: 3, kernelHeight: kernel, kernelWidth: kernel,
+            let g = ConvGeometry(batch: 2, inChannels: 3, inHeight: 9, inWidth: width, outChannels: 3, window: SlidingWindow(kernelHeight: kernel, kernelWidth: kernel,
                                  strideHeight: strideHeight, strideWidth: 1, dilationHeight: dilation, dilationWidth: dilation,
-                                 padTop: pad, padLeft: pad, padBottom: pad, padRight: pad, groups: 3)
+                                 padTop: pad, padLeft: pad, padBottom: pad, padRight: pad), groups: 3)
             checkConvolution(g, activation: .hardSwish, withBias: true, withResidual: kernel == 5, rng: &rng)
         }
     }
@@ -66,12 +66,12 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
             let kind = Int.random(in: 0..<4, using: &rng)
             let groupsChannels = Int.random(in: 1...3, using: &rng)
             var g = ConvGeometry(batch: [1, 3].randomElement(using: &rng)!, inChannels: 1, inHeight: Int.random(in: 3...19, using: &rng),
-                                 inWidth: Int.random(in: 3...41, using: &rng), outChannels: 1, kernelHeight: kernel,
+                                 inWidth: Int.random(in: 3...41, using: &rng), outChannels: 1, window: SlidingWindow(kernelHeight: kernel,
                                  kernelWidth: Int.random(in: 0..<3, using: &rng) == 0 ? 1 : kernel,
                                  strideHeight: Int.random(in: 1...2, using: &rng), strideWidth: Int.random(in: 1...3, using: &rng),
                                  dilationHeight: Int.random(in: 1...2, using: &rng), dilationWidth: Int.random(in: 1...2, using: &rng),
                                  padTop: Int.random(in: 0...3, using: &rng), padLeft: Int.random(in: 0...3, using: &rng),
-                                 padBottom: Int.random(in: 0...3, using: &rng), padRight: Int.random(in: 0...3, using: &rng))
+                                 padBottom: Int.random(in: 0...3, using: &rng), padRight: Int.random(in: 0...3, using: &rng)))
             switch kind {
             case 0: g.groups = 1; g.inChannels = Int.random(in: 1...5, using: &rng); g.outChannels = Int.random(in: 1...13, using: &rng)
             case 1: g.groups = 2; g.inChannels = 2 * groupsChannels; g.outChannels = 2 * Int.random(in: 1...3, using: &rng)
@@ -85,6 +85,42 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         }
     }
 
+    /// Small groups (2-16 channels in, 1-16 out: the direct grouped filter, and the panels at unequal or larger strides),
+    /// odd plane sizes, dilations and asymmetric pads, and 3-channel stems, with one and two threads.
+    @Test(.serialized, arguments: [1, 2])
+    func smallGroupsMatchReference(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 808)
+        var cases = 0
+        while cases < 40 {
+            let kernel = [1, 3, 3, 5].randomElement(using: &rng)!
+            let stride = [1, 1, 2, 2, 3].randomElement(using: &rng)!
+            let groups = Int.random(in: 2...5, using: &rng)
+            let inPerGroup = [2, 3, 4, 8, 8, 16].randomElement(using: &rng)!, outPerGroup = [1, 4, 5, 8, 8, 16].randomElement(using: &rng)!
+            let g = ConvGeometry(batch: Int.random(in: 1...3, using: &rng), inChannels: groups * inPerGroup,
+                                 inHeight: Int.random(in: 1...17, using: &rng), inWidth: Int.random(in: 1...30, using: &rng),
+                                 outChannels: groups * outPerGroup, window: SlidingWindow(kernelHeight: kernel, kernelWidth: kernel, strideHeight: stride,
+                                 strideWidth: Int.random(in: 0..<5, using: &rng) == 0 ? 1 : stride,
+                                 dilationHeight: Int.random(in: 1...2, using: &rng), dilationWidth: Int.random(in: 1...2, using: &rng),
+                                 padTop: Int.random(in: 0...2, using: &rng), padLeft: Int.random(in: 0...2, using: &rng),
+                                 padBottom: Int.random(in: 0...2, using: &rng), padRight: Int.random(in: 0...2, using: &rng)), groups: groups)
+            // The dilated window must fit the padded plane (a negative extent would truncate to one output row).
+            guard g.inHeight + g.padTop + g.padBottom > g.dilationHeight * (kernel - 1),
+                  g.inWidth + g.padLeft + g.padRight > g.dilationWidth * (kernel - 1) else { continue }
+            checkConvolution(g, activation: allActivations.randomElement(using: &rng)!, withBias: Bool.random(using: &rng),
+                             withResidual: Bool.random(using: &rng), rng: &rng)
+            cases += 1
+        }
+        // RGB stems through the same filter, their panels shared out between the threads at batch 1.
+        for (kernel, stride, outChannels) in [(3, 2, 32), (7, 2, 64), (3, 1, 13)] {
+            let g = ConvGeometry(batch: 1, inChannels: 3, inHeight: 33, inWidth: 47, outChannels: outChannels,
+                                 window: SlidingWindow(kernelHeight: kernel, kernelWidth: kernel, strideHeight: stride, strideWidth: stride,
+                                                       padTop: kernel / 2, padLeft: kernel / 2, padBottom: kernel / 2, padRight: kernel / 2))
+            checkConvolution(g, activation: .relu, withBias: true, withResidual: false, rng: &rng)
+        }
+    }
+
     /// Small planes over a batch: 16-column strips span output rows and images, and the last panel and strip are partial.
     @Test(.serialized, arguments: [1, 2])
     func stripsAcrossRowsAndImagesMatchReference(threads: Int) {
@@ -92,9 +128,9 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         defer { EngineThreads.configure(threads: 2) }
         var rng = SeededGenerator(seed: 77)
         for (size, kernel, stride) in [(7, 3, 1), (7, 1, 1), (9, 3, 2), (5, 1, 2), (13, 3, 3)] {
-            let g = ConvGeometry(batch: 3, inChannels: 9, inHeight: size, inWidth: size, outChannels: 14, kernelHeight: kernel,
+            let g = ConvGeometry(batch: 3, inChannels: 9, inHeight: size, inWidth: size, outChannels: 14, window: SlidingWindow(kernelHeight: kernel,
                                  kernelWidth: kernel, strideHeight: stride, strideWidth: stride, padTop: kernel / 2, padLeft: kernel / 2,
-                                 padBottom: kernel / 2, padRight: kernel / 2)
+                                 padBottom: kernel / 2, padRight: kernel / 2))
             checkConvolution(g, activation: .relu, withBias: true, withResidual: true, rng: &rng)
         }
     }
@@ -104,15 +140,15 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         var rng = SeededGenerator(seed: 99)
         // Pointwise (direct sgemm), 3x3 unfolded, depthwise 3x3 s1/s2 wide enough for the vector loops, depthwise 5x5 dilated.
         let geometries = [
-            ConvGeometry(batch: 2, inChannels: 5, inHeight: 6, inWidth: 7, outChannels: 4, kernelHeight: 1, kernelWidth: 1),
-            ConvGeometry(batch: 1, inChannels: 3, inHeight: 9, inWidth: 11, outChannels: 5, kernelHeight: 3, kernelWidth: 3,
-                         strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: 1, padBottom: 1, padRight: 1),
-            ConvGeometry(batch: 1, inChannels: 3, inHeight: 5, inWidth: 37, outChannels: 3, kernelHeight: 3, kernelWidth: 3,
-                         padTop: 1, padLeft: 1, padBottom: 1, padRight: 1, groups: 3),
-            ConvGeometry(batch: 2, inChannels: 2, inHeight: 7, inWidth: 70, outChannels: 2, kernelHeight: 3, kernelWidth: 3,
-                         strideHeight: 2, strideWidth: 2, padTop: 0, padLeft: 1, padBottom: 1, padRight: 0, groups: 2),
-            ConvGeometry(batch: 1, inChannels: 2, inHeight: 9, inWidth: 45, outChannels: 2, kernelHeight: 5, kernelWidth: 5,
-                         strideHeight: 1, strideWidth: 2, dilationHeight: 2, dilationWidth: 2, padTop: 4, padLeft: 3, padBottom: 2, padRight: 4, groups: 2),
+            ConvGeometry(batch: 2, inChannels: 5, inHeight: 6, inWidth: 7, outChannels: 4, window: SlidingWindow(kernelHeight: 1, kernelWidth: 1)),
+            ConvGeometry(batch: 1, inChannels: 3, inHeight: 9, inWidth: 11, outChannels: 5, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                         strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: 1, padBottom: 1, padRight: 1)),
+            ConvGeometry(batch: 1, inChannels: 3, inHeight: 5, inWidth: 37, outChannels: 3, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                         padTop: 1, padLeft: 1, padBottom: 1, padRight: 1), groups: 3),
+            ConvGeometry(batch: 2, inChannels: 2, inHeight: 7, inWidth: 70, outChannels: 2, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                         strideHeight: 2, strideWidth: 2, padTop: 0, padLeft: 1, padBottom: 1, padRight: 0), groups: 2),
+            ConvGeometry(batch: 1, inChannels: 2, inHeight: 9, inWidth: 45, outChannels: 2, window: SlidingWindow(kernelHeight: 5, kernelWidth: 5,
+                         strideHeight: 1, strideWidth: 2, dilationHeight: 2, dilationWidth: 2, padTop: 4, padLeft: 3, padBottom: 2, padRight: 4), groups: 2),
         ]
         for g in geometries {
             checkConvolution(g, activation: activation, withBias: true, withResidual: false, rng: &rng)
@@ -126,10 +162,10 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         var rng = SeededGenerator(seed: 8)
         EngineThreads.configure(threads: threads)
         defer { EngineThreads.configure(threads: 2) }
-        checkConvolution(ConvGeometry(batch: 2, inChannels: 64, inHeight: 40, inWidth: 40, outChannels: 8, kernelHeight: 3, kernelWidth: 3,
-                                      padTop: 1, padLeft: 1, padBottom: 1, padRight: 1),
+        checkConvolution(ConvGeometry(batch: 2, inChannels: 64, inHeight: 40, inWidth: 40, outChannels: 8, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                                      padTop: 1, padLeft: 1, padBottom: 1, padRight: 1)),
                          activation: .relu, withBias: true, withResidual: true, rng: &rng)
-        checkConvolution(ConvGeometry(batch: 1, inChannels: 256, inHeight: 48, inWidth: 48, outChannels: 8, kernelHeight: 1, kernelWidth: 1),
+        checkConvolution(ConvGeometry(batch: 1, inChannels: 256, inHeight: 48, inWidth: 48, outChannels: 8, window: SlidingWindow(kernelHeight: 1, kernelWidth: 1)),
                          activation: .clip(min: 0, max: 6), withBias: true, withResidual: false, rng: &rng)
     }
 
@@ -137,8 +173,8 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         var rng = SeededGenerator(seed: 5)
         EngineThreads.configure(threads: 1)
         defer { EngineThreads.configure(threads: 2) }
-        checkConvolution(ConvGeometry(batch: 3, inChannels: 4, inHeight: 12, inWidth: 20, outChannels: 4, kernelHeight: 3, kernelWidth: 3,
-                                      padTop: 1, padLeft: 1, padBottom: 1, padRight: 1, groups: 4),
+        checkConvolution(ConvGeometry(batch: 3, inChannels: 4, inHeight: 12, inWidth: 20, outChannels: 4, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                                      padTop: 1, padLeft: 1, padBottom: 1, padRight: 1), groups: 4),
                          activation: .clip(min: 0, max: 6), withBias: true, withResidual: true, rng: &rng)
     }
 }
@@ -189,12 +225,12 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
             let kernel = [1, 2, 3, 4, 5].randomElement(using: &rng)!
             var g = ConvTransposeGeometry(batch: [1, 3].randomElement(using: &rng)!, inChannels: groups * Int.random(in: 1...3, using: &rng),
                                           inHeight: Int.random(in: 1...7, using: &rng), inWidth: Int.random(in: 1...23, using: &rng),
-                                          outChannels: groups * Int.random(in: 1...3, using: &rng), kernelHeight: kernel,
+                                          outChannels: groups * Int.random(in: 1...3, using: &rng), window: SlidingWindow(kernelHeight: kernel,
                                           kernelWidth: Int.random(in: 1...4, using: &rng),
                                           strideHeight: Int.random(in: 1...3, using: &rng), strideWidth: Int.random(in: 1...2, using: &rng),
                                           dilationHeight: Int.random(in: 1...2, using: &rng), dilationWidth: Int.random(in: 1...2, using: &rng),
                                           padTop: Int.random(in: 0...2, using: &rng), padLeft: Int.random(in: 0...2, using: &rng),
-                                          padBottom: Int.random(in: 0...2, using: &rng), padRight: Int.random(in: 0...2, using: &rng),
+                                          padBottom: Int.random(in: 0...2, using: &rng), padRight: Int.random(in: 0...2, using: &rng)),
                                           groups: groups)
             // ONNX requires output_padding below the stride or the dilation.
             g.outputPaddingHeight = Int.random(in: 0..<max(g.strideHeight, g.dilationHeight), using: &rng)

@@ -18,12 +18,12 @@ private func pooledSize(_ size: Int, kernel: Int, stride: Int, dilation: Int, pa
             let kh = Int.random(in: 1...4, using: &rng), kw = Int.random(in: 1...4, using: &rng)
             let dilated = Bool.random(using: &rng)
             var g = PoolGeometry(planes: Int.random(in: 1...5, using: &rng), inHeight: Int.random(in: 1...12, using: &rng),
-                                 inWidth: Int.random(in: 1...40, using: &rng), outHeight: 0, outWidth: 0, kernelHeight: kh, kernelWidth: kw,
+                                 inWidth: Int.random(in: 1...40, using: &rng), outHeight: 0, outWidth: 0, window: SlidingWindow(kernelHeight: kh, kernelWidth: kw,
                                  strideHeight: Int.random(in: 1...3, using: &rng), strideWidth: Int.random(in: 1...3, using: &rng),
                                  dilationHeight: dilated ? Int.random(in: 1...2, using: &rng) : 1,
                                  dilationWidth: dilated ? Int.random(in: 1...2, using: &rng) : 1,
                                  padTop: Int.random(in: 0..<kh, using: &rng), padLeft: Int.random(in: 0..<kw, using: &rng),
-                                 padBottom: Int.random(in: 0..<kh, using: &rng), padRight: Int.random(in: 0..<kw, using: &rng))
+                                 padBottom: Int.random(in: 0..<kh, using: &rng), padRight: Int.random(in: 0..<kw, using: &rng)))
             let ceil = Bool.random(using: &rng)
             g.outHeight = pooledSize(g.inHeight, kernel: kh, stride: g.strideHeight, dilation: g.dilationHeight, padBegin: g.padTop, padEnd: g.padBottom, ceil: ceil)
             g.outWidth = pooledSize(g.inWidth, kernel: kw, stride: g.strideWidth, dilation: g.dilationWidth, padBegin: g.padLeft, padEnd: g.padRight, ceil: ceil)
@@ -36,12 +36,12 @@ private func pooledSize(_ size: Int, kernel: Int, stride: Int, dilation: Int, pa
     @Test func commonWindowsMatchReference() {
         var rng = SeededGenerator(seed: 32)
         // ResNet's 3x3 s2 p1 max pool, 2x2 s2, and a 3x3 s1 window wide enough for the 16-lane loops.
-        checkPools(PoolGeometry(planes: 3, inHeight: 40, inWidth: 40, outHeight: 20, outWidth: 20, kernelHeight: 3, kernelWidth: 3,
-                                strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: 1, padBottom: 1, padRight: 1), rng: &rng)
-        checkPools(PoolGeometry(planes: 2, inHeight: 34, inWidth: 66, outHeight: 17, outWidth: 33, kernelHeight: 2, kernelWidth: 2,
-                                strideHeight: 2, strideWidth: 2), rng: &rng)
-        checkPools(PoolGeometry(planes: 2, inHeight: 9, inWidth: 50, outHeight: 9, outWidth: 50, kernelHeight: 3, kernelWidth: 3,
-                                padTop: 1, padLeft: 1, padBottom: 1, padRight: 1), rng: &rng)
+        checkPools(PoolGeometry(planes: 3, inHeight: 40, inWidth: 40, outHeight: 20, outWidth: 20, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                                strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: 1, padBottom: 1, padRight: 1)), rng: &rng)
+        checkPools(PoolGeometry(planes: 2, inHeight: 34, inWidth: 66, outHeight: 17, outWidth: 33, window: SlidingWindow(kernelHeight: 2, kernelWidth: 2,
+                                strideHeight: 2, strideWidth: 2)), rng: &rng)
+        checkPools(PoolGeometry(planes: 2, inHeight: 9, inWidth: 50, outHeight: 9, outWidth: 50, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                                padTop: 1, padLeft: 1, padBottom: 1, padRight: 1)), rng: &rng)
     }
 
     /// Stride-2 windows over rows of 14-47 columns: the parity split's 16-lane loop, its 8-lane step and its scalar tail
@@ -51,9 +51,9 @@ private func pooledSize(_ size: Int, kernel: Int, stride: Int, dilation: Int, pa
         for width in [14, 15, 16, 17, 20, 28, 31, 33, 47] {
             for padLeft in [0, 1] {
                 let outWidth = (width + padLeft + 1 - 3) / 2 + 1
-                checkPools(PoolGeometry(planes: 2, inHeight: 6, inWidth: width, outHeight: 3, outWidth: outWidth, kernelHeight: 3,
+                checkPools(PoolGeometry(planes: 2, inHeight: 6, inWidth: width, outHeight: 3, outWidth: outWidth, window: SlidingWindow(kernelHeight: 3,
                                         kernelWidth: 3, strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: padLeft, padBottom: 0,
-                                        padRight: 1), rng: &rng)
+                                        padRight: 1)), rng: &rng)
             }
         }
     }

@@ -67,8 +67,8 @@ for name in models.keys.sorted() {
     var total = 0.0, totalMacs = 0
     for layer in models[name]! {
         let g = ConvGeometry(batch: batch, inChannels: layer.C, inHeight: layer.H, inWidth: layer.W, outChannels: layer.M,
-                             kernelHeight: layer.k, kernelWidth: layer.k, strideHeight: layer.stride, strideWidth: layer.stride,
-                             padTop: layer.pad, padLeft: layer.pad, padBottom: layer.pad, padRight: layer.pad, groups: layer.groups)
+                             window: SlidingWindow(kernelHeight: layer.k, kernelWidth: layer.k, strideHeight: layer.stride, strideWidth: layer.stride,
+                             padTop: layer.pad, padLeft: layer.pad, padBottom: layer.pad, padRight: layer.pad), groups: layer.groups)
         let activation: Activation = layer.activation == "relu6" ? .clip(min: 0, max: 6) : layer.activation == "relu" ? .relu : .none
         let weights = randomFloats(layer.M * (layer.C / layer.groups) * layer.k * layer.k), bias = randomFloats(layer.M)
         let packed = weights.withUnsafeBufferPointer { w in
@@ -103,8 +103,8 @@ for name in models.keys.sorted() {
 
 // ResNet-18's max pool (3x3 s2 p1 over 64 x 112 x 112) and the global average pools of both models.
 do {
-    let g = PoolGeometry(planes: batch * 64, inHeight: 112, inWidth: 112, outHeight: 56, outWidth: 56, kernelHeight: 3, kernelWidth: 3,
-                         strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: 1, padBottom: 1, padRight: 1)
+    let g = PoolGeometry(planes: batch * 64, inHeight: 112, inWidth: 112, outHeight: 56, outWidth: 56, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                         strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: 1, padBottom: 1, padRight: 1))
     let input = randomFloats(g.planes * 112 * 112)
     var output = [Float](repeating: 0, count: g.planes * 56 * 56)
     let fast = time(repeats) { maxPool2D(g, input: input, output: &output) }

@@ -10,18 +10,20 @@ import CKernelShim
 /// keeps its 12 accumulators, started from the bias, in registers over the whole of k (no C reload); residual and
 /// activation follow in one pass over each panel's rows of the tile while they are still in cache.
 struct ConvWeightPanels {
-    /// Output channels per panel (the micro-kernel's rows).
-    static let rows = 6
+    /// Output channels per panel: the dense micro-kernel's 6 (`gemmRows`), or 4 for `groupedConvolution`.
+    let rows: Int
+    /// The dense micro-kernel's rows.
+    static let gemmRows = 6
     /// Panels per group.
     let panels: Int
     /// k = inChannelsPerGroup * kernelHeight * kernelWidth.
     let depth: Int
-    /// [group][panel][k][6], rows past a group's channels zero.
+    /// [group][panel][k][rows], rows past a group's channels zero.
     let pointer: UnsafeMutablePointer<Float>
 
-    /// Packs OIHW weights of `groups` groups of `channelsPerGroup` output channels each.
-    init(weights: UnsafePointer<Float>, channelsPerGroup: Int, groups: Int, depth: Int) {
-        let rows = Self.rows
+    /// Packs OIHW weights of `groups` groups of `channelsPerGroup` output channels each, `rows` channels per panel.
+    init(weights: UnsafePointer<Float>, channelsPerGroup: Int, groups: Int, depth: Int, rows: Int = gemmRows) {
+        self.rows = rows
         panels = (channelsPerGroup + rows - 1) / rows
         self.depth = depth
         let count = groups * panels * depth * rows
@@ -39,10 +41,10 @@ struct ConvWeightPanels {
     /// Frees the packed weights.
     func deallocate() { pointer.deallocate() }
 
-    /// Start of one panel: depth * 6 floats.
+    /// Start of one panel: depth * rows floats.
     @inline(__always)
     func panel(group: Int, index: Int) -> UnsafePointer<Float> {
-        UnsafePointer(pointer + (group * panels + index) * depth * Self.rows)
+        UnsafePointer(pointer + (group * panels + index) * depth * rows)
     }
 }
 
@@ -92,7 +94,7 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
         let first = allStrips * tile / tiles * stripWidth
         let count = min(columns, allStrips * (tile + 1) / tiles * stripWidth) - first
         let strips = (count + stripWidth - 1) / stripWidth
-        withThreadScratch(strips * stripWidth * depth + ConvWeightPanels.rows * stripWidth) { scratch in
+        withThreadScratch(strips * stripWidth * depth + ConvWeightPanels.gemmRows * stripWidth) { scratch in
             let packed = scratch, tileBuffer = scratch + strips * stripWidth * depth
             if let (layout, base) = padded {
                 gatherColumns(g, layout: layout, padded: base, group: group, first: first, count: count, depth: depth, packed: packed)
@@ -123,7 +125,7 @@ private struct PanelTile {
     @inline(__always)
     func channels(_ p: Int) -> (first: Int, rows: Int) {
         let mg = g.outChannelsPerGroup
-        return (group * mg + p * ConvWeightPanels.rows, min(ConvWeightPanels.rows, mg - p * ConvWeightPanels.rows))
+        return (group * mg + p * ConvWeightPanels.gemmRows, min(ConvWeightPanels.gemmRows, mg - p * ConvWeightPanels.gemmRows))
     }
 
     /// Bias of panel p as the accumulators' starting values.
@@ -253,7 +255,7 @@ where V.Scalar == Float {
 extension ConvGeometry {
     /// 1x1, stride 1, unpadded: the input planes are the gemm operand as they are.
     var isPointwise: Bool {
-        var w = window
+        var w = parts.window
         (w.dilationHeight, w.dilationWidth) = (1, 1)  // irrelevant to a 1x1 kernel
         return w == SlidingWindow(kernelHeight: 1, kernelWidth: 1)
     }

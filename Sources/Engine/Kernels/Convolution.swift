@@ -4,49 +4,42 @@
 /// packs its weights into micro-kernel panels once and runs as `denseConvolution`. Bias, an optional residual and
 /// the activation are applied as the results are stored. `convolutionReference` is the twin both are tested against.
 public final class PackedConvolution: @unchecked Sendable {
-    /// Output channels (M).
-    public let outChannels: Int
-    /// Input channels (C, all groups).
-    public let inChannels: Int
-    /// Kernel height.
-    public let kernelHeight: Int
-    /// Kernel width.
-    public let kernelWidth: Int
-    /// Channel groups.
-    public let groups: Int
+    /// Channels, groups and kernel the weights were packed for.
+    let shape: PackedShape
     /// Epilogue applied after the bias.
     public let activation: Activation
     /// OIHW depthwise filters [M, kh*kw], or nil when the weights live in `panels` (one copy either way).
     private let filters: UnsafeMutablePointer<Float>?
     private let panels: ConvWeightPanels?
+    /// The same weights in 4-row panels for `groupedConvolution`, when the groups are small enough for it.
+    private let groupedPanels: ConvWeightPanels?
     private let bias: UnsafeMutablePointer<Float>?
 
     /// Packs OIHW `weights` (count outChannels * inChannels/groups * kh * kw) and an optional per-output-channel bias.
     public init(weights: UnsafeBufferPointer<Float>, bias: UnsafeBufferPointer<Float>?, outChannels: Int, inChannels: Int,
                 kernelHeight: Int, kernelWidth: Int, groups: Int, activation: Activation) {
-        precondition(groups > 0 && inChannels % groups == 0 && outChannels % groups == 0, "channels must divide into groups")
-        precondition(weights.count == outChannels * (inChannels / groups) * kernelHeight * kernelWidth, "weight count mismatch")
-        precondition(bias == nil || bias!.count == outChannels, "bias count mismatch")
-        self.outChannels = outChannels
-        self.inChannels = inChannels
-        self.kernelHeight = kernelHeight
-        self.kernelWidth = kernelWidth
-        self.groups = groups
+        shape = PackedShape(outChannels: outChannels, inChannels: inChannels, kernelHeight: kernelHeight, kernelWidth: kernelWidth,
+                            groups: groups, weights: weights.count, bias: bias?.count)
         self.activation = activation
+        let depth = inChannels / groups * kernelHeight * kernelWidth
         if inChannels / groups == 1 && groups > 1 {
             filters = copiedFloats(weights)
             panels = nil
         } else {
             filters = nil
-            panels = ConvWeightPanels(weights: weights.baseAddress!, channelsPerGroup: outChannels / groups, groups: groups,
-                                      depth: inChannels / groups * kernelHeight * kernelWidth)
+            panels = ConvWeightPanels(weights: weights.baseAddress!, channelsPerGroup: outChannels / groups, groups: groups, depth: depth)
         }
+        // Small groups keep both packings (their weights are small): the 6-row panels serve strides the flat layout lacks.
+        groupedPanels = groupedFilterFits(groups: groups, inPerGroup: inChannels / groups, outPerGroup: outChannels / groups)
+            ? ConvWeightPanels(weights: weights.baseAddress!, channelsPerGroup: outChannels / groups, groups: groups, depth: depth, rows: 4)
+            : nil
         self.bias = bias.map(copiedFloats)
     }
 
     deinit {
         filters?.deallocate()
         panels?.deallocate()
+        groupedPanels?.deallocate()
         bias?.deallocate()
     }
 
@@ -58,11 +51,13 @@ public final class PackedConvolution: @unchecked Sendable {
                     residual: UnsafePointer<Float>? = nil, activation: Activation? = nil) {
         let activation = activation ?? self.activation
         let g = geometry
-        precondition(g.inChannels == inChannels && g.outChannels == outChannels && g.groups == groups
-                     && g.kernelHeight == kernelHeight && g.kernelWidth == kernelWidth, "geometry does not match the packed convolution")
+        precondition(shape.matches(g.parts), "geometry does not match the packed convolution")
         guard g.batch > 0, g.outHeight > 0, g.outWidth > 0 else { return }
         if let filters {
             depthwiseConvolution(g, input: input, weights: filters, bias: bias, residual: residual, activation: activation, output: output)
+        } else if let groupedPanels, let layout = g.flatWindowLayout {
+            groupedConvolution(g, layout: layout, weights: groupedPanels, bias: bias, residual: residual, activation: activation,
+                               input: input, output: output)
         } else if let panels {
             denseConvolution(g, weights: panels, bias: bias, residual: residual, activation: activation, input: input, output: output)
         }

@@ -2,74 +2,43 @@
 ///
 /// Pads are the ones ONNX applies to the full output (the caller resolves `output_shape` and auto_pad into them).
 @dynamicMemberLookup
-public struct ConvTransposeGeometry: WindowedGeometry, Sendable, Hashable {
-    /// N.
-    public var batch: Int
-    /// C of the input.
-    public var inChannels: Int
-    /// H of the input.
-    public var inHeight: Int
-    /// W of the input.
-    public var inWidth: Int
-    /// C of the output (M = groups * weight dim 1).
-    public var outChannels: Int
-    /// Kernel, strides, dilations, and the pads cropped from the full output.
-    public var window: SlidingWindow
+public struct ConvTransposeGeometry: ComposedGeometry, Sendable, Hashable {
+    /// Input sizes, output channels (M = groups * weight dim 1), groups, and the window whose pads are cropped from
+    /// the full output; read as the geometry's own fields.
+    public var parts: ConvShape
     /// Extra rows added at the bottom (output_padding[0]).
     public var outputPaddingHeight: Int
     /// Extra columns added at the right (output_padding[1]).
     public var outputPaddingWidth: Int
-    /// Channel groups.
-    public var groups: Int
 
-    /// A geometry; strides and dilations default to 1, pads and output padding to 0, groups to 1.
-    public init(batch: Int, inChannels: Int, inHeight: Int, inWidth: Int, outChannels: Int, kernelHeight: Int, kernelWidth: Int,
-                strideHeight: Int = 1, strideWidth: Int = 1, dilationHeight: Int = 1, dilationWidth: Int = 1,
-                padTop: Int = 0, padLeft: Int = 0, padBottom: Int = 0, padRight: Int = 0,
+    /// A geometry; output padding defaults to 0, groups to 1.
+    public init(batch: Int, inChannels: Int, inHeight: Int, inWidth: Int, outChannels: Int, window: SlidingWindow,
                 outputPaddingHeight: Int = 0, outputPaddingWidth: Int = 0, groups: Int = 1) {
-        self.batch = batch
-        self.inChannels = inChannels
-        self.inHeight = inHeight
-        self.inWidth = inWidth
-        self.outChannels = outChannels
-        window = SlidingWindow(kernelHeight: kernelHeight, kernelWidth: kernelWidth, strideHeight: strideHeight,
-                               strideWidth: strideWidth, dilationHeight: dilationHeight, dilationWidth: dilationWidth,
-                               padTop: padTop, padLeft: padLeft, padBottom: padBottom, padRight: padRight)
-        self.outputPaddingHeight = outputPaddingHeight
-        self.outputPaddingWidth = outputPaddingWidth
-        self.groups = groups
+        parts = ConvShape(batch: batch, inChannels: inChannels, inHeight: inHeight, inWidth: inWidth, outChannels: outChannels,
+                          groups: groups, window: window)
+        (self.outputPaddingHeight, self.outputPaddingWidth) = (outputPaddingHeight, outputPaddingWidth)
     }
 
     /// Output height: stride*(H-1) + output_padding + dilation*(k-1) + 1 - pads.
     public var outHeight: Int {
-        let w = window
-        return w.strideHeight * (inHeight - 1) + outputPaddingHeight + w.dilationHeight * (w.kernelHeight - 1) + 1 - w.padTop - w.padBottom
+        let w = parts.window
+        return w.strideHeight * (parts.inHeight - 1) + outputPaddingHeight + w.dilationHeight * (w.kernelHeight - 1) + 1 - w.padTop - w.padBottom
     }
     /// Output width.
     public var outWidth: Int {
-        let w = window
-        return w.strideWidth * (inWidth - 1) + outputPaddingWidth + w.dilationWidth * (w.kernelWidth - 1) + 1 - w.padLeft - w.padRight
+        let w = parts.window
+        return w.strideWidth * (parts.inWidth - 1) + outputPaddingWidth + w.dilationWidth * (w.kernelWidth - 1) + 1 - w.padLeft - w.padRight
     }
-    /// Input channels seen by one group.
-    public var inChannelsPerGroup: Int { inChannels / groups }
-    /// Output channels produced by one group.
-    public var outChannelsPerGroup: Int { outChannels / groups }
     /// Multiply-adds of the whole call (FLOPs = 2 * this).
-    public var multiplyAdds: Int { batch * inChannels * inHeight * inWidth * outChannelsPerGroup * window.kernelHeight * window.kernelWidth }
+    public var multiplyAdds: Int {
+        parts.batch * parts.inChannels * parts.inHeight * parts.inWidth * outChannelsPerGroup * parts.window.kernelHeight * parts.window.kernelWidth
+    }
 }
 
 /// ConvTranspose weights prepared once: one sgemm per image and group into the workspace, then col2im into the output.
 public final class PackedConvolutionTranspose: @unchecked Sendable {
-    /// Input channels (C).
-    public let inChannels: Int
-    /// Output channels (M, all groups).
-    public let outChannels: Int
-    /// Kernel height.
-    public let kernelHeight: Int
-    /// Kernel width.
-    public let kernelWidth: Int
-    /// Channel groups.
-    public let groups: Int
+    /// Channels, groups and kernel the weights were packed for.
+    let shape: PackedShape
     /// Epilogue applied after the bias.
     public let activation: Activation
     /// Per group, the transposed ONNX weights: [mg*kh*kw, cg] row-major, so the gemm reads A untransposed.
@@ -79,14 +48,8 @@ public final class PackedConvolutionTranspose: @unchecked Sendable {
     /// Packs ONNX ConvTranspose `weights` [C, M/groups, kh, kw] and an optional bias [M].
     public init(weights: UnsafeBufferPointer<Float>, bias: UnsafeBufferPointer<Float>?, inChannels: Int, outChannels: Int,
                 kernelHeight: Int, kernelWidth: Int, groups: Int, activation: Activation = .none) {
-        precondition(groups > 0 && inChannels % groups == 0 && outChannels % groups == 0, "channels must divide into groups")
-        precondition(weights.count == inChannels * (outChannels / groups) * kernelHeight * kernelWidth, "weight count mismatch")
-        precondition(bias == nil || bias!.count == outChannels, "bias count mismatch")
-        self.inChannels = inChannels
-        self.outChannels = outChannels
-        self.kernelHeight = kernelHeight
-        self.kernelWidth = kernelWidth
-        self.groups = groups
+        shape = PackedShape(outChannels: outChannels, inChannels: inChannels, kernelHeight: kernelHeight, kernelWidth: kernelWidth,
+                            groups: groups, weights: weights.count, bias: bias?.count)
         self.activation = activation
         let cg = inChannels / groups, rows = (outChannels / groups) * kernelHeight * kernelWidth
         let packed = allocateFloats(weights.count)
@@ -106,31 +69,30 @@ public final class PackedConvolutionTranspose: @unchecked Sendable {
 
     /// Floats of scratch memory `run` needs: one group's columns [mg*kh*kw, H*W].
     public func workspaceCount(for g: ConvTransposeGeometry) -> Int {
-        g.outChannelsPerGroup * kernelHeight * kernelWidth * g.inHeight * g.inWidth
+        g.outChannelsPerGroup * g.kernelHeight * g.kernelWidth * g.inHeight * g.inWidth
     }
 
     /// Computes the transposed convolution of NCHW `input` into NCHW `output` (batch * outChannels * outHeight * outWidth floats).
     public func run(_ g: ConvTransposeGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
                     workspace: UnsafeMutablePointer<Float>, residual: UnsafePointer<Float>? = nil) {
-        precondition(g.inChannels == inChannels && g.outChannels == outChannels && g.groups == groups
-                     && g.kernelHeight == kernelHeight && g.kernelWidth == kernelWidth, "geometry does not match the packed transposed convolution")
+        precondition(shape.matches(g.parts), "geometry does not match the packed transposed convolution")
         let oh = g.outHeight, ow = g.outWidth
         guard g.batch > 0, oh > 0, ow > 0 else { return }
         let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
-        let rows = mg * kernelHeight * kernelWidth
+        let rows = mg * g.kernelHeight * g.kernelWidth
         let inPlane = g.inHeight * g.inWidth, outPlane = oh * ow
         for n in 0..<g.batch {
-            let image = input + n * inChannels * inPlane
-            let result = output + n * outChannels * outPlane
-            for group in 0..<groups {
+            let image = input + n * g.inChannels * inPlane
+            let result = output + n * g.outChannels * outPlane
+            for group in 0..<g.groups {
                 sgemm(transposeA: false, transposeB: false, m: rows, n: inPlane, k: cg, alpha: 1,
                       a: weights + group * rows * cg, lda: cg, b: image + group * cg * inPlane, ldb: inPlane,
                       beta: 0, c: workspace, ldc: inPlane)
                 col2im(g, columns: UnsafePointer(workspace), firstChannel: group * mg, bias: bias, image: result)
             }
             if residual != nil || activation != .none {
-                applyChannelEpilogue(result, channels: outChannels, planeSize: outPlane, bias: nil,
-                                     residual: residual.map { $0 + n * outChannels * outPlane }, activation: activation)
+                applyChannelEpilogue(result, channels: g.outChannels, planeSize: outPlane, bias: nil,
+                                     residual: residual.map { $0 + n * g.outChannels * outPlane }, activation: activation)
             }
         }
     }

@@ -11,14 +11,11 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
     let planes = g.batch * g.outChannels
     let inPlane = g.inHeight * g.inWidth, outPlane = oh * ow
     let taps = g.kernelHeight * g.kernelWidth
-    let flatLayout = FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: oh, outWidth: ow,
-                                      kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, strideHeight: g.strideHeight,
-                                      strideWidth: g.strideWidth, dilationHeight: g.dilationHeight, dilationWidth: g.dilationWidth,
-                                      padTop: g.padTop, padLeft: g.padLeft, padBottom: g.padBottom, padRight: g.padRight)
+    let flatLayout = g.flatWindowLayout
     // Any other stride: the same padded plane at stride 1 gives the reads, computed one output at a time.
-    let layout = flatLayout ?? FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: 1, outWidth: 1, kernelHeight: 1,
-                                                kernelWidth: 1, strideHeight: 1, strideWidth: 1, dilationHeight: 1, dilationWidth: 1,
-                                                padTop: g.padTop, padLeft: g.padLeft, padBottom: g.padBottom, padRight: g.padRight)!
+    let layout = flatLayout ?? FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: 1, outWidth: 1,
+                                                window: SlidingWindow(kernelHeight: 1, kernelWidth: 1, padTop: g.padTop, padLeft: g.padLeft,
+                                                                      padBottom: g.padBottom, padRight: g.padRight))!
     let rowWidth = flatLayout == nil ? layout.paddedWidth : layout.rowWidth
     let flatCount = flatLayout == nil ? oh * rowWidth : layout.flatCount
     parallelRanges(planes, minimumChunk: max(1, 4096 / max(1, outPlane))) { range in
@@ -59,7 +56,7 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
 /// no per-row copy calls or tails, except at the plane's end (the next plane may belong to another thread).
 /// `flat` may be read up to 16 floats past rows * rowWidth.
 @inline(__always)
-private func emitRows(_ flat: UnsafePointer<Float>, rowWidth: Int, rows: Int, width: Int, output: UnsafeMutablePointer<Float>,
+func emitRows(_ flat: UnsafePointer<Float>, rowWidth: Int, rows: Int, width: Int, output: UnsafeMutablePointer<Float>,
                       residual: UnsafePointer<Float>?, activation: Activation) {
     for y in 0..<rows {
         let src = flat + y * rowWidth, dst = output + y * width, res = residual.map { $0 + y * width }

@@ -24,9 +24,10 @@ struct FlatWindowLayout {
     let tapOffsets: [Int]
 
     /// nil unless the strides are equal and 1 or 2.
-    init?(inHeight: Int, inWidth: Int, outHeight: Int, outWidth: Int, kernelHeight: Int, kernelWidth: Int, strideHeight: Int,
-          strideWidth: Int, dilationHeight: Int, dilationWidth: Int, padTop: Int, padLeft: Int, padBottom: Int, padRight: Int) {
-        guard strideHeight == strideWidth, strideHeight == 1 || strideHeight == 2, outHeight > 0, outWidth > 0 else { return nil }
+    init?(inHeight: Int, inWidth: Int, outHeight: Int, outWidth: Int, window w: SlidingWindow) {
+        let (kernelHeight, kernelWidth, dilationHeight, dilationWidth) = (w.kernelHeight, w.kernelWidth, w.dilationHeight, w.dilationWidth)
+        let (strideHeight, padTop, padLeft, padBottom, padRight) = (w.strideHeight, w.padTop, w.padLeft, w.padBottom, w.padRight)
+        guard strideHeight == w.strideWidth, strideHeight == 1 || strideHeight == 2, outHeight > 0, outWidth > 0 else { return nil }
         self.inHeight = inHeight
         self.inWidth = inWidth
         self.padTop = padTop

@@ -1,6 +1,6 @@
 /// The concrete sizes of one 2-D pooling call on NCHW data (1-D pooling uses height 1).
 @dynamicMemberLookup
-public struct PoolGeometry: WindowedGeometry, Sendable, Hashable {
+public struct PoolGeometry: ComposedGeometry, Sendable, Hashable {
     /// N * C planes pooled independently.
     public var planes: Int
     /// Input height.
@@ -13,19 +13,13 @@ public struct PoolGeometry: WindowedGeometry, Sendable, Hashable {
     public var outWidth: Int
     /// Window size, strides, dilations (MaxPool only) and pads.
     public var window: SlidingWindow
+    /// The window, whose fields read as the geometry's own (`g.kernelHeight`).
+    public var parts: SlidingWindow { get { window } set { window = newValue } }
 
     /// A geometry value.
-    public init(planes: Int, inHeight: Int, inWidth: Int, outHeight: Int, outWidth: Int, kernelHeight: Int, kernelWidth: Int,
-                strideHeight: Int = 1, strideWidth: Int = 1, dilationHeight: Int = 1, dilationWidth: Int = 1,
-                padTop: Int = 0, padLeft: Int = 0, padBottom: Int = 0, padRight: Int = 0) {
-        self.planes = planes
-        self.inHeight = inHeight
-        self.inWidth = inWidth
-        self.outHeight = outHeight
-        self.outWidth = outWidth
-        window = SlidingWindow(kernelHeight: kernelHeight, kernelWidth: kernelWidth, strideHeight: strideHeight,
-                               strideWidth: strideWidth, dilationHeight: dilationHeight, dilationWidth: dilationWidth,
-                               padTop: padTop, padLeft: padLeft, padBottom: padBottom, padRight: padRight)
+    public init(planes: Int, inHeight: Int, inWidth: Int, outHeight: Int, outWidth: Int, window: SlidingWindow) {
+        (self.planes, self.inHeight, self.inWidth, self.outHeight, self.outWidth) = (planes, inHeight, inWidth, outHeight, outWidth)
+        self.window = window
     }
 }
 
@@ -80,10 +74,7 @@ public func averagePool2D(_ g: PoolGeometry, countIncludePad: Bool, input: Unsaf
 
 /// The flat vector layout for equal strides 1 or 2 (every common pool), nil otherwise.
 private func flatLayout(_ g: PoolGeometry) -> FlatWindowLayout? {
-    FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: g.outHeight, outWidth: g.outWidth,
-                     kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, strideHeight: g.strideHeight, strideWidth: g.strideWidth,
-                     dilationHeight: g.dilationHeight, dilationWidth: g.dilationWidth,
-                     padTop: g.padTop, padLeft: g.padLeft, padBottom: g.padBottom, padRight: g.padRight)
+    FlatWindowLayout(inHeight: g.inHeight, inWidth: g.inWidth, outHeight: g.outHeight, outWidth: g.outWidth, window: g.window)
 }
 
 /// Folds every window of each plane with `combine` in 16-lane steps over the flat layout, then hands each output

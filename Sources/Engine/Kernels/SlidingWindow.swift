@@ -1,7 +1,7 @@
 /// The window of a 2-D convolution, transposed convolution or pool: kernel size, strides, dilations and pads.
 ///
-/// `ConvGeometry`, `ConvTransposeGeometry` and `PoolGeometry` each hold one and expose its fields as their own
-/// (`g.kernelHeight`) through dynamic member lookup, so the three share one definition of these ten numbers.
+/// `ConvShape` (inside `ConvGeometry` and `ConvTransposeGeometry`) and `PoolGeometry` each hold one and expose its
+/// fields as their own (`g.kernelHeight`) through dynamic member lookup, so all share one definition of these ten numbers.
 public struct SlidingWindow: Sendable, Hashable {
     /// Kernel height.
     public var kernelHeight: Int
@@ -40,18 +40,21 @@ public struct SlidingWindow: Sendable, Hashable {
     }
 }
 
-/// A geometry whose window fields read and write through its `window`.
-public protocol WindowedGeometry {
-    /// Kernel, strides, dilations and pads.
-    var window: SlidingWindow { get set }
+/// A geometry whose fields partly live in a nested value, `parts`, and read and write through it as if declared on the
+/// geometry itself (`g.kernelHeight`): the conv, transposed conv and pool geometries share one definition of them.
+public protocol ComposedGeometry {
+    /// The nested value's type.
+    associatedtype Parts
+    /// The nested value.
+    var parts: Parts { get set }
 }
 
-extension WindowedGeometry {
-    /// `g.kernelHeight` and the other window fields, as if declared on the geometry itself.
+extension ComposedGeometry {
+    /// A field of `parts`, as if declared on the geometry itself.
     @inline(__always)
-    public subscript<T>(dynamicMember field: WritableKeyPath<SlidingWindow, T>) -> T {
-        get { window[keyPath: field] }
-        set { window[keyPath: field] = newValue }
+    public subscript<T>(dynamicMember field: WritableKeyPath<Parts, T>) -> T {
+        get { parts[keyPath: field] }
+        set { parts[keyPath: field] = newValue }
     }
 }
 

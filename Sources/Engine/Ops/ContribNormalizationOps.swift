@@ -3,7 +3,7 @@ import Tensor
 
 /// Normalizes each row of `rows` x `width` in place: LayerNorm (mean removed) or RMSNorm (`simplified`), then
 /// scale by gamma and add beta. Returns each row's mean (0 for RMSNorm) and inverse standard deviation.
-private func normalizeRows(_ data: UnsafeMutablePointer<Float>, rows: Int, width: Int, gamma: [Float], beta: [Float]?, epsilon: Float,
+func normalizeRows(_ data: UnsafeMutablePointer<Float>, rows: Int, width: Int, gamma: [Float], beta: [Float]?, epsilon: Float,
                            simplified: Bool) -> ([Float], [Float]) {
     var means = [Float](repeating: 0, count: rows), inverse = [Float](repeating: 0, count: rows)
     for r in 0..<rows {
@@ -25,6 +25,14 @@ private func normalizeRows(_ data: UnsafeMutablePointer<Float>, rows: Int, width
         }
     }
     return (means, inverse)
+}
+
+/// A LayerNormalization scale or bias broadcast to the normalized shape (the axes from `axis` on).
+func normalizationParameter(_ t: Tensor, to normShape: [Int], _ ctx: OpContext) throws -> [Float] {
+    guard let s = broadcastShape(t.shape, normShape), s == normShape else {
+        throw ctx.error(.executionFailed, "\(t.shape) does not broadcast to the normalized shape \(normShape)")
+    }
+    return stridedCopy(t, shape: normShape, strides: broadcastStrides(t.shape, to: normShape), offset: 0).scalars(as: Float.self)
 }
 
 /// A 1-D parameter of `width` elements (gamma, beta, bias).
@@ -70,24 +78,33 @@ private func skipNormalization(simplified: Bool) -> @Sendable (OpContext) throws
 
 /// SimplifiedLayerNormalization (RMSNorm): X / sqrt(mean(X^2) + epsilon) * scale over the axes from `axis` on.
 private let simplifiedLayerNormalization: @Sendable (OpContext) throws -> PreparedKernel = { ctx in
-    let axisAttr = try ctx.int("axis", -1), epsilon = try ctx.float("epsilon", 1e-5)
+    let axis = try ctx.int("axis", -1), epsilon = try ctx.float("epsilon", 1e-5)
     return PreparedKernel { inputs in
-        let x = try inputs.required(0, ctx), scaleT = try inputs.required(1, ctx)
-        guard x.dtype == .float32, scaleT.dtype == .float32 else { throw ctx.error(.unsupportedDType, "X and scale must be float32, got \(x.dtype)") }
-        let axis = try ctx.axis(axisAttr, rank: x.rank)
-        let normShape = Array(x.shape[axis...])
-        let width = normShape.reduce(1, *), rows = x.count / max(width, 1)
-        guard let s = broadcastShape(scaleT.shape, normShape), s == normShape else {
-            throw ctx.error(.executionFailed, "scale \(scaleT.shape) does not broadcast to the normalized shape \(normShape)")
-        }
-        let gamma = stridedCopy(scaleT, shape: normShape, strides: broadcastStrides(scaleT.shape, to: normShape), offset: 0).scalars(as: Float.self)
-        var y = stridedCopy(x, shape: x.shape, strides: Tensor.contiguousStrides(x.shape), offset: 0)
-        let (_, inverse) = y.withUnsafeMutableBufferPointer(of: Float.self) { p in
-            normalizeRows(p.baseAddress!, rows: rows, width: width, gamma: gamma, beta: nil, epsilon: epsilon, simplified: true)
-        }
-        let statShape = x.shape.indices.map { $0 < axis ? x.shape[$0] : 1 }
-        return [y, Tensor(shape: statShape, scalars: inverse)]
+        let normalized = try layerNormalization(inputs, axis: axis, epsilon: epsilon, simplified: true, ctx)
+        return [normalized.y, normalized.inverse]
     }
+}
+
+/// ONNX LayerNormalization, or with `simplified` its RMS form (no mean removed, no bias), of X over the axes from
+/// `axis` on: Y, and each row's mean and inverse standard deviation shaped like X with the normalized axes set to 1.
+func layerNormalization(_ inputs: KernelInputs, axis axisAttr: Int, epsilon: Float, simplified: Bool, _ ctx: OpContext) throws
+    -> (y: Tensor, mean: Tensor, inverse: Tensor) {
+    let x = try inputs.required(0, ctx), scaleT = try inputs.required(1, ctx)
+    guard x.dtype == .float32, scaleT.dtype == .float32 else {
+        throw ctx.error(.unsupportedDType, "X and scale must be float32, got \(x.dtype) and \(scaleT.dtype)")
+    }
+    let axis = try ctx.axis(axisAttr, rank: x.rank)
+    let normShape = Array(x.shape[axis...])
+    let width = normShape.reduce(1, *), rows = x.count / max(width, 1)
+    let gamma = try normalizationParameter(scaleT, to: normShape, ctx)
+    let beta = simplified ? nil : try inputs[2].map { try normalizationParameter($0, to: normShape, ctx) }
+    var y = stridedCopy(x, shape: x.shape, strides: Tensor.contiguousStrides(x.shape), offset: 0)
+    let (means, inverse) = y.withUnsafeMutableBufferPointer(of: Float.self) { p in
+        guard let base = p.baseAddress else { return ([Float](), [Float]()) }
+        return normalizeRows(base, rows: rows, width: width, gamma: gamma, beta: beta, epsilon: epsilon, simplified: simplified)
+    }
+    let statShape = x.shape.indices.map { $0 < axis ? x.shape[$0] : 1 }
+    return (y, Tensor(shape: statShape, scalars: means), Tensor(shape: statShape, scalars: inverse))
 }
 
 /// SimplifiedLayerNormalization, which onnxruntime registers in the default domain (not in com.microsoft).

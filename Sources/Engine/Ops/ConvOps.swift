@@ -52,6 +52,16 @@ struct WindowAttributes: Sendable {
     }
 }
 
+extension SlidingWindow {
+    /// The window of a 1-D or 2-D `kernel` with its resolved strides, dilations and pads (1-D: one row high).
+    init(kernel: [Int], strides: [Int], dilations: [Int], padBegin: [Int], padEnd: [Int]) {
+        let twoD = kernel.count == 2
+        self.init(kernelHeight: twoD ? kernel[0] : 1, kernelWidth: kernel.last!, strideHeight: twoD ? strides[0] : 1,
+                  strideWidth: strides.last!, dilationHeight: twoD ? dilations[0] : 1, dilationWidth: dilations.last!,
+                  padTop: twoD ? padBegin[0] : 0, padLeft: padBegin.last!, padBottom: twoD ? padEnd[0] : 0, padRight: padEnd.last!)
+    }
+}
+
 let convOperators: OperatorTable = [
     "Conv": { ctx in
         let attrs = try WindowAttributes(ctx)
@@ -123,11 +133,8 @@ let convOperators: OperatorTable = [
             if let ks = attrs.kernelShape, ks != kernel { throw ctx.error(.invalidModel, "kernel_shape \(ks) disagrees with weights \(wShape)") }
             let r = try attrs.resolve(spatial: kernel.count, inputSpatial: inSpatial, kernel: kernel, ctx)
             let g = ConvGeometry(batch: x.shape[0], inChannels: x.shape[1], inHeight: twoD ? inSpatial[0] : 1, inWidth: inSpatial.last!,
-                                 outChannels: wShape[0], kernelHeight: twoD ? kernel[0] : 1, kernelWidth: kernel.last!,
-                                 strideHeight: twoD ? r.strides[0] : 1, strideWidth: r.strides.last!,
-                                 dilationHeight: twoD ? r.dilations[0] : 1, dilationWidth: r.dilations.last!,
-                                 padTop: twoD ? r.padBegin[0] : 0, padLeft: r.padBegin.last!,
-                                 padBottom: twoD ? r.padEnd[0] : 0, padRight: r.padEnd.last!, groups: groups)
+                                 outChannels: wShape[0], window: SlidingWindow(kernel: kernel, strides: r.strides, dilations: r.dilations,
+                                                                               padBegin: r.padBegin, padEnd: r.padEnd), groups: groups)
             guard g.outHeight > 0, g.outWidth > 0 else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \(kernel)") }
             let outShape = twoD ? [g.batch, g.outChannels, g.outHeight, g.outWidth] : [g.batch, g.outChannels, g.outWidth]
             // A fused residual Add: the skip is added in the epilogue when it broadcasts into the conv output.
@@ -225,54 +232,28 @@ let convOperators: OperatorTable = [
                 }
                 return [out]
             }
-            let n = x.shape[0], c = x.shape[1], mg = w.shape[1], m = mg * groups, cg = c / groups
-            let ih = spatial == 2 ? inSp[0] : 1, iw = inSp.last!
-            let kh = spatial == 2 ? kernel[0] : 1, kw = kernel.last!
-            let oh = spatial == 2 ? outSp[0] : 1, ow = outSp.last!
-            let sh = spatial == 2 ? strides[0] : 1, sw = strides.last!
-            let dh = spatial == 2 ? dil[0] : 1, dw = dil.last!
-            let pt = spatial == 2 ? pads[0] : 0, pl = pads[spatial - 1]
+            let m = w.shape[1] * groups
             let bias = inputs[2]
-            if let b = bias, b.count != m { throw ctx.error(.executionFailed, "bias \(b.shape) does not match \(m) output channels") }
-            let rows = mg * kh * kw, hw = ih * iw
-            let cols = UnsafeMutablePointer<Float>.allocate(capacity: max(rows * hw, 1))
-            defer { cols.deallocate() }
-            let out = Tensor.makeFloat(shape: [n, m] + outSp) { o in
-                o.initialize(repeating: 0, count: n * m * oh * ow)
-                x.floatPointer { xp in w.floatPointer { wp in
-                    for b in 0..<n {
-                        for g in 0..<groups {
-                            // cols[(mg*kh*kw) x (ih*iw)] = W_g^T * X_g, then scatter-add (col2im).
-                            sgemm(transposeA: true, transposeB: false, m: rows, n: hw, k: cg, alpha: 1,
-                                  a: wp + g * cg * rows, lda: rows, b: xp + (b * c + g * cg) * hw, ldb: hw, beta: 0, c: cols, ldc: hw)
-                            for r in 0..<rows {
-                                let mm = r / (kh * kw), ky = (r / kw) % kh, kx = r % kw
-                                let plane = o + ((b * m) + g * mg + mm) * oh * ow
-                                let src = cols + r * hw
-                                for iy in 0..<ih {
-                                    let oy = iy * sh - pt + ky * dh
-                                    if oy < 0 || oy >= oh { continue }
-                                    for ix in 0..<iw {
-                                        let ox = ix * sw - pl + kx * dw
-                                        if ox < 0 || ox >= ow { continue }
-                                        plane[oy * ow + ox] += src[iy * iw + ix]
-                                    }
-                                }
-                            }
-                        }
-                    }
-                } }
-                if let bias {
-                    let bv = bias.scalars(as: Float.self)
-                    for b in 0..<n {
-                        bv.withUnsafeBufferPointer { bp in
-                            applyChannelEpilogue(o + b * m * oh * ow, channels: m, planeSize: oh * ow, bias: bp.baseAddress, residual: nil,
-                                                 activation: ctx.activation)
-                        }
-                    }
-                } else if ctx.activation != .none {
-                    applyActivationParallel(ctx.activation, o, count: n * m * oh * ow)
+            if let b = bias, b.dtype != .float32 || b.count != m { throw ctx.error(.executionFailed, "bias \(b.shape) does not match \(m) output channels") }
+            let twoD = spatial == 2
+            let g = ConvTransposeGeometry(batch: x.shape[0], inChannels: x.shape[1], inHeight: twoD ? inSp[0] : 1, inWidth: inSp.last!, outChannels: m,
+                                          window: SlidingWindow(kernel: kernel, strides: strides, dilations: dil, padBegin: Array(pads[..<spatial]),
+                                                                padEnd: Array(pads[spatial...])),
+                                          outputPaddingHeight: twoD ? outPad[0] : 0, outputPaddingWidth: outPad.last!, groups: groups)
+            let packed = w.withUnsafeBufferPointer(of: Float.self) { wp in
+                guard let bias else {
+                    return PackedConvolutionTranspose(weights: wp, bias: nil, inChannels: g.inChannels, outChannels: m, kernelHeight: g.kernelHeight,
+                                                      kernelWidth: g.kernelWidth, groups: groups, activation: ctx.activation)
                 }
+                return bias.withUnsafeBufferPointer(of: Float.self) { bp in
+                    PackedConvolutionTranspose(weights: wp, bias: bp, inChannels: g.inChannels, outChannels: m, kernelHeight: g.kernelHeight,
+                                               kernelWidth: g.kernelWidth, groups: groups, activation: ctx.activation)
+                }
+            }
+            let workspace = allocateFloats(packed.workspaceCount(for: g))
+            defer { workspace.deallocate() }
+            let out = Tensor.makeFloat(shape: [x.shape[0], m] + outSp) { o in
+                x.floatPointer { packed.run(g, input: $0, output: o, workspace: workspace) }
             }
             return [out]
         }

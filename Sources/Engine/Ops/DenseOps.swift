@@ -88,10 +88,8 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
             }
             let twoD = kernel.count == 2
             let g = PoolGeometry(planes: x.shape[0] * x.shape[1], inHeight: twoD ? spatial[0] : 1, inWidth: spatial.last!,
-                                 outHeight: twoD ? outSp[0] : 1, outWidth: outSp.last!, kernelHeight: twoD ? kernel[0] : 1, kernelWidth: kernel.last!,
-                                 strideHeight: twoD ? r.strides[0] : 1, strideWidth: r.strides.last!,
-                                 dilationHeight: twoD ? r.dilations[0] : 1, dilationWidth: r.dilations.last!,
-                                 padTop: twoD ? r.padBegin[0] : 0, padLeft: r.padBegin.last!, padBottom: twoD ? r.padEnd[0] : 0, padRight: r.padEnd.last!)
+                                 outHeight: twoD ? outSp[0] : 1, outWidth: outSp.last!,
+                                 window: SlidingWindow(kernel: kernel, strides: r.strides, dilations: r.dilations, padBegin: r.padBegin, padEnd: r.padEnd))
             let out = Tensor.makeFloat(shape: Array(x.shape[..<2]) + outSp) { o in
                 x.floatPointer { xp in
                     if isMax { maxPool2D(g, input: xp, output: o) } else { averagePool2D(g, countIncludePad: includePad, input: xp, output: o) }
@@ -298,37 +296,10 @@ let denseOperators: OperatorTable = [
         }
     },
     "LayerNormalization": { ctx in
-        let axisAttr = try ctx.int("axis", -1), epsilon = try ctx.float("epsilon", 1e-5)
+        let axis = try ctx.int("axis", -1), epsilon = try ctx.float("epsilon", 1e-5)
         return PreparedKernel { inputs in
-            let x = try inputs.required(0, ctx), scaleT = try inputs.required(1, ctx)
-            guard x.dtype == .float32, scaleT.dtype == .float32 else { throw ctx.error(.unsupportedDType, "LayerNormalization needs float32, got \(x.dtype)") }
-            let axis = try ctx.axis(axisAttr, rank: x.rank)
-            let normShape = Array(x.shape[axis...])
-            let inner = normShape.reduce(1, *), outer = x.count / max(inner, 1)
-            func expand(_ t: Tensor) throws -> [Float] {
-                guard let s = broadcastShape(t.shape, normShape), s == normShape else {
-                    throw ctx.error(.executionFailed, "\(t.shape) does not broadcast to normalized shape \(normShape)")
-                }
-                return stridedCopy(t, shape: normShape, strides: broadcastStrides(t.shape, to: normShape), offset: 0).scalars(as: Float.self)
-            }
-            let scale = try expand(scaleT)
-            let bias = try inputs[2].map(expand)
-            var means = [Float](repeating: 0, count: outer), invStd = [Float](repeating: 0, count: outer)
-            let y = x.floatPointer { xp in Tensor.makeFloat(shape: x.shape) { yp in
-                for o in 0..<outer {
-                    let row = xp + o * inner, dst = yp + o * inner
-                    var sum: Float = 0
-                    for i in 0..<inner { sum += row[i] }
-                    let mean = sum / Float(inner)
-                    var sq: Float = 0
-                    for i in 0..<inner { let d = row[i] - mean; sq += d * d }
-                    let inv = 1 / (sq / Float(inner) + epsilon).squareRoot()
-                    means[o] = mean; invStd[o] = inv
-                    for i in 0..<inner { dst[i] = (row[i] - mean) * inv * scale[i] + (bias?[i] ?? 0) }
-                }
-            } }
-            let statShape = x.shape.indices.map { $0 < axis ? x.shape[$0] : 1 }
-            return [y, Tensor(shape: statShape, scalars: means), Tensor(shape: statShape, scalars: invStd)]
+            let normalized = try layerNormalization(inputs, axis: axis, epsilon: epsilon, simplified: false, ctx)
+            return [normalized.y, normalized.mean, normalized.inverse]
         }
     },
 ]

@@ -278,15 +278,38 @@ func whereSelect(_ ctx: OpContext, _ cond: Tensor, _ x: Tensor, _ y: Tensor) thr
     if out.count == 0 { return [out] }
     let strides = [broadcastStrides(cond.shape, to: shape), broadcastStrides(x.shape, to: shape),
                    broadcastStrides(y.shape, to: shape), Tensor.contiguousStrides(shape)]
+    // Elements move as whole words of their width (a copyMemory call per element cost ~3 ns: the attention masks'
+    // Where(IsNaN(softmax), 0, softmax) was 12% of MiniLM).
+    switch size {
+    case 1: selectElements(UInt8.self, cond, x, y, &out, shape: shape, strides: strides)
+    case 2: selectElements(UInt16.self, cond, x, y, &out, shape: shape, strides: strides)
+    case 4: selectElements(UInt32.self, cond, x, y, &out, shape: shape, strides: strides)
+    case 8: selectElements(UInt64.self, cond, x, y, &out, shape: shape, strides: strides)
+    default:
+        cond.withUnsafeBytes { c in x.withUnsafeBytes { xb in y.withUnsafeBytes { yb in out.withUnsafeMutableBytes { ob in
+            let cp = c.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            forEachRun(shape: shape, strides: strides) { off, n, inner in
+                for i in 0..<n {
+                    let pick = cp[off[0] + i * inner[0]] != 0
+                    let src = pick ? xb.baseAddress! + (off[1] + i * inner[1]) * size : yb.baseAddress! + (off[2] + i * inner[2]) * size
+                    (ob.baseAddress! + (off[3] + i * inner[3]) * size).copyMemory(from: src, byteCount: size)
+                }
+            }
+        } } } }
+    }
+    return [out]
+}
+
+/// The broadcast select of `whereSelect` for elements of `Word`'s width, runs of the innermost axis at a time.
+private func selectElements<Word>(_: Word.Type, _ cond: Tensor, _ x: Tensor, _ y: Tensor, _ out: inout Tensor, shape: [Int], strides: [[Int]]) {
     cond.withUnsafeBytes { c in x.withUnsafeBytes { xb in y.withUnsafeBytes { yb in out.withUnsafeMutableBytes { ob in
         let cp = c.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let xp = xb.baseAddress!.assumingMemoryBound(to: Word.self), yp = yb.baseAddress!.assumingMemoryBound(to: Word.self)
+        let op = ob.baseAddress!.assumingMemoryBound(to: Word.self)
         forEachRun(shape: shape, strides: strides) { off, n, inner in
-            for i in 0..<n {
-                let pick = cp[off[0] + i * inner[0]] != 0
-                let src = pick ? xb.baseAddress! + (off[1] + i * inner[1]) * size : yb.baseAddress! + (off[2] + i * inner[2]) * size
-                (ob.baseAddress! + (off[3] + i * inner[3]) * size).copyMemory(from: src, byteCount: size)
-            }
+            let cs = inner[0], xs = inner[1], ys = inner[2], os = inner[3]
+            let cr = cp + off[0], xr = xp + off[1], yr = yp + off[2], or = op + off[3]
+            for i in 0..<n { or[i * os] = cr[i * cs] != 0 ? xr[i * xs] : yr[i * ys] }
         }
     } } } }
-    return [out]
 }

@@ -1,0 +1,90 @@
+/// Grouped convolution with few channels per group (RegNet's and ResNeXt-style groups of 8), and convolutions with
+/// few input channels at all (image stems), as a direct filter.
+///
+/// The dense path would pack every group's columns and run 6-row panels over 8 channels (a third padding), with the
+/// packing costing as much as the products on 7x7 and 14x14 planes. Here each input plane of a group is loaded once
+/// into its `FlatWindowLayout` (zero border; parity planes at stride 2) and 4 output channels x 16 flat outputs at a
+/// time accumulate sum_c sum_t w[m][c][t] * P_c[j + offset_t] in registers: per tap one 16-lane load feeds 4 FMAs.
+/// Columns past the output width are computed and dropped, as in the depthwise filter. Weights are 4-row panels
+/// (`ConvWeightPanels` with rows 4); groups of images, or their panels, are split across the compute pool.
+func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: ConvWeightPanels, bias: UnsafePointer<Float>?,
+                        residual: UnsafePointer<Float>?, activation: Activation, input: UnsafePointer<Float>,
+                        output: UnsafeMutablePointer<Float>) {
+    let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
+    let taps = g.kernelHeight * g.kernelWidth
+    let inPlane = g.inHeight * g.inWidth, outPlane = g.outHeight * g.outWidth
+    let channelFloats = layout.paddedCount + layout.phaseCount
+    let flatCount = layout.flatCount, rows = weights.rows
+    // Tap t of input channel c reads from scratch + offsets[c * taps + t] + j.
+    let offsets = (0..<cg * taps).map { $0 / taps * channelFloats + layout.tapOffsets[$0 % taps] }
+    // Fewer groups of images than threads (an ungrouped stem at batch 1): the threads share out each group's panels.
+    let threads = EngineThreads.threads
+    let chunks = g.batch * g.groups < threads ? min(weights.panels, threads) : 1
+    parallelFor(g.batch * g.groups * chunks) { task in
+        let chunk = task % chunks, n = task / chunks / g.groups, group = task / chunks % g.groups
+        withThreadScratch(cg * channelFloats + rows * flatCount + vectorReadSlack) { scratch in
+            for c in 0..<cg {
+                let planeScratch = scratch + c * channelFloats
+                layout.prepare(planeScratch, fill: 0)
+                layout.load(input + (n * g.inChannels + group * cg + c) * inPlane, into: planeScratch)
+            }
+            let flat = scratch + cg * channelFloats
+            offsets.withUnsafeBufferPointer { offsets in
+                for block in (weights.panels * chunk / chunks)..<(weights.panels * (chunk + 1) / chunks) {
+                    let first = group * mg + block * rows, valid = min(rows, mg - block * rows)
+                    var start = SIMD4<Float>()
+                    if let bias { for r in 0..<valid { start[r] = bias[first + r] } }
+                    filterBlock(UnsafePointer(scratch), offsets: offsets, panel: weights.panel(group: group, index: block), start: start,
+                                count: flatCount, output: flat)
+                    for r in 0..<valid {
+                        let plane = (n * g.outChannels + first + r) * outPlane
+                        emitRows(flat + r * flatCount, rowWidth: layout.rowWidth, rows: g.outHeight, width: g.outWidth,
+                                 output: output + plane, residual: residual.map { $0 + plane }, activation: activation)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Four output channels of one group over the flat outputs j < count (a multiple of 16): row r of `output`
+/// (count floats apart) = start[r] + sum_k panel[k * 4 + r] * (scratch + offsets[k])[j].
+@inline(__always)
+private func filterBlock(_ scratch: UnsafePointer<Float>, offsets: UnsafeBufferPointer<Int>, panel: UnsafePointer<Float>, start: SIMD4<Float>,
+                         count: Int, output: UnsafeMutablePointer<Float>) {
+    let depth = offsets.count
+    var j = 0
+    while j < count {
+        var c0 = SIMD16<Float>(repeating: start[0]), c1 = SIMD16<Float>(repeating: start[1])
+        var c2 = SIMD16<Float>(repeating: start[2]), c3 = SIMD16<Float>(repeating: start[3])
+        var a = panel
+        let base = scratch + j
+        for k in 0..<depth {
+            let v = (base + offsets[k]).vector(SIMD16<Float>.self)
+            multiplyAdd(&c0, SIMD16(repeating: a[0]), v)
+            multiplyAdd(&c1, SIMD16(repeating: a[1]), v)
+            multiplyAdd(&c2, SIMD16(repeating: a[2]), v)
+            multiplyAdd(&c3, SIMD16(repeating: a[3]), v)
+            a += 4
+        }
+        (output + j).store(c0)
+        (output + count + j).store(c1)
+        (output + 2 * count + j).store(c2)
+        (output + 3 * count + j).store(c3)
+        j += 16
+    }
+}
+
+extension ConvGeometry {
+    /// The flat layout of one input plane, or nil unless the strides are equal and 1 or 2.
+    var flatWindowLayout: FlatWindowLayout? {
+        FlatWindowLayout(inHeight: self.inHeight, inWidth: self.inWidth, outHeight: outHeight, outWidth: outWidth, window: parts.window)
+    }
+}
+
+/// Convolutions `groupedConvolution` runs: groups of 2-16 input channels (one is depthwise) and at most 16 outputs,
+/// where 6-row panels waste the most and packing costs the most relative to the products; and ungrouped convs with at
+/// most 4 input channels (RGB stems: MobileNetV2's 3x3 stride-2 stem 0.60 -> 0.35-0.50 ms, a 7x7 stem unchanged).
+func groupedFilterFits(groups: Int, inPerGroup: Int, outPerGroup: Int) -> Bool {
+    (groups > 1 && inPerGroup > 1 && inPerGroup <= 16 && outPerGroup <= 16) || (groups == 1 && inPerGroup <= 4)
+}
