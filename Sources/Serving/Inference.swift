@@ -84,6 +84,8 @@ public struct InferenceResponse: Sendable {
     public var outputs: [NamedTensor]
     /// The version's class labels (empty when it has none), for front ends that rank classes.
     public var labels: [String]
+    /// `.hit` or `.miss` when the model's response cache is on; nil when it is off (for the model or the server).
+    public var cache: CacheOutcome? = nil
 }
 
 /// Bounds on the images one request may carry, checked from each image's header before decoding.
@@ -109,12 +111,15 @@ public struct Inference: Sendable {
     public let workers: BlockingExecutor
     /// Per-image limits.
     public let imageLimits: ImageLimits
+    /// The response cache (`--cache-bytes`); nil when it is off.
+    public let cache: InferenceCache?
 
-    /// An entry point over `registry`, decoding images on `workers`.
-    public init(registry: ModelRegistry, workers: BlockingExecutor, imageLimits: ImageLimits = ImageLimits()) {
+    /// An entry point over `registry`, decoding images on `workers`, answering repeated requests from `cache` when given.
+    public init(registry: ModelRegistry, workers: BlockingExecutor, imageLimits: ImageLimits = ImageLimits(), cache: InferenceCache? = nil) {
         self.registry = registry
         self.workers = workers
         self.imageLimits = imageLimits
+        self.cache = cache
     }
 
     /// Runs `request` on its version and returns its outputs.
@@ -128,6 +133,9 @@ public struct Inference: Sendable {
     /// Runs `request` on `served`, a version the caller resolved first (HTTP answers an unknown model with 404 before
     /// it reads the body); `request.model` and `request.version` are not consulted again.
     public func infer(_ request: InferenceRequest, on served: ServedVersion) async throws -> InferenceResponse {
+        // Response cache lookup: a hit answers at once (no image decoding, batcher or cascade), with this request's id.
+        let cached = try await cacheLookup(request, on: served)
+        if let hit = cached?.hit { return hit }
         var inputs = request.inputs
         // Only a request that sends BYTES meets the image plan (and a broken `image` section's error).
         if inputs.values.contains(where: { $0.dtype == .string }), let plan = try served.imageInputPlan(),
@@ -140,7 +148,10 @@ public struct Inference: Sendable {
                                              protocol: request.parameters.protocol)
         let names = wanted ?? served.outputs.map(\.name)
         let outputs = names.compactMap { name in results[name].map { NamedTensor(name: name, tensor: $0) } }
-        return InferenceResponse(model: served.name, version: served.version, id: request.id, outputs: outputs, labels: served.labels)
+        let response = InferenceResponse(model: served.name, version: served.version, id: request.id, outputs: outputs, labels: served.labels)
+        // (The cascade step goes here, between compute and the cache store, so the cache holds the final answer.)
+        let rows = served.maxBatchSize > 0 ? (inputs.values.first?.shape.first ?? 1) : 1
+        return cacheStore(response, rows: rows, probe: cached, on: served)
     }
 
     /// Classifies encoded PNG/JPEG `images` on `served` and returns class probabilities, one row per image.

@@ -5,7 +5,8 @@ import Tensor
 extension ServiceContext {
     /// The serving entry point every inference route calls (HTTP JSON and binary here, gRPC beside it).
     var inference: Inference {
-        Inference(registry: registry, workers: workers, imageLimits: ImageLimits(maxPixels: options.maxImagePixels, maxBytes: options.maxImageBytes))
+        Inference(registry: registry, workers: workers, imageLimits: ImageLimits(maxPixels: options.maxImagePixels, maxBytes: options.maxImageBytes),
+                  cache: responseCache)
     }
 
     /// `POST /v2/models/{model}[/versions/{version}]/infer`: the V2 codec on both sides of one `Inference.infer` call.
@@ -21,7 +22,9 @@ extension ServiceContext {
         }
         let response = try await runInference(decoded, on: served, protocol: .http)
         let outputBytes = response.outputs.reduce(0) { $0 + $1.tensor.byteCount }
-        return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+        var encoded = try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+        if let outcome = response.cache { encoded.headers.set("X-Cache", outcome.rawValue) }
+        return encoded
     }
 
     /// A decoded V2 request through the one serving call, for either front end (HTTP and gRPC share this).
@@ -36,7 +39,9 @@ extension ServiceContext {
                                     parameters: InferenceParameters(timeout: timeout, protocol: proto))
         let result = try await inference.infer(call, on: served)
         let outputs = try V2Codec.makeOutputs(result.outputs.map { ($0.name, $0.tensor) }, request: decoded, labels: result.labels)
-        return V2InferenceResponse(modelName: result.model, modelVersion: String(result.version), id: result.id, outputs: outputs)
+        var response = V2InferenceResponse(modelName: result.model, modelVersion: String(result.version), id: result.id, outputs: outputs)
+        response.cache = result.cache
+        return response
     }
 
     /// Compressed bodies (tritonclient's `request_compression_algorithm`) are not decoded: 415 naming the encoding,
