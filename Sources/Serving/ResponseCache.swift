@@ -21,11 +21,7 @@ public struct ResponseCacheKey: Hashable, Sendable {
 
         /// Adds one input: name, datatype, shape and its bytes.
         public mutating func addInput(name: String, datatype: String, shape: [Int], bytes: UnsafeRawBufferPointer) {
-            hasher.update(field: "input")
-            hasher.update(field: name)
-            hasher.update(field: datatype)
-            hasher.update(integer: shape.count)
-            for dimension in shape { hasher.update(integer: dimension) }
+            addInputHeader(name: name, datatype: datatype, shape: shape)
             hasher.update(integer: bytes.count)
             hasher.update(bytes)
         }
@@ -33,16 +29,20 @@ public struct ResponseCacheKey: Hashable, Sendable {
         /// Adds one BYTES input: name, datatype, shape and each element length-prefixed (so ["ab", "c"] and
         /// ["a", "bc"] differ).
         public mutating func addInput(name: String, datatype: String, shape: [Int], strings: [[UInt8]]) {
-            hasher.update(field: "input")
-            hasher.update(field: name)
-            hasher.update(field: datatype)
-            hasher.update(integer: shape.count)
-            for dimension in shape { hasher.update(integer: dimension) }
+            addInputHeader(name: name, datatype: datatype, shape: shape)
             hasher.update(integer: strings.count)
             for element in strings {
                 hasher.update(integer: element.count)
                 hasher.update(element)
             }
+        }
+
+        private mutating func addInputHeader(name: String, datatype: String, shape: [Int]) {
+            hasher.update(field: "input")
+            hasher.update(field: name)
+            hasher.update(field: datatype)
+            hasher.update(integer: shape.count)
+            for dimension in shape { hasher.update(integer: dimension) }
         }
 
         /// Adds the requested output names in request order (with any per-output parameter that changes the result,
