@@ -119,12 +119,13 @@ extension Inference {
         guard let cache, let probe else { return response }
         var response = response
         response.cache = .miss
-        // Sequences and optionals are not stored; a window into a batch's output buffer is copied out, so an entry
-        // holds (and is charged for) its own bytes only.
+        // Sequences and optionals are not stored. Outputs are copied into storage of their own: an output may be a
+        // window into its batch's buffer, a pooled engine block (up to a quarter larger) or even the weights arena, and
+        // an entry must hold (and be charged for) its own bytes only, never keep an unloaded model alive.
         guard cache.admits(served), response.outputs.allSatisfy({ $0.tensor.container == nil }) else { return response }
         let started = SystemClock.nanoseconds()
         var stored = response
-        stored.outputs = response.outputs.map { NamedTensor(name: $0.name, tensor: $0.tensor.compacted()) }
+        stored.outputs = response.outputs.map { NamedTensor(name: $0.name, tensor: $0.tensor.detachedCopy()) }
         cache.store.insert(probe.key, value: CachedResponse(response: stored, rows: rows), bytes: InferenceCache.entryBytes(stored.outputs),
                            model: served.name, version: served.version)
         served.instruments.cacheMiss(nanoseconds: SystemClock.nanoseconds() &- started, count: 0)
@@ -133,9 +134,9 @@ extension Inference {
 }
 
 extension Tensor {
-    /// This tensor in storage of exactly its own size (itself when it already is).
-    func compacted() -> Tensor {
-        guard dtype != .string, byteOffset != 0 || storage.byteCount != byteCount else { return self }
+    /// This tensor's bytes in a fresh allocation of exactly its size (BYTES elements are values already: returned as is).
+    func detachedCopy() -> Tensor {
+        guard dtype != .string else { return self }
         var copy = Tensor(uninitialized: dtype, shape: shape)
         withUnsafeBytes { source in copy.withUnsafeMutableBytes { $0.copyMemory(from: source) } }
         return copy
