@@ -67,12 +67,15 @@ extension V2Codec {
         return Tensor(shape: tensor.rank >= 2 ? [ranked.count, take] : [take], strings: strings)
     }
 
-    /// Encodes the `/classify` response `{"model_name","model_version","classifications":[[{index,label,score}]]}`.
-    public static func encodeClassifyResponse(modelName: String, modelVersion: String, classifications: [[Classification]]) -> HTTPResponse {
+    /// Encodes the `/classify` response `{"model_name","model_version","classifications":[[{index,label,score}]]}`,
+    /// with a top-level `parameters` object when there are any (the cascade's).
+    public static func encodeClassifyResponse(modelName: String, modelVersion: String, classifications: [[Classification]],
+                                              parameters: JSONObject = JSONObject()) -> HTTPResponse {
         var writer = JSONWriter(capacity: 128 + classifications.reduce(0) { $0 + $1.count * 64 })
         writer.beginObject()
         writer.key("model_name"); writer.string(modelName)
         writer.key("model_version"); writer.string(modelVersion)
+        if !parameters.isEmpty { writer.key("parameters"); writer.value(.object(parameters)) }
         writer.key("classifications")
         writer.beginArray()
         for row in classifications {

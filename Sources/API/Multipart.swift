@@ -58,12 +58,16 @@ public enum MultipartFailure: CodecErrorKind {
 
 /// RFC 7578 / RFC 2046 `multipart/form-data` parsing over a complete body.
 public enum Multipart {
+    /// `value` parsed as a header value with parameters; a failure is a `kind` error prefixed by `context`.
+    private static func parameters(of value: String, _ kind: MultipartFailure, _ context: String) throws -> HeaderValueWithParameters {
+        do { return try HeaderValueWithParameters(parsing: value) } catch let error as HeaderParameterError {
+            throw MultipartError(kind, "\(context): \(error.message)")
+        }
+    }
+
     /// The boundary of a `multipart/form-data` Content-Type value (quoted or not).
     public static func boundary(contentType: String) throws -> String {
-        let parsed: HeaderValueWithParameters
-        do { parsed = try HeaderValueWithParameters(parsing: contentType) } catch let error as HeaderParameterError {
-            throw MultipartError(.badContentType, "Content-Type: \(error.message)")
-        }
+        let parsed = try parameters(of: contentType, .badContentType, "Content-Type")
         guard parsed.value.lowercased() == "multipart/form-data" else {
             throw MultipartError(.badContentType, "expected Content-Type multipart/form-data, got '\(parsed.value)'")
         }
@@ -159,10 +163,7 @@ public enum Multipart {
         guard let disposition = headers["Content-Disposition"] else {
             throw MultipartError(.malformedPart, "part \(ordinal): missing Content-Disposition header")
         }
-        let parsed: HeaderValueWithParameters
-        do { parsed = try HeaderValueWithParameters(parsing: disposition) } catch let error as HeaderParameterError {
-            throw MultipartError(.malformedPart, "part \(ordinal): Content-Disposition: \(error.message)")
-        }
+        let parsed = try parameters(of: disposition, .malformedPart, "part \(ordinal): Content-Disposition")
         guard parsed.value.lowercased() == "form-data" else {
             throw MultipartError(.malformedPart, "part \(ordinal): Content-Disposition must be form-data, got '\(parsed.value)'")
         }
@@ -212,9 +213,7 @@ private extension String {
     func replacingPlus() -> String { split(separator: "+", omittingEmptySubsequences: false).joined(separator: "%2B") }
 }
 
-#if canImport(Glibc)
 import Glibc
-#endif
 
 @inline(__always)
 private func memchrIndex(_ h: UnsafeBufferPointer<UInt8>, _ byte: UInt8, _ from: Int, _ to: Int) -> Int? {

@@ -68,7 +68,7 @@ public enum RepositoryCodec {
         }
     }
 
-    /// `[{"name","version","state","reason","memory_bytes"}]`.
+    /// `[{"name","version","state","reason","memory_bytes","traffic","traffic_source"}]`.
     public static func encodeIndex(_ entries: [ModelIndexEntry]) -> HTTPResponse {
         .json(.array(entries.map { e in
             var o: JSONObject = ["name": .string(e.name)]
@@ -76,6 +76,7 @@ public enum RepositoryCodec {
             o["state"] = .string(e.state.rawValue)
             if let r = e.reason { o["reason"] = .string(r) }
             if let m = e.memoryBytes { o["memory_bytes"] = .integer(Int64(m)) }
+            if e.traffic != nil { for (key, value) in TrafficCodec.fields(e.traffic) { o[key] = value } }
             return .object(o)
         }))
     }

@@ -52,6 +52,10 @@ public enum OperationID: String, CaseIterable, Sendable {
     case openAPISpec
     /// GET /v2/models
     case modelList
+    /// POST /v2/repository/models/{model}/traffic
+    case repositorySetTraffic
+    /// DELETE /v2/repository/models/{model}/traffic
+    case repositoryClearTraffic
 }
 
 /// One route: method, path pattern (`{name}` segments are parameters) and its operation.
@@ -103,6 +107,8 @@ public enum Routes {
         RouteSpec("GET", "/", .console),
         RouteSpec("GET", "/openapi.yaml", .openAPISpec),
         RouteSpec("GET", "/v2/models", .modelList),
+        RouteSpec("POST", "/v2/repository/models/{model}/traffic", .repositorySetTraffic),
+        RouteSpec("DELETE", "/v2/repository/models/{model}/traffic", .repositoryClearTraffic),
     ]
 
     /// The route serving `operation`.

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Dedicated OS threads running blocking jobs (file reads, model loads, image decoding, model executions) from one
 /// shared FIFO queue, so that work never occupies an I/O loop or Swift's cooperative pool.

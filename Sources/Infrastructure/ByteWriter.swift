@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A growable byte buffer over raw memory for the hot paths (response heads, access lines).
 ///

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A source of monotonic time in nanoseconds, injected where timing decisions are made so tests can use `ManualClock`.
 public protocol MonotonicClock: Sendable {

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The one lock of the code base: a pthread mutex on the heap, so its address never moves (an inline
 /// `pthread_mutex_t` stored property has no stable address in Swift), and ThreadSanitizer sees it (unlike the futex

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Severity of a log line, the one level enum of the code base; lines below the configured level are dropped.
 public enum LogLevel: Int, Sendable, Comparable, CaseIterable, CustomStringConvertible {

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Wall-clock time and its formatting for `Date:` headers and log timestamps (durations use `SystemClock`).
 public enum WallClock {

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Tensor
 
 /// Tensors whose bytes live in a file beside the model (`data_location: EXTERNAL`).

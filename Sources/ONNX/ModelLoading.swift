@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Tensor
 
 /// Decoding notes: tensors are dense and little-endian; float16/bfloat16 keep their dtype and 16-bit patterns

@@ -57,7 +57,7 @@ public struct ModelSummary: Sendable {
     public let metadata: [(key: String, value: String)]
 
     /// Summarises `model`.
-    public init(_ model: Model) {
+    public init(_ model: borrowing Model) {
         producerName = model.producerName
         producerVersion = model.producerVersion
         irVersion = model.irVersion

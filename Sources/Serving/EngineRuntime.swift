@@ -4,7 +4,7 @@ import Tensor
 /// The engine's compiled model is the production runtime: its `run` already matches the protocol.
 extension CompiledModel: ModelRuntime {
     /// The model file's `metadata_props`.
-    public var metadata: [(key: String, value: String)] { info.metadataProps }
+    public var metadata: [(key: String, value: String)] { info.metadata }
 
     /// Initializers kept by the plan plus the constants its kernels packed.
     public var constantBytes: Int { retainedConstantBytes }

@@ -119,10 +119,13 @@ extension Inference {
         guard let cache, let probe else { return response }
         var response = response
         response.cache = .miss
-        // Sequences and optionals are not stored. Outputs are copied into storage of their own: an output may be a
+        // Sequences and optionals are not stored, nor a cascade's fallback answer (its target was not ready: the next
+        // request should try it again). Outputs are copied into storage of their own: an output may be a
         // window into its batch's buffer, a pooled engine block (up to a quarter larger) or even the weights arena, and
         // an entry must hold (and be charged for) its own bytes only, never keep an unloaded model alive.
-        guard cache.admits(served), response.outputs.allSatisfy({ $0.tensor.container == nil }) else { return response }
+        guard cache.admits(served), response.outputs.allSatisfy({ $0.tensor.container == nil }), response.cascade?.unavailable != true else {
+            return response
+        }
         let started = SystemClock.nanoseconds()
         var stored = response
         stored.outputs = response.outputs.map { NamedTensor(name: $0.name, tensor: $0.tensor.detachedCopy()) }

@@ -31,16 +31,19 @@ public struct InferenceRequest: Sendable {
     public var outputs: [String]
     /// Per-request settings.
     public var parameters: InferenceParameters
+    /// What the traffic split hashes when `version` is nil: the V2 `id`, else a client-sent `X-Request-ID`; never a generated id.
+    public var routingKey: String?
 
     /// A request value.
     public init(model: String, version: Int? = nil, id: String? = nil, inputs: [String: Tensor], outputs: [String] = [],
-                parameters: InferenceParameters = InferenceParameters()) {
+                parameters: InferenceParameters = InferenceParameters(), routingKey: String? = nil) {
         self.model = model
         self.version = version
         self.id = id
         self.inputs = inputs
         self.outputs = outputs
         self.parameters = parameters
+        self.routingKey = routingKey
     }
 }
 
@@ -86,6 +89,8 @@ public struct InferenceResponse: Sendable {
     public var labels: [String]
     /// `.hit` or `.miss` when the model's response cache is on; nil when it is off (for the model or the server).
     public var cache: CacheOutcome? = nil
+    /// Who answered each row when the model has a `cascade` (nil when it has none).
+    public var cascade: CascadeReport? = nil
 }
 
 /// Bounds on the images one request may carry, checked from each image's header before decoding.
@@ -122,12 +127,13 @@ public struct Inference: Sendable {
         self.cache = cache
     }
 
-    /// Runs `request` on its version and returns its outputs.
+    /// Runs `request` on its version (the named one, else the pinned default, else one drawn by the model's traffic
+    /// split, else the highest READY: `ModelRegistry.route`) and returns its outputs.
     ///
     /// Throws `ServingError` (`.modelNotFound`, `.versionNotFound`, `.notReady`, `.invalidInput`, `.queueFull`,
     /// `.timeout`, `.executionFailed`, `.shuttingDown`) and `ImageInputError` for an image that cannot be decoded.
     public func infer(_ request: InferenceRequest) async throws -> InferenceResponse {
-        try await infer(request, on: try registry.resolve(model: request.model, version: request.version))
+        try await infer(request, on: try registry.route(model: request.model, version: request.version, routingKey: request.routingKey))
     }
 
     /// Runs `request` on `served`, a version the caller resolved first (HTTP answers an unknown model with 404 before
@@ -144,20 +150,24 @@ public struct Inference: Sendable {
                                                                  maxBytes: imageLimits.maxBytes, workers: workers)
         }
         let wanted = request.outputs.isEmpty ? nil : request.outputs
-        let results = try await served.infer(inputs, outputs: wanted, timeout: request.parameters.timeout,
+        let results = try await served.infer(inputs, outputs: outputsComputed(for: wanted, on: served), timeout: request.parameters.timeout,
                                              protocol: request.parameters.protocol)
         let names = wanted ?? served.outputs.map(\.name)
         let outputs = names.compactMap { name in results[name].map { NamedTensor(name: name, tensor: $0) } }
         let response = InferenceResponse(model: served.name, version: served.version, id: request.id, outputs: outputs, labels: served.labels)
-        // (The cascade step goes here, between compute and the cache store, so the cache holds the final answer.)
+        let final = await cascade(response, results: results, request: request, on: served)
+        // Response cache store of the final (post-cascade) answer.
         let rows = served.maxBatchSize > 0 ? (inputs.values.first?.shape.first ?? 1) : 1
-        return cacheStore(response, rows: rows, probe: cached, on: served)
+        return cacheStore(final, rows: rows, probe: cached, on: served)
     }
 
-    /// Classifies encoded PNG/JPEG `images` on `served` and returns class probabilities, one row per image.
+    /// Classifies encoded PNG/JPEG `images` on `served`: the one output holds class probabilities, one row per image
+    /// (rows the model was unsure of answered by its cascade target, as `cascade` reports).
     ///
     /// Throws like `infer`; `ImageInputError.index` says which image failed.
-    public func classify(_ images: [[UInt8]], on served: ServedVersion, timeout: Duration? = nil) async throws -> Tensor {
-        try await served.classify(images, maxPixels: imageLimits.maxPixels, maxBytes: imageLimits.maxBytes, workers: workers, timeout: timeout)
+    public func classify(_ images: [[UInt8]], on served: ServedVersion, timeout: Duration? = nil) async throws -> InferenceResponse {
+        let probabilities = try await served.classify(images, maxPixels: imageLimits.maxPixels, maxBytes: imageLimits.maxBytes,
+                                                      workers: workers, timeout: timeout)
+        return await cascadeClassification(images, probabilities: probabilities, on: served, timeout: timeout)
     }
 }

@@ -205,6 +205,14 @@ public final class Metrics: Sendable {
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
         return String(value)
     }
+
+    // MARK: - Confidence cascade
+
+    /// Counts `count` rows of a cascading model by outcome (`kept`, `escalated`, `unavailable`): the fallback rate.
+    public func recordCascadeRows(model: String, outcome: String, count: Int) {
+        counter("osprey_cascade_requests_total", help: "Rows of cascading models by outcome (kept, escalated to the target, target unavailable).",
+                labels: ["model": model, "outcome": outcome]).increment(by: Double(count))
+    }
 }
 
 /// One labelled series that can write its sample lines.

@@ -22,14 +22,17 @@ public struct ModelIndexEntry: Sendable, Equatable {
     public var reason: String?
     /// Bytes the loaded version holds (weights, packed constants, activations at the maximum batch); nil when not loaded.
     public var memoryBytes: Int?
+    /// The model's traffic split in effect and its source (the same on every row of the model); nil when it has none.
+    public var traffic: ModelTraffic?
 
     /// An index row.
-    public init(name: String, version: Int?, state: ModelState, reason: String?, memoryBytes: Int? = nil) {
+    public init(name: String, version: Int?, state: ModelState, reason: String?, memoryBytes: Int? = nil, traffic: ModelTraffic? = nil) {
         self.name = name
         self.version = version
         self.state = state
         self.reason = reason
         self.memoryBytes = memoryBytes
+        self.traffic = traffic
     }
 }
 

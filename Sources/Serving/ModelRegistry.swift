@@ -109,6 +109,8 @@ public actor ModelRegistry {
         var versions: [Int: VersionSlot] = [:]
         var pinned: Int?
         var unloaded = false
+        /// The run-time split (`setTraffic`), over config.json's; never written to disk.
+        var trafficOverride: TrafficSplit?
     }
 
     /// What lookups see: published after every change.
@@ -118,12 +120,13 @@ public actor ModelRegistry {
         var reason: String
         var entries: [ModelIndexEntry]
         var unloaded: Bool
+        var traffic: TrafficState
     }
 
     private let repository: ModelRepository
     private let loader: ModelLoader
     private let options: RegistryOptions
-    private let logger: Logger
+    let logger: Logger
     private let worker = BlockingExecutor(name: "osprey-loader")
     private let gate: ComputeGate
     private var models: [String: ModelRecord] = [:]
@@ -181,6 +184,11 @@ public actor ModelRegistry {
     public nonisolated func versions(of model: String) throws -> [ModelIndexEntry] {
         guard let route = routes.withLock({ $0[model] }) else { throw ServingError.modelNotFound(model: model) }
         return route.entries
+    }
+
+    /// The pin, split and READY versions `route(model:version:routingKey:)` chooses among; nil for an unknown model.
+    nonisolated func trafficState(of model: String) -> TrafficState? {
+        routes.withLock { $0[model]?.traffic }
     }
 
     /// True when `resolve(model:version:)` would succeed (KServe model readiness).
@@ -274,6 +282,7 @@ public actor ModelRegistry {
         record.unloaded = true
         record.pinned = nil
         // Replacing the slots also voids the tokens of loads in progress: they find their token gone and discard.
+        record.trafficOverride = nil
         for version in record.versions.keys { record.versions[version] = VersionSlot(phase: .unavailable(note: "unloaded")) }
         models[model] = record
         logger(.info, "unloaded model '\(model)'")
@@ -376,6 +385,29 @@ public actor ModelRegistry {
 
     /// The pinned version of `model`, if any.
     public func pinnedVersion(model: String) -> Int? { models[model]?.pinned }
+
+    /// Replaces config.json's `traffic` of `model` with `split` until `clearTraffic`, an unload or a restart (never
+    /// written to disk: config.json is the durable form); returns the split now in effect. Throws `.modelNotFound`.
+    @discardableResult
+    public func setTraffic(model: String, split: TrafficSplit) throws -> ModelTraffic {
+        guard models[model] != nil else { throw ServingError.modelNotFound(model: model) }
+        models[model]?.trafficOverride = split
+        publish(model)
+        logger(.info, "model '\(model)': traffic split set to \(split) until cleared (config.json unchanged)")
+        return ModelTraffic(split: split, source: .override)
+    }
+
+    /// Drops the run-time split of `model`: config.json's `traffic` (if any) applies again; returns it. Throws `.modelNotFound`.
+    @discardableResult
+    public func clearTraffic(model: String) throws -> ModelTraffic? {
+        guard let record = models[model] else { throw ServingError.modelNotFound(model: model) }
+        if record.trafficOverride != nil {
+            models[model]?.trafficOverride = nil
+            publish(model)
+            logger(.info, "model '\(model)': run-time traffic split cleared; " + (record.config.traffic.map { "config.json's \($0) applies" } ?? "no split"))
+        }
+        return ModelTraffic.effective(config: record.config.traffic, override: nil)
+    }
 
     // MARK: - Reconciliation
 
@@ -595,6 +627,9 @@ public actor ModelRegistry {
     /// measuring its memory; refused before and after compiling when it would not fit `options.maxModelMemory`.
     private func loadVersion(model: String, version: Int, path: String? = nil, config: ModelConfig, labels: [String],
                              reusing previous: ServedVersion?) async -> Result<ServedVersion, ServingError> {
+        if let refusal = cascadeCycleRefusal(model: model, version: version, config: config, others: cascadeTargets(excluding: model)) {
+            return .failure(refusal)
+        }
         if let previous {
             do {
                 return .success(try ServedVersion(name: model, version: version, config: config, labels: labels, runtime: previous.runtime,
@@ -682,6 +717,17 @@ public actor ModelRegistry {
         }
     }
 
+    /// Each other model's cascade target: from the config it is loading with, else from its highest READY version's.
+    private func cascadeTargets(excluding model: String) -> [String: String] {
+        var targets: [String: String] = [:]
+        for (name, record) in models where name != model {
+            let loading = record.versions.values.contains { $0.loadingToken != nil }
+            let live = loading ? record.config : record.versions.values.compactMap(\.served).max { $0.version < $1.version }?.config
+            if let target = live?.cascade?.model { targets[name] = target }
+        }
+        return targets
+    }
+
     /// Bytes held by every loaded version in the registry.
     private func loadedBytesInRegistry() -> Int {
         models.values.reduce(0) { $0 + $1.versions.values.reduce(0) { $0 + ($1.served?.memoryBytes ?? 0) } }
@@ -721,10 +767,11 @@ public actor ModelRegistry {
         }
         var versions: [Int: (state: ModelState, reason: String?, served: ServedVersion?)] = [:]
         var entries: [ModelIndexEntry] = []
+        let traffic = ModelTraffic.effective(config: record.config.traffic, override: record.trafficOverride)
         for (version, slot) in record.versions.sorted(by: { $0.key < $1.key }) {
             versions[version] = (slot.state, slot.reason, slot.served)
             entries.append(ModelIndexEntry(name: model, version: version, state: slot.state, reason: slot.reason,
-                                           memoryBytes: slot.served?.memoryBytes))
+                                           memoryBytes: slot.served?.memoryBytes, traffic: traffic))
         }
         var defaultVersion: ServedVersion?
         if let pinned = record.pinned, let served = record.versions[pinned]?.served {
@@ -743,9 +790,12 @@ public actor ModelRegistry {
             reason = "version \(newest) is \(slot.state.rawValue)" + (slot.reason.map { ": \($0)" } ?? "")
         }
         if record.versions.isEmpty {
-            entries.append(ModelIndexEntry(name: model, version: nil, state: .unavailable, reason: reason))
+            entries.append(ModelIndexEntry(name: model, version: nil, state: .unavailable, reason: reason, traffic: traffic))
         }
-        let route = Route(defaultVersion: defaultVersion, versions: versions, reason: reason, entries: entries, unloaded: record.unloaded)
+        let pinned = record.pinned.flatMap { record.versions[$0]?.served != nil ? $0 : nil }
+        let trafficState = TrafficState(pinned: pinned, traffic: traffic, ready: record.versions.compactMapValues(\.served))
+        let route = Route(defaultVersion: defaultVersion, versions: versions, reason: reason, entries: entries, unloaded: record.unloaded,
+                          traffic: trafficState)
         routes.withLock { $0[model] = route }
 
         if let metrics {

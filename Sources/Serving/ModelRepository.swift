@@ -1,7 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Size and modification time of a model file, to notice when it was replaced.
 struct FileFingerprint: Sendable, Equatable {

@@ -1,7 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// `process_*` series read from /proc (Linux); absent elsewhere.
 enum ProcessMetrics {

@@ -1,7 +1,5 @@
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// An uploaded version written under `<root>/.staging/` and not yet in place.
 struct StagedVersion: Sendable {

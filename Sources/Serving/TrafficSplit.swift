@@ -17,6 +17,10 @@ public struct TrafficSplit: Sendable, Equatable {
         guard weights.values.contains(where: { $0 > 0 }) else {
             throw ServingError.invalidConfig(key: key, expected: "at least one version with a weight > 0", got: weights.isEmpty ? "{}" : "only zero weights")
         }
+        // An infinite total would send every draw to the last version.
+        guard weights.values.reduce(0, +).isFinite else {
+            throw ServingError.invalidConfig(key: key, expected: "weights with a finite sum", got: "a sum beyond \(Double.greatestFiniteMagnitude)")
+        }
         self.weights = weights.sorted { $0.key < $1.key }.map { (version: $0.key, weight: $0.value) }
     }
 

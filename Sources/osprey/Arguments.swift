@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A command-line usage error: printed with the command's help, exit status 2.
 struct UsageError: Error, CustomStringConvertible {

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Unbuffered writes to stdout and stderr, so lines reach a pipe at once (stdio would block-buffer them).
 enum Console {

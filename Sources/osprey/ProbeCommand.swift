@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// `osprey probe`: exits 0 when the server's health endpoint answers 200, for container HEALTHCHECKs and exec probes.
 ///

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// One subcommand: its name, a one-line summary, its help text and its entry point (returns the exit status).
 struct Command: Sendable {

@@ -52,6 +52,17 @@ import Tensor
         #expect(GRPCInferResponseEncoder.encode(response) == Self.response)
     }
 
+    /// model "m" v1 with response parameters answered_by='["a/1","b/1"]', cascaded=false, first_score=0.25, n=-3
+    /// (SerializeToString(deterministic=True): map keys sorted).
+    static let responseParameters = hex("0a016d120131221e0a0b616e7377657265645f6279120f1a0d5b22612f31222c22622f31225d220e0a0863617363616465641202080022180a0b66697273745f73636f7265120921000000000000d03f22100a016e120b10fdffffffffffffffff01")
+
+    @Test func responseParametersEncodeAsProtobufDoes() {
+        let parameters: JSONObject = ["answered_by": .array([.string("a/1"), .string("b/1")]), "cascaded": .bool(false),
+                                      "first_score": .double(0.25), "n": .integer(-3)]
+        let response = V2InferenceResponse(modelName: "m", modelVersion: "1", parameters: parameters, outputs: [])
+        #expect(GRPCInferResponseEncoder.encode(response) == Self.responseParameters)
+    }
+
     @Test func everyTruncationIsATypedErrorNeverACrash() {
         for message in [Self.typed, Self.raw] {
             for length in 0..<message.count {

@@ -94,6 +94,14 @@ import Testing
         let png = try [UInt8](Data(contentsOf: ServiceTests.examples.appendingPathComponent("digit_4.png")))
         #expect(try Self.exchange(port: port, "POST", "/v2/models/digits/classify", body: png).status == 200)
         #expect(try Self.exchange(port: port, "POST", "/v2/models/digits/infer", body: Array("{".utf8)).status == 400)
+        // A cascade: small is unsure of unsure.png and hands it to large.
+        for model in ["large", "small"] {
+            try FileManager.default.copyItem(at: CascadeTests.fixtures.appendingPathComponent("repository/\(model)"), to: temp.appendingPathComponent(model))
+            try await service.registry.load(model: model)
+        }
+        let unsure = try [UInt8](Data(contentsOf: CascadeTests.fixtures.appendingPathComponent("unsure.png")))
+        let cascaded = try Self.exchange(port: port, "POST", "/v2/models/small/classify", body: unsure)
+        #expect(String(decoding: cascaded.body, as: UTF8.self).contains(#""answered_by":"large/1""#))
         #expect(try Self.exchange(port: port, "GET", "/no/such/route").status == 404)
 
         let scrape = try Self.exchange(port: port, "GET", "/metrics")
@@ -114,7 +122,7 @@ import Testing
         // The route label is the openapi template, resolved once by the router; probes answered inline count too.
         #expect(text.contains(#"osprey_http_request_duration_seconds_count{method="POST",route="/v2/models/{model}/infer",status="200"} 1"#))
         #expect(text.contains(#"osprey_http_requests_total{method="POST",route="/v2/models/{model}/infer",status="400"} 1"#))
-        #expect(text.contains(#"osprey_http_requests_total{method="POST",route="/v2/models/{model}/classify",status="200"} 1"#))
+        #expect(text.contains(#"osprey_http_requests_total{method="POST",route="/v2/models/{model}/classify",status="200"} 2"#))
         #expect(text.contains(#"osprey_http_requests_total{method="GET",route="unmatched",status="404"} 1"#))
         #expect(text.contains(#"osprey_http_requests_total{method="GET",route="/v2/health/ready",status="200"} 1"#))
         #expect(text.contains("osprey_ready 1"))

@@ -6,8 +6,10 @@ standard library: one WebSocket, JSON commands and events).
 
 Checks: the page loads with no console errors or uncaught exceptions, lists the default model (digits), classifies
 an example image picked through the file input and shows its label, and the live figures fill in (the cache hit
-rate after two identical /infer requests to digits, whose response cache the copied repository enables). Writes
-ARTIFACT_DIR/console.png (a screenshot after the classification). Exit status 1 when a check fails.
+rate after two identical /infer requests to digits, whose response cache the copied repository enables); with the
+cascade fixtures beside digits, it shows small's cascade, that large answered an image small was unsure of, and the
+cascade rate. Writes ARTIFACT_DIR/console.png (a screenshot after the first classification). Exit status 1 when a
+check fails.
 """
 import base64
 import json
@@ -199,6 +201,10 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         repository = os.path.join(work, "models")
         shutil.copytree(models, repository)
+        # A confidence cascade (small hands what it is unsure of to large), shown per model and on the result line.
+        cascade = os.path.join(os.path.dirname(HERE), "Fixtures", "cascade")
+        for name in ("small", "large"):
+            shutil.copytree(os.path.join(cascade, "repository", name), os.path.join(repository, name))
         enable_response_cache(os.path.join(repository, "digits", "config.json"))
         server = Server(binary, repository, "--cache-bytes", "1MiB")
         chromium, page_url = None, None
@@ -231,6 +237,14 @@ def main():
             if "answered by digits/1" not in (summary or ""):
                 failures.append(f"result line must say who answered (digits/1): {summary!r}")
 
+            # The "set traffic" admin action (loopback: no token needed) shows the run-time split in the Routing column.
+            tools.evaluate("(f => { f.value = '1:100'; })(document.querySelector('.traffic-input'))")
+            tools.evaluate("document.querySelector('.set-traffic').click()")
+            routing = tools.wait_for("(t => t.includes('(run-time)') && t)(document.querySelector('#models td.routing').textContent)",
+                                     15, "the run-time traffic split in the Routing column")
+            print(f"set traffic: routing shows {routing!r}")
+            if "traffic v1: 100" not in routing:
+                failures.append(f"routing after set traffic 1:100: expected 'traffic v1: 100 (run-time)', got {routing!r}")
             rps = tools.wait_for("(t => t !== '–' && t)(document.getElementById('fig-rps').textContent)", 15, "live figures")
             print(f"live figures: {rps} requests/s")
             hit_rate = check_cache_hit_rate(tools, server.url)
@@ -243,6 +257,22 @@ def main():
             with open(path, "wb") as f:
                 f.write(base64.b64decode(shot["data"]))
             print(f"screenshot: {path}")
+            routing = tools.wait_for("[...document.querySelectorAll('#models td')].map(c => c.textContent).find(t => t.includes('cascade'))",
+                                     30, "the cascade in the model table")
+            if not routing.startswith("cascade → large below 0.6"):  # then the set-traffic controls
+                failures.append(f"small's routing cell: expected 'cascade → large below 0.6', got {routing!r}")
+            tools.evaluate("document.getElementById('classify-model').value = 'small'")
+            tools.call("DOM.setFileInputFiles", files=[os.path.join(cascade, "unsure.png")], nodeId=node["nodeId"])
+            cascaded = tools.wait_for("(t => t.includes('small') || t.includes('large/1') ? t : null)"
+                                      "(document.querySelector('#result p').textContent)", 30, "the cascaded classification")
+            print(f"classified unsure.png on small: '{cascaded}'")
+            if "answered by large/1 (cascaded)" not in cascaded:
+                failures.append(f"result line must say large/1 answered for small: {cascaded!r}")
+            # The one row small saw since the last scrape escalated: the next refresh shows a 100% cascade rate.
+            rate = tools.wait_for("(t => t !== '–' && t)(document.getElementById('fig-cascade').textContent)", 10, "the cascade rate")
+            print(f"cascade rate: {rate}")
+            if rate != "100.0%":
+                failures.append(f"cascade rate after one escalated row: expected '100.0%', got {rate!r}")
             # Drain pending events before judging the console.
             tools.evaluate("1")
             failures += [f"page reported {p}" for p in problems(tools.events)]

@@ -53,6 +53,7 @@ public enum ConsolePage {
   .figure .label { color: var(--muted); font-size: 12px; }
   #log { font-family: ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; color: var(--muted); max-height: 120px; overflow: auto; }
   .error { color: var(--bad); }
+  .traffic { margin-top: 4px; white-space: nowrap; }
   svg { display: block; width: 100%; height: 40px; }
 </style>
 </head>
@@ -156,10 +157,38 @@ async function admin(method, path, body, what) {
 function routingText(model, config, indexEntries) {
   const parts = [];
   const traffic = indexEntries.map((e) => e.traffic).find((t) => t);
-  if (traffic) parts.push("traffic " + Object.entries(traffic).map(([v, w]) => "v" + v + ": " + w).join(", "));
+  const source = indexEntries.map((e) => e.traffic_source).find((t) => t);
+  if (traffic) parts.push("traffic " + Object.entries(traffic).map(([v, w]) => "v" + v + ": " + w).join(", ") + (source === "override" ? " (run-time)" : ""));
   if (model.pinned) parts.push("pinned v" + model.default_version);
-  if (config && config.cascade) parts.push("cascade → " + config.cascade.model + " below " + config.cascade.min_confidence);
+  if (config && config.cascade) parts.push("cascade → " + config.cascade.model + (config.cascade.version ? " v" + config.cascade.version : "") + " below " + config.cascade.min_confidence);
   return parts.join("; ") || "–";
+}
+
+// "set traffic": weights typed as 2:90, 3:10 (or config.json's {"2": 90, "3": 10}); "reset" returns to config.json's split.
+function parseWeights(text) {
+  const trimmed = text.trim();
+  if (trimmed.startsWith("{")) return JSON.parse(trimmed);
+  const weights = {};
+  for (const part of trimmed.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const match = /^v?(\d+)\s*[:=]\s*(\d+(?:\.\d+)?)$/.exec(part);
+    if (!match) throw new Error("expected version:weight pairs like 2:90, 3:10, got '" + part + "'");
+    weights[match[1]] = Number(match[2]);
+  }
+  return weights;
+}
+
+function trafficControls(name, indexEntries) {
+  const path = "/v2/repository/models/" + encodeURIComponent(name) + "/traffic";
+  const current = indexEntries.map((e) => e.traffic).find((t) => t);
+  const field = el("input", { type: "text", size: "12", class: "traffic-input", placeholder: "2:90, 3:10", "aria-label": "traffic split of " + name });
+  if (current) field.value = Object.entries(current).map(([v, w]) => v + ":" + w).join(", ");
+  const set = el("button", { text: "set traffic", class: "set-traffic", onclick: () => {
+    let weights;
+    try { weights = parseWeights(field.value); } catch (e) { log("set traffic " + name + ": " + e.message, true); return; }
+    admin("POST", path, weights, "set traffic " + name);
+  } });
+  const reset = el("button", { text: "reset", class: "reset-traffic", onclick: () => admin("DELETE", path, undefined, "reset traffic " + name) });
+  return el("div", { class: "traffic" }, [field, " ", set, " ", reset]);
 }
 
 function actionButtons(name, version, isDefault) {
@@ -206,7 +235,7 @@ async function refreshModels() {
         el("td", { text: i === 0 ? model.name : "" }),
         el("td", { text: v.version ? v.version + (v.version === model.default_version ? " (default)" : "") : "–" }),
         stateCell,
-        el("td", { text: i === 0 ? routingText(model, config, entries) : "" }),
+        el("td", { class: "routing" }, i === 0 ? [routingText(model, config, entries), trafficControls(model.name, entries)] : []),
         actionButtons(model.name, v.version, isDefault),
       ]));
     });
@@ -332,7 +361,8 @@ async function refreshFigures() {
 refreshModels();
 refreshFigures();
 setInterval(refreshFigures, 3000);
-setInterval(refreshModels, 15000);
+// Not while the operator is typing a split (the refresh rebuilds the table).
+setInterval(() => { if (!document.activeElement || !document.activeElement.classList.contains("traffic-input")) refreshModels(); }, 15000);
 </script>
 </body>
 </html>

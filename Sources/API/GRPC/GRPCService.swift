@@ -133,8 +133,8 @@ extension ServiceContext {
         let limits = options.decodeLimits
         let message = call.message
         let decoded = try await offloaded(message.count) { try GRPCInferRequestDecoder.decode(message, limits: limits) }
-        let served = try registry.resolve(model: decoded.modelName, version: try Self.grpcVersion(decoded.modelVersion))
-        let response = try await runInference(decoded.request, on: served, deadline: call.timeout, protocol: .grpc)
+        let response = try await runInference(decoded.request, model: decoded.modelName, version: try Self.grpcVersion(decoded.modelVersion),
+                                              clientRequestID: call.metadata["x-request-id"], deadline: call.timeout, protocol: .grpc)
         let outputBytes = response.outputs.reduce(0) { $0 + $1.tensor.byteCount }
         return try await offloaded(outputBytes) { GRPCInferResponseEncoder.encode(response) }
     }

@@ -10,6 +10,8 @@ extension ServiceContext {
     }
 
     /// `POST /v2/models/{model}[/versions/{version}]/infer`: the V2 codec on both sides of one `Inference.infer` call.
+    /// The model is resolved before the body is read (an unknown model answers 404 without decoding it); a request
+    /// with no version in the path is routed again once its V2 `id` is known (the traffic split hashes it).
     func infer(_ request: HTTPRequest, _ p: PathParameters) async throws -> HTTPResponse {
         let served = try registry.resolve(model: p.model ?? "", version: p.version)
         try rejectContentEncoding(request)
@@ -20,7 +22,8 @@ extension ServiceContext {
         let decoded = try await offloaded(jsonBytes + (request.body.count - jsonBytes) / 64) {
             try V2Codec.decodeInferRequest(body: request.body, headers: request.headers, limits: limits)
         }
-        let response = try await runInference(decoded, on: served, protocol: .http)
+        let response = try await runInference(decoded, model: served.name, version: p.version, clientRequestID: request.clientRequestID,
+                                              protocol: .http)
         let outputBytes = response.outputs.reduce(0) { $0 + $1.tensor.byteCount }
         var encoded = try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
         if let outcome = response.cache { encoded.headers.set("X-Cache", outcome.rawValue) }
@@ -29,17 +32,20 @@ extension ServiceContext {
 
     /// A decoded V2 request through the one serving call, for either front end (HTTP and gRPC share this).
     /// `deadline` (gRPC's `grpc-timeout`) and the `timeout` parameter bound the queue wait; the earlier wins.
-    func runInference(_ decoded: V2InferenceRequest, on served: ServedVersion, deadline: Duration? = nil,
+    /// `version` nil lets the traffic split choose, keyed by the V2 `id`, else `clientRequestID`.
+    func runInference(_ decoded: V2InferenceRequest, model: String, version: Int?, clientRequestID: String?, deadline: Duration? = nil,
                       protocol proto: InferenceProtocol) async throws -> V2InferenceResponse {
         var timeout = try requestTimeout(decoded)
         if let deadline { timeout = min(timeout ?? deadline, deadline) }
         let inputs = Dictionary(decoded.inputs.map { ($0.name, $0.tensor) }, uniquingKeysWith: { first, _ in first })
-        let call = InferenceRequest(model: served.name, version: served.version, id: decoded.id, inputs: inputs,
+        let call = InferenceRequest(model: model, version: version, id: decoded.id, inputs: inputs,
                                     outputs: decoded.requestedOutputs.map(\.name),
-                                    parameters: InferenceParameters(timeout: timeout, protocol: proto))
-        let result = try await inference.infer(call, on: served)
+                                    parameters: InferenceParameters(timeout: timeout, protocol: proto),
+                                    routingKey: routingKey(id: decoded.id, clientRequestID: clientRequestID))
+        let result = try await inference.infer(call)
         let outputs = try V2Codec.makeOutputs(result.outputs.map { ($0.name, $0.tensor) }, request: decoded, labels: result.labels)
-        var response = V2InferenceResponse(modelName: result.model, modelVersion: String(result.version), id: result.id, outputs: outputs)
+        var response = V2InferenceResponse(modelName: result.model, modelVersion: String(result.version), id: result.id,
+                                           parameters: V2Codec.cascadeParameters(result.cascade), outputs: outputs)
         response.cache = result.cache
         return response
     }

@@ -44,6 +44,7 @@ extension ServiceContext {
         if let plan = try served.imageInputPlan() {
             config["image"] = plan.preprocessing.jsonValue(input: plan.input.name)
         }
+        if let cascade = served.config.cascade { config["cascade"] = cascade.jsonValue }
         return .json(.object(config))
     }
 }

@@ -31,6 +31,8 @@ extension ServiceContext {
             .console: { _, _ in c.consolePage() },
             .openAPISpec: { _, _ in c.openAPISpec() },
             .modelList: { _, _ in await c.modelList() },
+            .repositorySetTraffic: { r, p in try await c.setTraffic(r, p) },
+            .repositoryClearTraffic: { r, p in try await c.clearTraffic(r, p) },
         ]
     }
 
