@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import Infrastructure
 import Protobuf
 import Serving
 import Testing
@@ -115,6 +116,43 @@ import Testing
         let inference = stats["model_stats"]?.arrayValue?.first?["inference_stats"]
         #expect(inference?["cache_hit"]?["count"] == .integer(0) && inference?["cache_miss"]?["count"] == .integer(1))
         #expect(await Self.infer(service, 5, id: "d").headers["X-Cache"] == "hit")
+    }
+
+    @Test func aCascadedAnswerIsCachedWithWhoAnsweredButAFallbackIsNot() async throws {
+        let temp = FileManager.default.temporaryDirectory.appendingPathComponent("osprey-cache-cascade-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: CascadeTests.fixtures.appendingPathComponent("repository"), to: temp)
+        defer { try? FileManager.default.removeItem(at: temp) }
+        try Self.enableResponseCache(in: temp.appendingPathComponent("small/config.json"))
+        let metrics = Metrics(includeProcessMetrics: false)
+        let registry = ModelRegistry(repositoryPath: temp.path, loader: engineLoader, metrics: metrics)
+        await registry.loadAll()
+        var options = ServiceOptions()
+        options.cacheBytes = 1 << 20
+        let service = OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "cache-cascade", threads: 2),
+                                    options: options)
+        func infer(_ row: [Float], id: String) async throws -> (String?, API.JSONValue) {
+            let data = row.map { String($0) }.joined(separator: ",")
+            let body = #"{"id":"\#(id)","inputs":[{"name":"x","shape":[1,1,4,4],"datatype":"FP32","data":[\#(data)]}]}"#
+            let response = await service.responder(HTTPRequest(method: "POST", path: "/v2/models/small/infer", body: Array(body.utf8)))
+            #expect(response.status == 200)
+            return (response.headers["X-Cache"], try ServiceTests.json(response))
+        }
+        let (first, computed) = try await infer(CascadeTests.unsure, id: "a")
+        let (second, answered) = try await infer(CascadeTests.unsure, id: "b")
+        #expect(first == "miss" && second == "hit")
+        #expect(computed["parameters"]?["answered_by"] == .string("large/1") && answered["parameters"] == computed["parameters"],
+                "a hit says who answered, as the computed response did")
+        #expect(answered["outputs"] == computed["outputs"] && answered["id"] == .string("b"))
+
+        // The target gone, an unsure row keeps small's answer, marked unavailable: not stored, so once the target is
+        // back the next request escalates again.
+        try await registry.unload(model: "large")
+        var faint = CascadeTests.unsure
+        faint[1] = 0.05
+        let (fallback, unavailable) = try await infer(faint, id: "c")
+        #expect(fallback == "miss" && unavailable["parameters"]?["cascade_unavailable"]?.boolValue == true)
+        let (again, _) = try await infer(faint, id: "d")
+        #expect(again == "miss", "a fallback answer is not cached")
     }
 
     @Test func grpcStatisticsAndConfigCarryTheCacheFields() async throws {
