@@ -2,9 +2,9 @@ import CKernelShim
 
 /// SHA-256 (FIPS 180-4): verifies uploaded model files and keys the response cache.
 ///
-/// Whole blocks go through the x86 SHA extensions when the CPU has them (CKernelShim's sha256_blocks.c, about 20
-/// times faster: a response cache hit on a 600 KB image is mostly this hash), else through the Swift compressor
-/// below, which the tests compare the fast path against.
+/// Whole blocks go through the x86 SHA extensions when the CPU has them (CKernelShim's sha256_blocks.c: a cache hit's
+/// key over a 602 KB tensor took 8.2 ms with the Swift compressor, 0.56 ms with them), else through the Swift
+/// compressor below, which the tests compare the fast path against.
 public enum SHA256 {
     /// True when `osprey_sha256_blocks` may run on this CPU (checked once).
     static let hasSHAExtensions = osprey_sha256_has_sha_extensions() == 1
