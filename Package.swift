@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "Engine", dependencies: ["Infrastructure", "Tensor", "ONNX", "COpenBLAS", "CKernelShim"], swiftSettings: fast),
         .target(name: "Imaging", dependencies: ["Tensor", "CPNG", "CTurboJPEG"], swiftSettings: fast),
         .target(name: "HTTP", dependencies: ["Infrastructure", "CLibUV", "CHTTPParser", "CNGHTTP2"]),
-        .target(name: "Serving", dependencies: ["Infrastructure", "Engine", "Imaging"]),
+        .target(name: "Serving", dependencies: ["Infrastructure", "Engine", "Imaging", "CKernelShim"]),
         .target(name: "API", dependencies: ["Infrastructure", "HTTP", "Serving", "Protobuf"]),
         .executableTarget(name: "osprey", dependencies: ["Infrastructure", "API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),
 

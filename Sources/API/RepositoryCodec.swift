@@ -95,6 +95,7 @@ public enum RepositoryCodec {
             "success": duration(s.success), "fail": duration(s.fail), "queue": duration(s.queue),
             "compute_input": duration(s.computeInput), "compute_infer": duration(s.computeInfer),
             "compute_output": duration(s.computeOutput),
+            "cache_hit": duration(s.cacheHit), "cache_miss": duration(s.cacheMiss),
         ]
         let batches: [JSONValue] = s.batchStatistics.map { b in
             let fields: JSONObject = ["batch_size": .integer(Int64(b.batchSize)), "compute_input": duration(b.computeInput),

@@ -1,4 +1,5 @@
 import HTTP
+import Serving
 import Tensor
 
 /// An inference response ready to encode.
@@ -13,6 +14,8 @@ public struct V2InferenceResponse: Sendable {
     public var parameters: JSONObject
     /// Output tensors in response order.
     public var outputs: [V2Output]
+    /// Whether the response cache answered (`X-Cache` on HTTP); nil when the model's cache is off.
+    public var cache: CacheOutcome? = nil
 
     /// A response value.
     public init(modelName: String, modelVersion: String, id: String? = nil, parameters: JSONObject = JSONObject(), outputs: [V2Output]) {

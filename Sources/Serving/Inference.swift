@@ -87,6 +87,8 @@ public struct InferenceResponse: Sendable {
     public var outputs: [NamedTensor]
     /// The version's class labels (empty when it has none), for front ends that rank classes.
     public var labels: [String]
+    /// `.hit` or `.miss` when the model's response cache is on; nil when it is off (for the model or the server).
+    public var cache: CacheOutcome? = nil
     /// Who answered each row when the model has a `cascade` (nil when it has none).
     public var cascade: CascadeReport? = nil
 }
@@ -114,12 +116,15 @@ public struct Inference: Sendable {
     public let workers: BlockingExecutor
     /// Per-image limits.
     public let imageLimits: ImageLimits
+    /// The response cache (`--cache-bytes`); nil when it is off.
+    public let cache: InferenceCache?
 
-    /// An entry point over `registry`, decoding images on `workers`.
-    public init(registry: ModelRegistry, workers: BlockingExecutor, imageLimits: ImageLimits = ImageLimits()) {
+    /// An entry point over `registry`, decoding images on `workers`, answering repeated requests from `cache` when given.
+    public init(registry: ModelRegistry, workers: BlockingExecutor, imageLimits: ImageLimits = ImageLimits(), cache: InferenceCache? = nil) {
         self.registry = registry
         self.workers = workers
         self.imageLimits = imageLimits
+        self.cache = cache
     }
 
     /// Runs `request` on its version (the named one, else the pinned default, else one drawn by the model's traffic
@@ -134,6 +139,9 @@ public struct Inference: Sendable {
     /// Runs `request` on `served`, a version the caller resolved first (HTTP answers an unknown model with 404 before
     /// it reads the body); `request.model` and `request.version` are not consulted again.
     public func infer(_ request: InferenceRequest, on served: ServedVersion) async throws -> InferenceResponse {
+        // Response cache lookup: a hit answers at once (no image decoding, batcher or cascade), with this request's id.
+        let cached = try await cacheLookup(request, on: served)
+        if let hit = cached?.hit { return hit }
         var inputs = request.inputs
         // Only a request that sends BYTES meets the image plan (and a broken `image` section's error).
         if inputs.values.contains(where: { $0.dtype == .string }), let plan = try served.imageInputPlan(),
@@ -147,7 +155,10 @@ public struct Inference: Sendable {
         let names = wanted ?? served.outputs.map(\.name)
         let outputs = names.compactMap { name in results[name].map { NamedTensor(name: name, tensor: $0) } }
         let response = InferenceResponse(model: served.name, version: served.version, id: request.id, outputs: outputs, labels: served.labels)
-        return await cascade(response, results: results, request: request, on: served)
+        let final = await cascade(response, results: results, request: request, on: served)
+        // Response cache store of the final (post-cascade) answer.
+        let rows = served.maxBatchSize > 0 ? (inputs.values.first?.shape.first ?? 1) : 1
+        return cacheStore(final, rows: rows, probe: cached, on: served)
     }
 
     /// Classifies encoded PNG/JPEG `images` on `served`: the one output holds class probabilities, one row per image

@@ -62,6 +62,10 @@ public struct ModelStatistics: Sendable, Equatable {
     public var computeOutput = DurationStatistic()
     /// Executions per batch size, ascending.
     public var batchStatistics: [BatchStatistics] = []
+    /// Requests answered from the response cache and the time hashing and looking them up took (Triton `cache_hit`).
+    public var cacheHit = DurationStatistic()
+    /// Cache-enabled requests not found, and the time looking them up and storing their answer took (Triton `cache_miss`).
+    public var cacheMiss = DurationStatistic()
 
     /// Zeroed statistics of one version.
     public init(name: String, version: Int) {
@@ -123,6 +127,22 @@ final class VersionInstruments: Sendable {
         let instruments = requestInstruments[proto]
         (success ? instruments?.success : instruments?.failure)?.increment()
         instruments?.duration?.observe(Double(ns) / 1e9)
+    }
+
+    /// Records a request answered from the response cache in `nanoseconds`: a success of `rows` rows (as Triton counts
+    /// hits in `success` and `queue`) that computed nothing.
+    func cacheHit(rows: Int, nanoseconds ns: UInt64, protocol proto: InferenceProtocol) {
+        requestStarted()
+        requestFinished(success: true, rows: rows, nanoseconds: ns, protocol: proto)
+        statistics.withLock {
+            $0.cacheHit.add(ns)
+            $0.queue.add(0)
+        }
+    }
+
+    /// Adds `nanoseconds` of cache lookup or store time to `cache_miss` (`count` 1 for the lookup, 0 for the store).
+    func cacheMiss(nanoseconds ns: UInt64, count: UInt64) {
+        statistics.withLock { $0.cacheMiss.add(ns, count: count) }
     }
 
     func queueDepthChanged(_ depth: Int) { queueDepth?.set(Double(depth)) }

@@ -21,13 +21,28 @@ public struct ResponseCacheKey: Hashable, Sendable {
 
         /// Adds one input: name, datatype, shape and its bytes.
         public mutating func addInput(name: String, datatype: String, shape: [Int], bytes: UnsafeRawBufferPointer) {
+            addInputHeader(name: name, datatype: datatype, shape: shape)
+            hasher.update(integer: bytes.count)
+            hasher.update(bytes)
+        }
+
+        /// Adds one BYTES input: name, datatype, shape and each element length-prefixed (so ["ab", "c"] and
+        /// ["a", "bc"] differ).
+        public mutating func addInput(name: String, datatype: String, shape: [Int], strings: [[UInt8]]) {
+            addInputHeader(name: name, datatype: datatype, shape: shape)
+            hasher.update(integer: strings.count)
+            for element in strings {
+                hasher.update(integer: element.count)
+                hasher.update(element)
+            }
+        }
+
+        private mutating func addInputHeader(name: String, datatype: String, shape: [Int]) {
             hasher.update(field: "input")
             hasher.update(field: name)
             hasher.update(field: datatype)
             hasher.update(integer: shape.count)
             for dimension in shape { hasher.update(integer: dimension) }
-            hasher.update(integer: bytes.count)
-            hasher.update(bytes)
         }
 
         /// Adds the requested output names in request order (with any per-output parameter that changes the result,
@@ -142,6 +157,11 @@ public final class ResponseCache<Value: Sendable>: Sendable {
         metrics?.recordStore(heldBytes: held, evicted: 0)
     }
 
+    /// Observes how long a hit took to answer (hashing the request and the lookup), in `osprey_cache_hit_duration_seconds`.
+    public func recordHitDuration(seconds: Double, model: String, version: Int) {
+        metrics?.recordHitDuration(seconds: seconds, model: model, version: version)
+    }
+
     /// Bytes held now.
     public var heldBytes: Int { state.withLock { $0.bytes } }
     /// Entries held now.
@@ -194,6 +214,14 @@ private struct CacheMetrics: Sendable {
         } else {
             metrics.counter("osprey_cache_misses_total", help: "Cache-enabled requests not found in the response cache.", labels: labels).increment()
         }
+    }
+
+    /// Hits take microseconds (a hash and a dictionary lookup), far below the request latency buckets.
+    static let hitBuckets: [Double] = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1]
+
+    func recordHitDuration(seconds: Double, model: String, version: Int) {
+        metrics.histogram("osprey_cache_hit_duration_seconds", help: "Time to answer a request from the response cache, in seconds.",
+                          labels: ["model": model, "version": String(version)], buckets: Self.hitBuckets).observe(seconds)
     }
 
     func recordStore(heldBytes: Int, evicted: Int) {

@@ -29,11 +29,13 @@ public final class ServedVersion: Sendable {
     public let loadSeconds: Double
     /// Bytes the version holds while loaded: weights and packed constants plus its activations at `maxBatchSize` rows.
     public let memoryBytes: Int
+    /// Unique per load in this process (a replaced or reloaded version gets a new one): the response cache keys on it.
+    public let loadID: UInt64 = ServedVersion.nextLoadID()
 
     /// The image input and its preprocessing, built at load (the config's `image` section error, if it has one).
     let imagePlan: Result<ImageInputPlan?, ServingError>
     private let defaultTimeoutNanos: UInt64?
-    private let instruments: VersionInstruments
+    let instruments: VersionInstruments
     private let batcher: DynamicBatcher
     /// The shared runtime, kept so a config or labels change can rewrap it without reloading the file.
     let runtime: any ModelRuntime
@@ -80,6 +82,15 @@ public final class ServedVersion: Sendable {
 
     deinit {
         batcher.close()
+    }
+
+    private static let loads = Locked<UInt64>(0)
+
+    private static func nextLoadID() -> UInt64 {
+        loads.withLock { count in
+            count += 1
+            return count
+        }
     }
 
     /// The rows one execution of `runtime` may hold under `config`: `max_batch_size` when every input and output leads

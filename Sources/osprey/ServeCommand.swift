@@ -43,6 +43,8 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
                                its model.onnx (or only .onnx file) version 1, with config.json and labels.txt beside it
       --require-models A,B     models that must have a READY version for /v2/health/ready (default: every model
                                whose directory holds a version at start)
+      --cache-bytes SIZE       response cache shared by models with "response_cache": {"enable": true}; repeated
+                               requests are answered from it, least recently used entries go first (default 0: off)
       --max-model-memory SIZE  bytes all loaded versions may hold together (weights, packed constants, activations
                                at the max batch size); loads past it are refused (default: no limit)
       --stale-upload-age DURATION
@@ -121,7 +123,7 @@ struct ServeOptions {
                                           "max-connections", "idle-timeout", "read-timeout", "shutdown-timeout", "drain-delay", "log-format", "log-level",
                                           "threads", "admin-token", "poll-interval", "max-image-pixels",
                                           "require-models", "max-model-memory", "stale-upload-age", "model-name",
-                                          "grpc-port", "grpc-max-message-bytes"]
+                                          "grpc-port", "grpc-max-message-bytes", "cache-bytes"]
 
     init(_ args: ArraySlice<String>) throws {
         let arguments = try Arguments(args, valueFlags: ServeOptions.valueFlags.union(ServeOptions.requestLimitFlags), booleanFlags: [])
@@ -180,6 +182,7 @@ struct ServeOptions {
             guard bytes > 0 else { throw UsageError(description: "--max-model-memory expects a positive size like 2GiB") }
             maxModelMemory = bytes
         }
+        service.cacheBytes = try arguments.bytes("cache-bytes", default: 0)
         staleUploadAge = try arguments.seconds("stale-upload-age", default: staleUploadAge)
         if let text = arguments.string("log-format") {
             guard let format = LogFormat(rawValue: text.lowercased()) else {

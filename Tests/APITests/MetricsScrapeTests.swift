@@ -67,7 +67,7 @@ import Testing
     @Test func everyDocumentedSeriesHasSamplesAfterRealTraffic() async throws {
         let documented = try Self.documentedMetrics()
         #expect(documented.count >= 15, "README.md's metrics table was not found")
-        let (service, temp) = try await ServiceTests.makeService()
+        let (service, temp) = try await ServiceTests.makeService(cacheBytes: 1 << 20, responseCache: true)
         defer { try? FileManager.default.removeItem(at: temp) }
         var configuration = HTTPServerConfiguration(host: "127.0.0.1", port: 0)
         configuration.logLevel = .off
@@ -88,6 +88,9 @@ import Testing
                                          body: Array(infer.utf8))
         #expect(inferred.status == 200)
         #expect(inferred.head.contains("traceparent: 00-0af7651916cd43dd8448eb211c80319c-"), "\(inferred.head)")
+        // The same request on the version route: a response cache hit (the osprey_cache_* series).
+        let repeated = try Self.exchange(port: port, "POST", "/v2/models/digits/versions/1/infer", body: Array(infer.utf8))
+        #expect(repeated.status == 200 && repeated.head.contains("X-Cache: hit"), "\(repeated.head)")
         let png = try [UInt8](Data(contentsOf: ServiceTests.examples.appendingPathComponent("digit_4.png")))
         #expect(try Self.exchange(port: port, "POST", "/v2/models/digits/classify", body: png).status == 200)
         #expect(try Self.exchange(port: port, "POST", "/v2/models/digits/infer", body: Array("{".utf8)).status == 400)

@@ -12,17 +12,22 @@ import Testing
     static let examples = repoRoot.appendingPathComponent("models/digits/examples")
 
     /// A service over a temporary copy of models/ (so uploads never touch the checkout); `prepare` may change the
-    /// copy of models/digits before it loads.
-    static func makeService(adminToken: String? = nil, prepare: (URL) throws -> Void = { _ in }) async throws -> (OspreyService, URL) {
+    /// copy of models/digits before it loads. With `responseCache`, digits' config.json enables the response cache,
+    /// and `cacheBytes` sizes the server's.
+    static func makeService(adminToken: String? = nil, cacheBytes: Int = 0, responseCache: Bool = false,
+                            prepare: (URL) throws -> Void = { _ in }) async throws -> (OspreyService, URL) {
         let temp = FileManager.default.temporaryDirectory.appendingPathComponent("osprey-service-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: temp, withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: repoRoot.appendingPathComponent("models/digits"), to: temp.appendingPathComponent("digits"))
+        if responseCache { try ResponseCacheServiceTests.enableResponseCache(in: temp.appendingPathComponent("digits/config.json")) }
         try prepare(temp.appendingPathComponent("digits"))
         let metrics = Metrics()
         let registry = ModelRegistry(repositoryPath: temp.path, loader: engineLoader, metrics: metrics)
         await registry.loadAll()
+        var options = ServiceOptions(adminToken: adminToken)
+        options.cacheBytes = cacheBytes
         let service = OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "test-worker", threads: 2),
-                                    options: ServiceOptions(adminToken: adminToken))
+                                    options: options)
         return (service, temp)
     }
 

@@ -5,9 +5,11 @@ standard library: one WebSocket, JSON commands and events).
     console_test.py OSPREY_BINARY MODELS_DIR ARTIFACT_DIR
 
 Checks: the page loads with no console errors or uncaught exceptions, lists the default model (digits), classifies
-an example image picked through the file input and shows its label, and the live figures fill in; with the cascade
-fixtures beside digits, it shows small's cascade, that large answered an image small was unsure of, and the cascade
-rate. Writes ARTIFACT_DIR/console.png (a screenshot after the first classification). Exit status 1 when a check fails.
+an example image picked through the file input and shows its label, and the live figures fill in (the cache hit
+rate after two identical /infer requests to digits, whose response cache the copied repository enables); with the
+cascade fixtures beside digits, it shows small's cascade, that large answered an image small was unsure of, and the
+cascade rate. Writes ARTIFACT_DIR/console.png (a screenshot after the first classification). Exit status 1 when a
+check fails.
 """
 import base64
 import json
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "Support"))
@@ -172,6 +175,24 @@ def problems(events):
     return found
 
 
+def enable_response_cache(config_path):
+    with open(config_path) as f:
+        config = json.load(f)
+    config["response_cache"] = {"enable": True}
+    with open(config_path, "w") as f:
+        json.dump(config, f)
+
+
+def check_cache_hit_rate(tools, url):
+    """Sends the same /infer twice (a miss, then a hit) and waits for the figure to show a rate."""
+    body = json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 8, 8], "datatype": "FP32", "data": [0.5] * 64}]}).encode()
+    for _ in range(2):
+        request = urllib.request.Request(f"http://{url}/v2/models/digits/infer", data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+    return tools.wait_for("(t => t.endsWith('%') && t)(document.getElementById('fig-cache').textContent)", 15, "the cache hit rate")
+
+
 def main():
     binary, models, artifacts = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(artifacts, exist_ok=True)
@@ -184,7 +205,8 @@ def main():
         cascade = os.path.join(os.path.dirname(HERE), "Fixtures", "cascade")
         for name in ("small", "large"):
             shutil.copytree(os.path.join(cascade, "repository", name), os.path.join(repository, name))
-        server = Server(binary, repository)
+        enable_response_cache(os.path.join(repository, "digits", "config.json"))
+        server = Server(binary, repository, "--cache-bytes", "1MiB")
         chromium, page_url = None, None
         try:
             chromium, page_url = start_chromium(os.path.join(work, "profile"))
@@ -225,6 +247,10 @@ def main():
                 failures.append(f"routing after set traffic 1:100: expected 'traffic v1: 100 (run-time)', got {routing!r}")
             rps = tools.wait_for("(t => t !== '–' && t)(document.getElementById('fig-rps').textContent)", 15, "live figures")
             print(f"live figures: {rps} requests/s")
+            hit_rate = check_cache_hit_rate(tools, server.url)
+            print(f"cache hit rate: {hit_rate}")
+            if not hit_rate.endswith("%"):
+                failures.append(f"cache hit rate: expected a percentage, got {hit_rate!r}")
             time.sleep(0.5)
             shot = tools.call("Page.captureScreenshot", format="png")
             path = os.path.join(artifacts, "console.png")

@@ -39,6 +39,22 @@ final class SHA256HasherTests: XCTestCase {
         }
     }
 
+    /// The SHA-extension path (when this CPU has it) and the Swift compressor agree on every length and split.
+    func testTheSHAExtensionPathMatchesTheSwiftCompressor() {
+        var generator = SystemRandomNumberGenerator()
+        for length in [0, 1, 55, 56, 63, 64, 65, 127, 128, 129, 1000, 4096, 65_537, 602_112] {
+            let message = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            var portable = SHA256.Hasher(portable: true)
+            portable.update(message)
+            let expected = portable.finalize()
+            XCTAssertEqual(SHA256.hash(message), expected, "length \(length)")
+            var pieces = SHA256.Hasher()
+            for start in stride(from: 0, to: length, by: 1000) { pieces.update(Array(message[start..<min(start + 1000, length)])) }
+            XCTAssertEqual(pieces.finalize(), expected, "length \(length) in pieces of 1000")
+        }
+        print("SHA-256 uses the SHA extensions: \(SHA256.hasSHAExtensions)")
+    }
+
     /// Fields are length-prefixed: moving a byte from one field to the next changes the digest.
     func testFieldsAreUnambiguous() {
         var a = SHA256.Hasher(), b = SHA256.Hasher()

@@ -319,6 +319,12 @@ function quantile(q, previous, current) {
 }
 const formatSeconds = (s) => s === null ? "–" : s < 1 ? (s * 1000).toFixed(1) + " ms" : s.toFixed(2) + " s";
 const percent = (a, b) => b > 0 ? (100 * a / b).toFixed(1) + "%" : "–";
+// The response cache's hit rate over the interval; "off" when the server runs without one (--cache-bytes 0 exports
+// no osprey_cache_bytes).
+function cacheHitRate(samples, hits, lookups) {
+  if (!samples.some((s) => s.name === "osprey_cache_bytes")) return "off";
+  return percent(hits, lookups);
+}
 let previousScrape = null;
 const rpsHistory = [];
 async function refreshFigures() {
@@ -341,7 +347,7 @@ async function refreshFigures() {
     $("fig-p50").textContent = formatSeconds(quantile(0.5, previousScrape.durations, current.durations));
     $("fig-p99").textContent = formatSeconds(quantile(0.99, previousScrape.durations, current.durations));
     const hits = current.hits - previousScrape.hits, lookups = hits + current.misses - previousScrape.misses;
-    $("fig-cache").textContent = percent(hits, lookups);
+    $("fig-cache").textContent = cacheHitRate(samples, hits, lookups);
     $("fig-cascade").textContent = percent(current.escalated - previousScrape.escalated, current.cascaded - previousScrape.cascaded);
     rpsHistory.push(rps);
     if (rpsHistory.length > 40) rpsHistory.shift();

@@ -112,8 +112,8 @@ enum GRPCMessages {
     }
 
     /// ModelStatisticsResponse: model_stats #1 (ModelStatistics: name #1, version #2, last_inference #3,
-    /// inference_count #4, execution_count #5, inference_stats #6, batch_stats #7), durations as StatisticDuration
-    /// (count #1, ns #2).
+    /// inference_count #4, execution_count #5, inference_stats #6 (with cache_hit #7 and cache_miss #8), batch_stats #7),
+    /// durations as StatisticDuration (count #1, ns #2).
     static func encodeStatistics(_ stats: [ModelStatistics]) -> [UInt8] {
         func duration(_ w: inout WireWriter, _ number: Int, _ d: DurationStatistic) {
             w.message(number) { m in
@@ -136,6 +136,8 @@ enum GRPCMessages {
                     duration(&i, 4, s.computeInput)
                     duration(&i, 5, s.computeInfer)
                     duration(&i, 6, s.computeOutput)
+                    duration(&i, 7, s.cacheHit)
+                    duration(&i, 8, s.cacheMiss)
                 }
                 for b in s.batchStatistics {
                     m.message(7) { e in

@@ -3,7 +3,8 @@ import Protobuf
 import Serving
 
 /// ModelConfigResponse (config #1) holding Triton's `inference.ModelConfig` (model_config.proto): name #1,
-/// platform #2, backend #17, version_policy #3, max_batch_size #4, input #5, output #6, dynamic_batching #11.
+/// platform #2, backend #17, version_policy #3, max_batch_size #4, input #5, output #6, dynamic_batching #11,
+/// response_cache #24 (ModelResponseCache: enable #1).
 /// The same facts `GET .../config` reports; dims leave out the batch dimension when batching is on.
 enum GRPCModelConfigEncoder {
     /// The serialized ModelConfigResponse for `served`.
@@ -48,6 +49,7 @@ enum GRPCModelConfigEncoder {
                     }
                 }
             }
+            config.message(24) { $0.bool(1, served.config.responseCacheEnabled) }
         }
         return writer.bytes
     }

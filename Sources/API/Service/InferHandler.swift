@@ -5,7 +5,8 @@ import Tensor
 extension ServiceContext {
     /// The serving entry point every inference route calls (HTTP JSON and binary here, gRPC beside it).
     var inference: Inference {
-        Inference(registry: registry, workers: workers, imageLimits: ImageLimits(maxPixels: options.maxImagePixels, maxBytes: options.maxImageBytes))
+        Inference(registry: registry, workers: workers, imageLimits: ImageLimits(maxPixels: options.maxImagePixels, maxBytes: options.maxImageBytes),
+                  cache: responseCache)
     }
 
     /// `POST /v2/models/{model}[/versions/{version}]/infer`: the V2 codec on both sides of one `Inference.infer` call.
@@ -24,7 +25,9 @@ extension ServiceContext {
         let response = try await runInference(decoded, model: served.name, version: p.version, clientRequestID: request.clientRequestID,
                                               protocol: .http)
         let outputBytes = response.outputs.reduce(0) { $0 + $1.tensor.byteCount }
-        return try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+        var encoded = try await offloaded(outputBytes) { V2Codec.encodeInferResponse(response) }
+        if let outcome = response.cache { encoded.headers.set("X-Cache", outcome.rawValue) }
+        return encoded
     }
 
     /// A decoded V2 request through the one serving call, for either front end (HTTP and gRPC share this).
@@ -41,8 +44,10 @@ extension ServiceContext {
                                     routingKey: routingKey(id: decoded.id, clientRequestID: clientRequestID))
         let result = try await inference.infer(call)
         let outputs = try V2Codec.makeOutputs(result.outputs.map { ($0.name, $0.tensor) }, request: decoded, labels: result.labels)
-        return V2InferenceResponse(modelName: result.model, modelVersion: String(result.version), id: result.id,
-                                   parameters: V2Codec.cascadeParameters(result.cascade), outputs: outputs)
+        var response = V2InferenceResponse(modelName: result.model, modelVersion: String(result.version), id: result.id,
+                                           parameters: V2Codec.cascadeParameters(result.cascade), outputs: outputs)
+        response.cache = result.cache
+        return response
     }
 
     /// Compressed bodies (tritonclient's `request_compression_algorithm`) are not decoded: 415 naming the encoding,

@@ -40,6 +40,8 @@ extension ServiceContext {
         case .all: config["version_policy"] = .object(["all": .object([:])])
         case .specific(let versions): config["version_policy"] = .object(["specific": .object(["versions": .array(versions.map { .integer(Int64($0)) })])])
         }
+        // Triton's key: the model's setting (answers come from the cache only when the server has one, `--cache-bytes`).
+        config["response_cache"] = .object(["enable": .bool(served.config.responseCacheEnabled)])
         if let plan = try served.imageInputPlan() {
             config["image"] = plan.preprocessing.jsonValue(input: plan.input.name)
         }

@@ -19,6 +19,8 @@ public struct ServiceOptions: Sendable {
     public var maxImageBytes = DecodeOptions.defaultMaxBytes
     /// BYTES elements and decoded tensor bytes one infer request may claim (413 beyond them).
     public var decodeLimits = V2DecodeLimits()
+    /// Bytes of the response cache shared by models with `"response_cache": {"enable": true}`; 0 turns it off.
+    public var cacheBytes = 0
 
     /// Options with Osprey's defaults.
     public init(serverName: String = "osprey", serverVersion: String = ospreyVersion, adminToken: String? = nil,
@@ -47,7 +49,8 @@ public final class OspreyService: Sendable {
     /// `readiness` is the server's drain switch: shutdown clears it so `/v2/health/ready` fails while requests finish.
     public init(registry: ModelRegistry, metrics: Metrics, workers: BlockingExecutor, options: ServiceOptions = ServiceOptions(),
                 readiness: ReadinessFlag = ReadinessFlag(), log: @escaping @Sendable (String) -> Void = { Logger().error($0) }) {
-        context = ServiceContext(registry: registry, metrics: metrics, workers: workers, options: options, readiness: readiness)
+        let cache = options.cacheBytes > 0 ? InferenceCache(capacityBytes: options.cacheBytes, metrics: metrics) : nil
+        context = ServiceContext(registry: registry, metrics: metrics, workers: workers, options: options, readiness: readiness, responseCache: cache)
         router = Routes.makeRouter(handlers: ServiceContext.handlers(context), log: log)
         let context = self.context
         metrics.computedGauge("osprey_ready", help: "1 when the server reports ready.") { context.isReady ? 1 : 0 }
@@ -109,6 +112,8 @@ struct ServiceContext: Sendable {
     let workers: BlockingExecutor
     let options: ServiceOptions
     let readiness: ReadinessFlag
+    /// The response cache (nil when `cacheBytes` is 0).
+    let responseCache: InferenceCache?
 
     var isReady: Bool { readiness.isReady && registry.isReady }
 

@@ -25,5 +25,7 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 #include "quantized_gemm.h"
 /// The fused-epilogue integer kernels of QLinearConv / ConvInteger / QLinearMatMul and the quantized elementwise ops.
 #include "quantized_conv.h"
+/// SHA-256 block compression with the x86 SHA extensions (the response cache's key, upload digests).
+#include "sha256_blocks.h"
 
 #endif
