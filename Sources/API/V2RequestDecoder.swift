@@ -150,13 +150,8 @@ public enum V2Codec {
                     guard let b = flag.boolValue else { throw V2CodecError(.invalidField, "output '\(name)': binary_data must be a boolean") }
                     binary = b
                 }
-                var classification: Int?
-                if let k = p["classification"] {
-                    guard let v = k.intValue, v >= 1, v <= Int64(Int32.max) else {
-                        throw V2CodecError(.invalidField, "output '\(name)': classification must be a positive integer")
-                    }
-                    classification = Int(v)
-                }
+                let classification = try p.integer("classification", in: 1...Int64(Int32.max), expected: "a positive integer",
+                                                   label: "output '\(name)'")
                 if p["shared_memory_region"] != nil {
                     throw V2CodecError(.unsupported, "output '\(name)': shared memory is not supported")
                 }

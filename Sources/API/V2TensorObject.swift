@@ -97,13 +97,8 @@ extension JSONReader {
             }
             if datatype == .bytes, let tensor { try budget.claimStrings(tensor, label: label) }
         }
-        var binaryDataSize: Int?
-        if let sizeValue = parameters["binary_data_size"] {
-            guard let size = sizeValue.intValue, size >= 0, size <= Int64(Int.max) else {
-                throw V2CodecError(.invalidField, "\(label): binary_data_size must be a non-negative integer, got \(String(decoding: sizeValue.serialized, as: UTF8.self))")
-            }
-            binaryDataSize = Int(size)
-        }
+        let binaryDataSize = try parameters.integer("binary_data_size", in: 0...Int64(Int.max), expected: "a non-negative integer",
+                                                    label: label)
         if parameters["shared_memory_region"] != nil {
             throw V2CodecError(.unsupported, "\(label): shared memory is not supported; send the data in the body")
         }
