@@ -273,33 +273,9 @@ func whereSelect(_ ctx: OpContext, _ cond: Tensor, _ x: Tensor, _ y: Tensor) thr
     guard let s1 = broadcastShape(cond.shape, x.shape), let shape = broadcastShape(s1, y.shape) else {
         throw ctx.error(.executionFailed, "cannot broadcast \(cond.shape), \(x.shape), \(y.shape)")
     }
-    if x.dtype.byteSize == 4, cond.shape == shape, x.count == 1 || x.shape == shape, y.count == 1 || y.shape == shape {
-        return [whereFlat32(cond, x, y)]
-    }
-    return [whereSelectBroadcast(cond, x, y, shape: shape)]
-}
-
-/// `Where` on 4-byte values when the condition has the output's shape and each value is full-size or one element
-/// (attention masks: `Where(mask, 0, -inf)`): one flat pass without index arithmetic.
-func whereFlat32(_ cond: Tensor, _ x: Tensor, _ y: Tensor) -> Tensor {
-    var out = Tensor(uninitialized: x.dtype, shape: cond.shape)
-    let n = out.count
-    let xStep = x.count == 1 ? 0 : 1, yStep = y.count == 1 ? 0 : 1
-    cond.withUnsafeBytes { c in x.withUnsafeBytes { xb in y.withUnsafeBytes { yb in out.withUnsafeMutableBytes { ob in
-        guard n > 0 else { return }
-        let cp = c.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        let xp = xb.baseAddress!.assumingMemoryBound(to: UInt32.self), yp = yb.baseAddress!.assumingMemoryBound(to: UInt32.self)
-        let op = ob.baseAddress!.assumingMemoryBound(to: UInt32.self)
-        for i in 0..<n { op[i] = cp[i] != 0 ? xp[i &* xStep] : yp[i &* yStep] }
-    } } } }
-    return out
-}
-
-/// The general `Where`: any dtype, three-way broadcasting to `shape` (the reference for `whereFlat32`).
-func whereSelectBroadcast(_ cond: Tensor, _ x: Tensor, _ y: Tensor, shape: [Int]) -> Tensor {
     let size = x.dtype.byteSize
     var out = Tensor(uninitialized: x.dtype, shape: shape)
-    if out.count == 0 { return out }
+    if out.count == 0 { return [out] }
     let strides = [broadcastStrides(cond.shape, to: shape), broadcastStrides(x.shape, to: shape),
                    broadcastStrides(y.shape, to: shape), Tensor.contiguousStrides(shape)]
     cond.withUnsafeBytes { c in x.withUnsafeBytes { xb in y.withUnsafeBytes { yb in out.withUnsafeMutableBytes { ob in
@@ -312,5 +288,5 @@ func whereSelectBroadcast(_ cond: Tensor, _ x: Tensor, _ y: Tensor, shape: [Int]
             }
         }
     } } } }
-    return out
+    return [out]
 }
