@@ -183,4 +183,6 @@ let fusedOperatorTable: OperatorTable = [
             return [try castTensor(applyActivation(activation, taking: 0, from: &wide), to: dtype, ctx)]
         }
     },
+    replaceNaNOp: replaceNaNKernel,
+    softmaxReplaceNaNOp: softmaxReplaceNaNKernel,
 ]

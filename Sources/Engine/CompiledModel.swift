@@ -103,6 +103,7 @@ public final class CompiledModel: Sendable {
         optimizer.foldBatchNormalization()
         if fuseChains {
             optimizer.fuseActivationChains()
+            optimizer.fuseNaNReplacement()
             optimizer.foldConstantAffineIntoConvs()
         }
         optimizer.fuseActivations()

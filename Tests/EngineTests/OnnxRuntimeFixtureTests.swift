@@ -6,7 +6,7 @@ import ONNX
 
 /// Small exported-style models compared against onnxruntime outputs made by `Tests/Fixtures/engine/make_fixtures.py`.
 @Suite struct OnnxRuntimeFixtureTests {
-    static let models = ["cnn", "mlp", "shapes", "legacy"]
+    static let models = ["cnn", "mlp", "shapes", "legacy", "attention"]
 
     static func load(_ name: String) throws -> (CompiledModel, [String: Tensor], [String: Tensor]) {
         let dir = TestSupport.fixtures + "/" + name

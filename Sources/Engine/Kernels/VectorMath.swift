@@ -68,7 +68,9 @@ func vectorMish(_ x: FloatVector) -> FloatVector {
 }
 
 /// Softmax over each row of a rows x columns row-major matrix, in place: e^(x - max) / sum, vectorised.
-public func softmaxRows(_ data: UnsafeMutablePointer<Float>, rows: Int, columns: Int) {
+/// With `nanFill`, a row that comes out NaN (a NaN or +inf input, or every input -inf: exactly the rows whose sum
+/// is NaN, and then every element is) is written as `nanFill` instead, as `Where(IsNaN(p), fill, p)` would.
+public func softmaxRows(_ data: UnsafeMutablePointer<Float>, rows: Int, columns: Int, nanFill: Float? = nil) {
     guard columns > 0 else { return }
     let width = FloatVector.scalarCount
     parallelRanges(rows, minimumChunk: max(1, 65_536 / columns)) { range in
@@ -102,6 +104,10 @@ public func softmaxRows(_ data: UnsafeMutablePointer<Float>, rows: Int, columns:
                 for i in j..<columns { tail[i - j] = row[i] }
                 let e = vectorExp(tail - shift)
                 for i in j..<columns { row[i] = e[i - j]; sum += e[i - j] }
+            }
+            if let nanFill, sum.isNaN {
+                row.update(repeating: nanFill, count: columns)
+                continue
             }
             let scale = FloatVector(repeating: 1 / sum)
             j = 0

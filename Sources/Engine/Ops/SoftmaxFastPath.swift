@@ -3,15 +3,15 @@ import Tensor
 
 /// float32 Softmax along one axis of a [outer, dim, inner] view, vectorised: the last axis (inner 1) through
 /// `softmaxRows`, an inner axis (YOLO's DFL, channel-wise softmax) 16 positions of `inner` at a time. The scalar
-/// `softmax` is the reference twin (and the LogSoftmax path).
-func softmaxFast(_ x: Tensor, outer: Int, dim: Int, inner: Int) -> Tensor {
+/// `softmax` is the reference twin (and the LogSoftmax path). With `nanFill`, NaN results become `nanFill`.
+func softmaxFast(_ x: Tensor, outer: Int, dim: Int, inner: Int, nanFill: Float? = nil) -> Tensor {
     var out = Tensor.pooled(.float32, shape: x.shape)
     guard out.count > 0, dim > 0 else { return out }
     x.withUnsafeBufferPointer(of: Float.self) { src in out.withUnsafeMutableBufferPointer(of: Float.self) { dst in
         let s = src.baseAddress!, d = dst.baseAddress!
         if inner == 1 {
             d.update(from: s, count: outer * dim)
-            softmaxRows(d, rows: outer, columns: dim)
+            softmaxRows(d, rows: outer, columns: dim, nanFill: nanFill)
             return
         }
         let width = FloatVector.scalarCount
@@ -51,5 +51,8 @@ func softmaxFast(_ x: Tensor, outer: Int, dim: Int, inner: Int) -> Tensor {
             }
         }
     } }
+    if let nanFill, inner != 1 {
+        out.withUnsafeMutableBufferPointer(of: Float.self) { replaceNaN($0.baseAddress!, count: $0.count, with: nanFill) }
+    }
     return out
 }

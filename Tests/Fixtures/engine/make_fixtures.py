@@ -179,8 +179,31 @@ def legacy():
     save("legacy", graph, 11, {"x": rand(3, 4, 3, 5, scale=1.0)})
 
 
+def attention():
+    """masked attention as PyTorch exports it: Where(mask, 0, -inf) added to the scores, Softmax, then
+    Where(IsNaN(p), 0, p) guarding a fully masked row (row 2 of the constant mask) before the value MatMul."""
+    n = helper.make_node
+    row_mask = np.zeros((6, 6), np.float32)
+    row_mask[2, :] = -np.inf
+    inits = [init("wq", rand(8, 8)), init("wk", rand(8, 8)), init("wv", rand(8, 8)), init("row_mask", row_mask),
+             init("limit", np.array(-0.3, np.float32)), init("zero_f", np.array(0.0, np.float32)),
+             init("minus_inf", np.array(-np.inf, np.float32)), init("nan_fill", np.array(0.0, np.float32))]
+    nodes = [
+        n("MatMul", ["x", "wq"], ["q"]), n("MatMul", ["x", "wk"], ["k"]), n("MatMul", ["x", "wv"], ["v"]),
+        n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), n("MatMul", ["q", "kt"], ["scores"]),
+        n("Greater", ["scores", "limit"], ["keep"]), n("Where", ["keep", "zero_f", "minus_inf"], ["mask"]),
+        n("Add", ["scores", "mask"], ["masked"]), n("Add", ["masked", "row_mask"], ["masked2"]),
+        n("Softmax", ["masked2"], ["p"], axis=-1), n("IsNaN", ["p"], ["is_nan"]),
+        n("Where", ["is_nan", "nan_fill", "p"], ["p_safe"]), n("MatMul", ["p_safe", "v"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 8])],
+                              [out("y", TensorProto.FLOAT), out("mask", TensorProto.FLOAT)], inits)
+    save("attention", graph, 17, {"x": rand(2, 6, 8, scale=1.0)})
+
+
 if __name__ == "__main__":
     cnn()
     mlp()
     shapes()
     legacy()
+    attention()
