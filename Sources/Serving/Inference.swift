@@ -166,8 +166,14 @@ public struct Inference: Sendable {
     ///
     /// Throws like `infer`; `ImageInputError.index` says which image failed.
     public func classify(_ images: [[UInt8]], on served: ServedVersion, timeout: Duration? = nil) async throws -> InferenceResponse {
+        // Keyed apart from `/infer` (whose outputs are the model's raw tensors, not probabilities) by its output name.
+        let keyed = InferenceRequest(model: served.name, version: served.version, inputs: ["images": Tensor(shape: [images.count], strings: images)],
+                                     outputs: ["classify:probabilities"])
+        let probe = try await cacheLookup(keyed, on: served)
+        if let hit = probe?.hit { return hit }
         let probabilities = try await served.classify(images, maxPixels: imageLimits.maxPixels, maxBytes: imageLimits.maxBytes,
                                                       workers: workers, timeout: timeout)
-        return await cascadeClassification(images, probabilities: probabilities, on: served, timeout: timeout)
+        let response = await cascadeClassification(images, probabilities: probabilities, on: served, timeout: timeout)
+        return cacheStore(response, rows: images.count, probe: probe, on: served)
     }
 }

@@ -64,6 +64,25 @@ import Testing
         #expect(config["response_cache"] == .object(["enable": .bool(true)]))
     }
 
+    @Test func classifyIsCachedAndAppliesTopKToAHit() async throws {
+        let (service, temp) = try await ServiceTests.makeService(cacheBytes: 1 << 20, responseCache: true)
+        defer { try? FileManager.default.removeItem(at: temp) }
+        let image = try [UInt8](Data(contentsOf: ServiceTests.examples.appendingPathComponent("digit_8.png")))
+        func classify(_ topK: Int) async throws -> (String?, [API.JSONValue]) {
+            let response = await service.responder(HTTPRequest(method: "POST", path: "/v2/models/digits/classify", query: "top_k=\(topK)", body: image))
+            #expect(response.status == 200, "\(String(decoding: response.body, as: UTF8.self))")
+            return (response.headers["X-Cache"], try ServiceTests.json(response)["classifications"]?.arrayValue?.first?.arrayValue ?? [])
+        }
+        let (first, ranked) = try await classify(3)
+        let (second, again) = try await classify(1)
+        #expect(first == "miss" && second == "hit")
+        #expect(ranked.count == 3 && again.count == 1 && again.first == ranked.first, "top_k is applied to the hit")
+        #expect(ranked.first?["label"]?.stringValue == "8")
+        let other = try [UInt8](Data(contentsOf: ServiceTests.examples.appendingPathComponent("digit_2.png")))
+        let response = await service.responder(HTTPRequest(method: "POST", path: "/v2/models/digits/classify", body: other))
+        #expect(response.headers["X-Cache"] == "miss", "another image is another key")
+    }
+
     @Test func noHeaderWithoutACacheOrForAModelThatDoesNotEnableIt() async throws {
         let (serverOff, temp) = try await ServiceTests.makeService(cacheBytes: 0, responseCache: true)
         defer { try? FileManager.default.removeItem(at: temp) }

@@ -16,7 +16,9 @@ extension ServiceContext {
             throw APIError(status: error.httpStatus, "image '\(decoded.images[error.index].source)': \(error.reason)")
         }
         let ranked = try V2Codec.topK(result.outputs[0].tensor, k: decoded.topK, labels: result.labels.isEmpty ? nil : result.labels)
-        return V2Codec.encodeClassifyResponse(modelName: served.name, modelVersion: String(served.version), classifications: ranked,
-                                              parameters: V2Codec.cascadeParameters(result.cascade))
+        var response = V2Codec.encodeClassifyResponse(modelName: served.name, modelVersion: String(served.version), classifications: ranked,
+                                                      parameters: V2Codec.cascadeParameters(result.cascade))
+        if let outcome = result.cache { response.headers.set("X-Cache", outcome.rawValue) }
+        return response
     }
 }
