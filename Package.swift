@@ -37,14 +37,17 @@ let package = Package(
         .target(name: "API", dependencies: ["Infrastructure", "HTTP", "Serving", "Protobuf"]),
         .executableTarget(name: "osprey", dependencies: ["Infrastructure", "API", "HTTP", "Serving", "Engine", "Imaging", "ONNX", "Tensor"]),
 
+        // Helpers every test target may share (a seeded generator); never linked into the server.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+
         .testTarget(name: "InfrastructureTests", dependencies: ["Infrastructure"]),
         .testTarget(name: "TensorTests", dependencies: ["Tensor"]),
         .testTarget(name: "ProtobufTests", dependencies: ["Protobuf"]),
-        .testTarget(name: "ONNXTests", dependencies: ["ONNX"]),
-        .testTarget(name: "EngineTests", dependencies: ["Engine"]),
-        .testTarget(name: "ImagingTests", dependencies: ["Imaging"]),
+        .testTarget(name: "ONNXTests", dependencies: ["TestSupport", "ONNX"]),
+        .testTarget(name: "EngineTests", dependencies: ["TestSupport", "Engine"]),
+        .testTarget(name: "ImagingTests", dependencies: ["TestSupport", "Imaging"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "Infrastructure", "CNGHTTP2"]),
-        .testTarget(name: "ServingTests", dependencies: ["Serving", "Infrastructure"]),
+        .testTarget(name: "ServingTests", dependencies: ["TestSupport", "Serving", "Infrastructure"]),
         .testTarget(name: "APITests", dependencies: ["API", "Infrastructure", "Protobuf"]),
     ]
 )

@@ -2,6 +2,7 @@ import Testing
 import Tensor
 import ONNX
 @testable import Engine
+import TestSupport
 
 private typealias T = TestSupport
 

@@ -2,6 +2,7 @@ import Testing
 import Tensor
 import ONNX
 @testable import Engine
+import TestSupport
 
 /// BatchNormalization folded into a ConvTranspose and the activation after it moved into its epilogue (the DB
 /// detector head), against the same graph with the conv output kept as a graph output, which blocks both.

@@ -1,5 +1,6 @@
 import Testing
 @testable import Engine
+import TestSupport
 
 @Suite struct KernelActivationTests {
     @Test(arguments: allActivations)

@@ -1,6 +1,7 @@
 import Testing
 import Tensor
 @testable import Engine
+import TestSupport
 
 /// The specialised broadcasting kernel against the generic closure path (`broadcastBinary`), its reference twin.
 @Suite struct KernelBinaryTests {

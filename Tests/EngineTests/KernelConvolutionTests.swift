@@ -1,5 +1,6 @@
 import Testing
 @testable import Engine
+import TestSupport
 
 /// Runs the packed convolution and its reference twin on the same random data and compares them.
 private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBias: Bool, withResidual: Bool,

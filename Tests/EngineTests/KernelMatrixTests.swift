@@ -1,5 +1,6 @@
 import Testing
 @testable import Engine
+import TestSupport
 
 @Suite struct KernelMatrixTests {
     /// Every transpose combination, strided leading dimensions, beta 0 and 1, small and pool-split sizes.

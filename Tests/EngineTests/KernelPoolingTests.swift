@@ -1,5 +1,6 @@
 import Testing
 @testable import Engine
+import TestSupport
 
 /// Output size of one pooled axis per ONNX, floor or ceil mode (a ceil window must start inside input + begin pad).
 private func pooledSize(_ size: Int, kernel: Int, stride: Int, dilation: Int, padBegin: Int, padEnd: Int, ceil: Bool) -> Int {

@@ -2,6 +2,7 @@ import Testing
 import CKernelShim
 import Foundation
 @testable import Engine
+import TestSupport
 
 /// The integer GEMM against its plain twin: exact int32 results for u8 and s8 operands, scalar and per-row/per-column
 /// zero points, every tile and panel tail, one and two threads.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Engine
+import TestSupport
 
 @Suite struct KernelVectorMathTests {
     @Test func vectorExpMatchesFoundation() {

@@ -3,6 +3,7 @@ import Testing
 import Tensor
 import ONNX
 @testable import Engine
+import TestSupport
 
 /// The int8 paths (u8 x s8 GEMM with fused requantization, int16 GEMM with the same epilogue, depthwise kernel,
 /// transposed MatMul epilogue) against the exact reference paths, and each AVX2 body against its portable twin.

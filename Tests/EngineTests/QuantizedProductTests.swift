@@ -2,6 +2,7 @@ import Testing
 import Tensor
 import ONNX
 @testable import Engine
+import TestSupport
 
 /// MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv on the integer GEMM give exactly what the reference
 /// paths give. Convolutions take the GEMM only with constant weights, so the reference run feeds them as inputs;

@@ -1,6 +1,7 @@
 import Testing
 import Tensor
 @testable import Engine
+import TestSupport
 
 /// The direct NCHW resize kernel against the separable per-axis path, its reference twin.
 @Suite struct ResizePlanesTests {

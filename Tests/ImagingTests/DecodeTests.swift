@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Imaging
+import TestSupport
 
 @Suite struct DecodeTests {
     static let pngExact = ["png_rgb8", "png_gray8", "png_rgba8", "png_gray_alpha8", "png_palette", "png_palette_trns",
@@ -119,7 +120,7 @@ import Testing
     }
 
     @Test func flippedBytesNeverCrash() throws {
-        var generator = SplitMix(seed: 7)
+        var generator = SeededGenerator(seed: 7)
         for name in ["png_palette_trns.png", "png_interlaced.png", "jpeg_baseline.jpg", "jpeg_cmyk.jpg", "jpeg_orientation8.jpg"] {
             let original = try Fixtures.bytes(name)
             for _ in 0..<60 {
@@ -153,18 +154,6 @@ import Testing
     }
 }
 
-/// Deterministic pseudo-random numbers for fuzz-style tests.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite struct JPEGVariantTests {
     @Test func twelveBitJPEGIsUnsupportedNotCorrupt() throws {

@@ -2,6 +2,7 @@ import Testing
 import Tensor
 @testable import ONNX
 import Protobuf
+import TestSupport
 
 /// Truncated, corrupted and hostile inputs must throw `ONNXError`, never crash, hang or over-allocate.
 @Suite struct CorruptInputTests {
@@ -35,7 +36,7 @@ import Protobuf
     @Test(arguments: ["initializers.onnx", "attributes.onnx"])
     func randomByteFlipsNeverCrash(file: String) throws {
         let original = try Fixtures.bytes(file)
-        var generator = SplitMix(seed: 0x05_9E_E7)
+        var generator = SeededGenerator(seed: 0x05_9E_E7)
         var outcomes = (decoded: 0, rejected: 0)
         for _ in 0..<3000 {
             var bytes = original
@@ -156,15 +157,3 @@ import Protobuf
     }
 }
 
-/// A tiny deterministic generator so failures reproduce.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -1,17 +1,7 @@
 import Testing
 @testable import Serving
+import TestSupport
 
-/// A seeded generator so the split's draws are reproducible.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 private func key(_ model: String, _ version: Int, _ bytes: [UInt8], outputs: [String] = ["y"]) -> ResponseCacheKey {
     var builder = ResponseCacheKey.Builder(model: model, version: version)
@@ -99,7 +89,7 @@ private func key(_ model: String, _ version: Int, _ bytes: [UInt8], outputs: [St
 
     @Test func proportionsOverAThousandRequestsFollowTheWeights() throws {
         let split = try TrafficSplit([2: 90, 3: 10])
-        var generator = SeededGenerator(state: 42)
+        var generator = SeededGenerator(seed: 42)
         var counts: [Int: Int] = [:]
         for _ in 0..<1000 { counts[split.choose(ready: [2, 3], requestID: nil, using: &generator)!, default: 0] += 1 }
         #expect(abs(counts[3, default: 0] - 100) <= 30, "version 3 got \(counts[3, default: 0]) of 1000 at weight 10%")
@@ -116,7 +106,7 @@ private func key(_ model: String, _ version: Int, _ bytes: [UInt8], outputs: [St
 
     @Test func onlyReadyVersionsTakeTraffic() throws {
         let split = try TrafficSplit([2: 90, 3: 10])
-        var generator = SeededGenerator(state: 1)
+        var generator = SeededGenerator(seed: 1)
         for _ in 0..<50 { #expect(split.choose(ready: [3, 4], requestID: nil, using: &generator) == 3) }
         #expect(split.choose(ready: [4], requestID: "x", using: &generator) == nil, "no weighted version READY: the default serves")
     }
