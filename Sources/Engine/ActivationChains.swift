@@ -185,4 +185,5 @@ let fusedOperatorTable: OperatorTable = [
     },
     replaceNaNOp: replaceNaNKernel,
     softmaxReplaceNaNOp: softmaxReplaceNaNKernel,
+    fusedLayerNormOp: fusedLayerNormKernel,
 ]

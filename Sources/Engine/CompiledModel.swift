@@ -102,6 +102,8 @@ public final class CompiledModel: Sendable {
         try optimizer.foldConstants()
         optimizer.foldBatchNormalization()
         if fuseChains {
+            optimizer.fuseDynamicQuantizedMatMuls()
+            optimizer.fuseLayerNormChains()
             optimizer.fuseActivationChains()
             optimizer.fuseNaNReplacement()
             optimizer.foldConstantAffineIntoConvs()

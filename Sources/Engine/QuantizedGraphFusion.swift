@@ -8,6 +8,7 @@ import Tensor
 // float32 weights):
 //   DQ(x), DQ(w const)[, DQ(int32 bias const)] -> Conv -> Q    => QLinearConv
 //   DQ(a), DQ(b const) -> MatMul -> Q                         => QLinearMatMul
+//   DQ(a), DQ(b) -> MatMul -> Q, per-tensor parameters          => QLinearMatMul (B packed per call)
 //   DQ(a), DQ(b) -> Add / Mul -> Q                            => com.microsoft QLinearAdd / QLinearMul
 //   DQ(x) -> GlobalAveragePool -> Q                           => com.microsoft QLinearGlobalAveragePool
 //   DQ(x) -> Reshape / Flatten / Squeeze / Unsqueeze / Transpose / MaxPool -> Q with the same scale and zero point
@@ -96,6 +97,10 @@ private struct QuantizedPatterns {
         case "Conv" where node.inputs.count >= 2:
             return quantizedConv(node, q: q)
         case "MatMul" where node.inputs.count == 2:
+            // B computed at run time (attention's products): per-tensor parameters, as onnxruntime's QDQ selector takes it.
+            if let a = perTensor(node.inputs[0]), let b = perTensor(node.inputs[1]), constants[b.x] == nil {
+                return Node(name: node.name, opType: "QLinearMatMul", inputs: [a.x, a.scale, a.zero, b.x, b.scale, b.zero, q.scale, q.zero], outputs: [q.output])
+            }
             guard let a = perTensor(node.inputs[0]), let b = dequantized(node.inputs[1]), constants[b.x]?.rank == 2,
                   isScalar(b.scale) || (constants[b.scale]?.rank == 1 && (b.axis == 1 || b.axis == -1)), let bZero = zeroPoint(b) else { return nil }
             return Node(name: node.name, opType: "QLinearMatMul", inputs: [a.x, a.scale, a.zero, b.x, b.scale, bZero, q.scale, q.zero], outputs: [q.output])

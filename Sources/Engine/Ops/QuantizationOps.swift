@@ -105,23 +105,12 @@ func dequantizeLinearFast(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroPoin
             var i = 0
             for _ in 0..<outer {
                 for c in 0..<channels {
-                    let s = scales[c], z = zeros[c]
-                    if signed {
-                        let p = raw.bindMemory(to: Int8.self)
-                        for _ in 0..<inner { o[i] = (Float(p[i]) - z) * s; i += 1 }
-                    } else {
-                        let p = raw.bindMemory(to: UInt8.self)
-                        for _ in 0..<inner { o[i] = (Float(p[i]) - z) * s; i += 1 }
-                    }
+                    dequantizeRun(raw.baseAddress! + i, count: inner, scale: scales[c], zero: zeros[c], signed: signed, into: o + i)
+                    i += inner
                 }
             }
         }
     }
-}
-
-/// `v` clamped into [low, high]; NaN becomes 0, as the reference's saturating cast makes it.
-@inline(__always) private func saturated(_ v: Float, _ low: Float, _ high: Float) -> Float {
-    v.isNaN ? 0 : Swift.min(Swift.max(v, low), high)
 }
 
 /// QuantizeLinear of float32 to uint8/int8 with float32 scales: round half to even of x / scale (float32, as the
@@ -132,21 +121,14 @@ func quantizeLinearFast(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroPoint:
     let scales = scale.scalars(as: Float.self)
     let zeros = zeroPoint.map { z in z.doubles.map { Float($0) } } ?? [Float](repeating: 0, count: scales.count)
     let outer = x.count / max(channels * inner, 1)
-    let (low, high): (Float, Float) = dtype == .uint8 ? (0, 255) : (-128, 127)
     var out = Tensor(uninitialized: dtype, shape: x.shape)
     x.floatPointer { xp in
         out.withUnsafeMutableBytes { raw in
             var i = 0
             for _ in 0..<outer {
                 for c in 0..<channels {
-                    let s = scales[c], z = zeros[c]
-                    if dtype == .int8 {
-                        let p = raw.bindMemory(to: Int8.self)
-                        for _ in 0..<inner { p[i] = Int8(saturated((xp[i] / s).rounded(.toNearestOrEven) + z, low, high)); i += 1 }
-                    } else {
-                        let p = raw.bindMemory(to: UInt8.self)
-                        for _ in 0..<inner { p[i] = UInt8(saturated((xp[i] / s).rounded(.toNearestOrEven) + z, low, high)); i += 1 }
-                    }
+                    quantizeRun(xp + i, count: inner, scale: scales[c], zero: zeros[c], signed: dtype == .int8, into: raw.baseAddress! + i)
+                    i += inner
                 }
             }
         }

@@ -144,6 +144,18 @@ func requantizedMatMulSums(_ sums: Tensor, aScale: [Double], bScale: [Double], y
     let n = shape.last ?? 1, m = shape.count >= 2 ? shape[shape.count - 2] : 1
     guard sums.dtype == .int32, isEightBit(yZero.dtype), yZero.count == 1, aScale.count == 1 || aScale.count == m,
           bScale.count == 1 || bScale.count == n else { return nil }
+    if aScale.count == 1 && bScale.count == 1 {
+        // One multiplier: the 16-lane pass (the per-element table below is its twin).
+        var out = Tensor.pooled(yZero.dtype, shape: shape)
+        let multiplier = Float(aScale[0]) * Float(bScale[0]) / Float(yScale)
+        sums.withUnsafeBufferPointer(of: Int32.self) { s in
+            out.withUnsafeMutableBytes { raw in
+                guard let base = s.baseAddress, let o = raw.baseAddress else { return }
+                requantizeRun(base, count: s.count, multiplier: multiplier, zero: Float(yZero.doubleValue(at: 0)), signed: yZero.dtype == .int8, into: o)
+            }
+        }
+        return out
+    }
     // One multiplier per (row, column) of the M x N matrix, shared by every batch.
     var multipliers = [Float](repeating: 0, count: m * n)
     for r in 0..<m {

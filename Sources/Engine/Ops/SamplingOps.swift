@@ -164,16 +164,9 @@ let samplingOperators: OperatorTable = [
         }
     },
     "DynamicQuantizeLinear": { ctx in PreparedKernel { inputs in
-        let x = try castTensor(inputs.required(0, ctx), to: .float32, ctx)
-        let values = x.scalars(as: Float.self)
-        let low = min(0, values.min() ?? 0), high = max(0, values.max() ?? 0)
-        let scale = (high - low) / 255
-        let zero = scale == 0 ? 0 : min(max((0 - low / scale).rounded(.toNearestOrEven), 0), 255)
-        let q = values.map { v -> UInt8 in
-            let r = scale == 0 ? zero : (v / scale).rounded(.toNearestOrEven) + zero
-            return UInt8(min(max(r, 0), 255))
-        }
-        return [Tensor(shape: x.shape, scalars: q), Tensor(scalar: scale), Tensor(scalar: UInt8(zero))]
+        let x = try inputs.required(0, ctx)
+        if x.dtype == .float32 { return dynamicQuantizeLinearVector(x) }
+        return dynamicQuantizeLinearReference(try castTensor(x, to: .float32, ctx))
     } },
     "MatMulInteger": { ctx in
         // Constant weights are packed for the integer GEMM once, here.
@@ -193,6 +186,10 @@ let samplingOperators: OperatorTable = [
         return PreparedKernel { inputs in
         if let plan, let fast = try qlinearMatMul(plan: plan, inputs, ctx) { return [fast] }
         let a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
+        if packed == nil, let fast = try qlinearMatMulRuntimeB(a: a, aScale: inputs.required(1, ctx), aZero: inputs[2], b: b, bScale: inputs.required(4, ctx),
+                                                               bZero: inputs[5], yScale: inputs.required(6, ctx), yZero: inputs.required(7, ctx), ctx) {
+            return [fast]
+        }
         let aScale = try inputs.required(1, ctx).doubles, bScale = try inputs.required(4, ctx).doubles
         let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)
         let sums: [Int64], shape: [Int]
