@@ -143,7 +143,7 @@ private typealias T = TestSupport
         #expect(model.concatGroupCount == 0)
     }
 
-    /// Concat(Concat(a, b), c): the inner concat's buffer is the outer one's first window.
+    /// Concat(c, Concat(a, b)): the inner concat's buffer is the outer one's second window.
     @Test func nestedConcatsShareTheOuterBuffer() throws {
         var g = GraphBuilder()
         g.conv("x", "a", 2)
