@@ -35,8 +35,9 @@ public final class CompiledModel: Sendable {
 
     /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps, `fuseChains: false` keeps
     /// decomposed activation chains, constant scale-and-shift after convs and QDQ patterns as their nodes (tests compare both);
-    /// `isSubgraph` marks a control-flow body.
-    init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool, fuseChains: Bool = true, isSubgraph: Bool = false) throws {
+    /// `isSubgraph` marks a control-flow body; `placeConcatInputs: false` keeps every Concat copying its inputs.
+    init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool, fuseChains: Bool = true, isSubgraph: Bool = false,
+         placeConcatInputs: Bool = true) throws {
         // The optimizer's constant table becomes the only owner of the initializers (when the caller gives the model
         // up), so weights that BatchNormalization folding or packing replace are freed as compilation goes instead
         // of all three copies living until the end (ResNet-18 batch 8: peak RSS 157 -> 140 MiB).
@@ -55,6 +56,7 @@ public final class CompiledModel: Sendable {
         var optimizer = try Self.optimize(graph, constants: consume constants, available: available, opset: opset,
                                           fuseResiduals: fuseResiduals, fuseChains: fuseChains)
         var builder = PlanBuilder(inputs: inputs)
+        builder.placesConcatInputs = placeConcatInputs
         try builder.lower(optimizer.nodes, constants: optimizer.constants, opset: opset)
         let outputSpecs = try builder.bindOutputs(graph.outputs, constants: optimizer.constants)
         optimizer.constants = [:]
@@ -107,6 +109,7 @@ public final class CompiledModel: Sendable {
             optimizer.fuseActivationChains()
             optimizer.fuseNaNReplacement()
             optimizer.foldConstantAffineIntoConvs()
+            optimizer.fuseMatMulBias()
         }
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }
@@ -175,6 +178,9 @@ public final class CompiledModel: Sendable {
 
     /// Bytes held by the process-wide activation buffer pool that every compiled model's runs share.
     public static var bufferPoolStatistics: BufferPoolStatistics { BufferPool.shared.statistics }
+
+    /// Number of Concat buffers the plan shares between producers (for tests).
+    var concatGroupCount: Int { plan.concats.groups.count }
 
     /// Number of input-shape signatures with cached shape-derived values (for tests and metrics).
     public var cachedPlanCount: Int { plan.shapeCache.count }

@@ -58,12 +58,17 @@ struct ExecutionPlan: Sendable {
     let inputSlots: [(String, Int)]
     let producers: [Int: Int]
     let shapeCache = ShapePlanCache()
+    /// Concats whose inputs are written into one shared buffer (see `ConcatPlacement`).
+    let concats: ConcatPlacement
     /// Steps needed for every graph output (the common case, computed once).
     let allOutputSlots: [Int]
     let allOutputsNeeded: [Bool]
 
-    init(steps: [ExecutionStep], slotCount: Int, constantSlots: [(Int, Tensor)], inputSlots: [(String, Int)], producers: [Int: Int], outputSlots: [Int]) {
+    init(steps: [ExecutionStep], slotCount: Int, constantSlots: [(Int, Tensor)], inputSlots: [(String, Int)], producers: [Int: Int], outputSlots: [Int],
+         concatAxes: [Int: Int] = [:]) {
         self.steps = steps
+        concats = ConcatPlacement(steps: steps, concatAxes: concatAxes, producers: producers,
+                                  retained: Set(outputSlots).union(constantSlots.map(\.0)).union(inputSlots.map(\.1)))
         self.slotCount = slotCount
         self.constantSlots = constantSlots
         self.inputSlots = inputSlots
@@ -101,6 +106,7 @@ struct ExecutionPlan: Sendable {
         let cached = shapeCache.values(for: signature)
         if let cached { for (id, t) in cached { values[id] = t } }
         var fresh: [Int: Tensor] = [:]
+        var concatRun = concats.isEmpty ? nil : ConcatRun(concats, signature: signature)
 
         for (i, step) in steps.enumerated() where needed[i] {
             if step.shapeDerived && cached != nil && step.outputs.allSatisfy({ $0 < 0 || values[$0] != nil }) {
@@ -114,17 +120,26 @@ struct ExecutionPlan: Sendable {
             // Hand over the last reference so elementwise kernels can write in place.
             for id in step.releases where step.inputs.filter({ $0 == id }).count == 1 { values[id] = nil }
             let started = timings == nil ? 0 : SystemClock.seconds()
-            let results = try step.kernel(&args)
+            let results: [Tensor]
+            if concatRun != nil {
+                if step.outputs.count == 1 && step.outputs[0] >= 0 { args.placement = concatRun?.window(for: step.outputs[0]) }
+                concatRun?.rootWillRun(step: i, inputs: args.values)
+                if let view = concatRun?.view(step: i, inputs: args.values) { results = [view] } else { results = try step.kernel(&args) }
+                concatRun?.rootDidRun(step: i)
+            } else {
+                results = try step.kernel(&args)
+            }
             if let timings { timings.pointee[i] += SystemClock.seconds() - started }
             for (k, id) in step.outputs.enumerated() where id >= 0 {
                 guard k < results.count else { throw EngineError(.executionFailed, "\(step.label): output \(k) was not produced") }
-                values[id] = results[k]
+                values[id] = concatRun?.place(results[k], slot: id) ?? results[k]
                 if step.shapeDerived && cached == nil { fresh[id] = results[k] }
             }
             if let peakBytes { peakBytes.pointee = max(peakBytes.pointee, liveBytes(values)) }
             for id in step.releases { values[id] = nil }
         }
         if cached == nil && !fresh.isEmpty { shapeCache.store(fresh, for: signature) }
+        concatRun?.finish(signature: signature, ranAll: !needed.contains(false))
         return try wanted.map { id in
             guard let t = values[id] else { throw EngineError(.executionFailed, "output slot \(id) was not computed") }
             return t

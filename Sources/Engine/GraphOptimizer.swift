@@ -241,13 +241,13 @@ struct GraphOptimizer {
         return true
     }
 
-    /// Moves a single-consumer activation into the preceding Conv, Gemm or ConvTranspose epilogue.
+    /// Moves a single-consumer activation into the preceding Conv, Gemm, ConvTranspose, BatchNormalization or MatMul epilogue.
     mutating func fuseActivations() {
         var index = 0
         while index < nodes.count {
             defer { index += 1 }
             let node = nodes[index].node
-            guard ["Conv", "Gemm", "ConvTranspose"].contains(node.opType), node.domain.isEmpty, case .none = nodes[index].activation,
+            guard ["Conv", "Gemm", "ConvTranspose", "BatchNormalization", "MatMul"].contains(node.opType), node.domain.isEmpty, case .none = nodes[index].activation,
                   let out = node.outputs.first, !graphOutputs.contains(out) else { continue }
             let users = consumers(of: out)
             guard users.count == 1, let act = fusableActivation(nodes[users[0]]), nodes[users[0]].node.inputs.first == out else { continue }

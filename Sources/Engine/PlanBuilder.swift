@@ -19,6 +19,10 @@ struct PlanBuilder {
     private(set) var producers: [Int: Int] = [:]
     /// Bytes of constants the kernels consumed (packed) instead of reading them from slots.
     private(set) var consumedBytes = 0
+    /// Axis attribute of each plain Concat step, by step index (candidates for `ConcatPlacement`).
+    private(set) var concatAxes: [Int: Int] = [:]
+    /// False keeps every Concat copying (tests compare both).
+    var placesConcatInputs = true
 
     /// Starts a plan whose first slots are the graph inputs, in order.
     init(inputs: [TensorSpec]) {
@@ -56,7 +60,11 @@ struct PlanBuilder {
             }
             let outputIDs = node.outputs.map { $0.isEmpty ? -1 : slot($0) }
             for o in outputIDs where o >= 0 { producers[o] = steps.count }
-            let fused = (planned.residual ? "+Add" : "") + (planned.activation == .none ? "" : "+\(planned.activation)")
+            if node.opType == "Concat" && (node.domain.isEmpty || node.domain == "ai.onnx"), case .int(let axis)? = node.attributes["axis"] {
+                concatAxes[steps.count] = Int(axis)
+            }
+            let biased = planned.residual || (node.opType == "MatMul" && node.inputs.count == 3)
+            let fused = (biased ? "+Add" : "") + (planned.activation == .none ? "" : "+\(planned.activation)")
             steps.append(ExecutionStep(label: ctx.label, opType: node.opType + fused, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
         }
     }
@@ -129,7 +137,7 @@ struct PlanBuilder {
         ExecutionPlan(steps: steps, slotCount: slots.count,
                       constantSlots: usedConstants.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                       inputSlots: inputs.compactMap { spec in inputSlots[spec.name].map { (spec.name, $0) } }, producers: producers,
-                      outputSlots: outputs.compactMap { outputSlots[$0.name] })
+                      outputSlots: outputs.compactMap { outputSlots[$0.name] }, concatAxes: placesConcatInputs ? concatAxes : [:])
     }
 
     /// Slots of `outputs`, in order.

@@ -195,8 +195,13 @@ public struct Tensor: Sendable {
         return result
     }
 
+    /// True when writing through `withUnsafeMutableBytes` would not copy: this tensor alone owns all of its storage.
+    public mutating func ownsStorage() -> Bool {
+        isKnownUniquelyReferenced(&storage) && byteOffset == 0 && storage.byteCount == byteCount
+    }
+
     private mutating func makeUnique() {
-        if isKnownUniquelyReferenced(&storage) && byteOffset == 0 && storage.byteCount == byteCount { return }
+        if ownsStorage() { return }
         let fresh = TensorStorage(uninitializedByteCount: byteCount)
         if byteCount > 0 { fresh.pointer.copyMemory(from: storage.pointer + byteOffset, byteCount: byteCount) }
         storage = fresh

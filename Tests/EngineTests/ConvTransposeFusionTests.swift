@@ -39,6 +39,6 @@ import TestSupport
         #expect(TestSupport.close(TestSupport.floats(a), TestSupport.floats(b)))
         let kinds = Set(try fused.profile(["x": x]).map(\.opType))
         #expect(kinds == ["ConvTranspose+relu"], "\(kinds)")
-        #expect(Set(try plain.profile(["x": x]).map(\.opType)).contains("BatchNormalization"))
+        #expect(try plain.profile(["x": x]).contains { $0.opType.hasPrefix("BatchNormalization") })
     }
 }

@@ -157,7 +157,7 @@ let convOperators: OperatorTable = [
                     lateSkip = r
                 }
             }
-            let out = try Tensor.makeFloat(shape: outShape) { o in
+            let out = try Tensor.makeFloat(shape: outShape, placement: inputs.placement) { o in
                 try x.floatPointer { xp in
                     if let p = prepared {
                         if let skip {

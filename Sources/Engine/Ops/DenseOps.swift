@@ -27,7 +27,7 @@ func matmul(_ a: Tensor, _ b: Tensor, _ ctx: OpContext) throws -> Tensor {
             }
             let aStrides = broadcastStrides(aBatch, to: batch), bStrides = broadcastStrides(bBatch, to: batch)
             let batchStrides = Tensor.contiguousStrides(batch)
-            for i in 0..<batchCount {
+            let product = { (i: Int) in
                 var rem = i, ao = 0, bo = 0
                 for d in 0..<batch.count {
                     let c = rem / batchStrides[d]
@@ -37,11 +37,47 @@ func matmul(_ a: Tensor, _ b: Tensor, _ ctx: OpContext) throws -> Tensor {
                 sgemm(transposeA: false, transposeB: false, m: m, n: n, k: k, alpha: 1, a: ap + ao * m * k, lda: k,
                       b: bp + bo * k * n, ldb: n, beta: 0, c: op + i * m * n, ldc: n)
             }
+            // Attention heads: each product is too small for sgemm to split, so the threads take whole heads.
+            if EngineThreads.threads > 1 && batchCount > 1 && m * n * k < 1 << 20 && batchCount * m * n * k >= 1 << 18 {
+                parallelFor(batchCount, product)
+            } else {
+                for i in 0..<batchCount { product(i) }
+            }
         } }
     }
     if a.rank == 1 { outShape.remove(at: outShape.count - 2) }
     if b.rank == 1 { outShape.removeLast() }
     return out.reshaped(outShape)
+}
+
+/// MatMul, with a bias (input 2, a constant from `fuseMatMulBias`) and an activation fused by the optimizer: both run
+/// in one pass over each output row while it is in cache, instead of an Add step and an activation step.
+func matmulFactory(_ ctx: OpContext) throws -> PreparedKernel {
+    let activation = ctx.activation
+    let bias = ctx.hasInput(2) ? ctx.constants[2] : nil
+    if ctx.hasInput(2) {
+        guard let bias, bias.dtype == .float32 else { throw ctx.error(.invalidModel, "a fused MatMul bias must be a float32 constant") }
+    }
+    return PreparedKernel(kernel: { inputs in
+        var y = try matmul(inputs.required(0, ctx), inputs.required(1, ctx), ctx)
+        if bias == nil, case .none = activation { return [y] }
+        let columns = y.rank == 0 ? 1 : y.shape[y.rank - 1]
+        if let b = bias, b.count != columns || y.rank == 0 {
+            y = try broadcastBinary(y, b, ctx) { (a: Float, b: Float) in a + b }
+            y.withUnsafeMutableBufferPointer(of: Float.self) { p in if let base = p.baseAddress { activation.apply(base, count: p.count) } }
+            return [y]
+        }
+        let rows = columns == 0 ? 0 : y.count / columns
+        y.withUnsafeMutableBufferPointer(of: Float.self) { p in
+            guard let base = p.baseAddress else { return }
+            if let bias {
+                bias.floatPointer { applyRowEpilogue(base, rows: rows, columns: columns, bias: $0, residual: nil, activation: activation) }
+            } else {
+                activation.apply(base, count: p.count)
+            }
+        }
+        return [y]
+    }, consumedInputs: bias == nil ? [] : [2])
 }
 
 /// Pooled output length on one axis (floor or ceil mode; a last window must start inside the padded input).
@@ -158,6 +194,55 @@ func maxPoolIndices(_ g: PoolGeometry, _ x: Tensor, columnMajor: Bool) -> Tensor
     return Tensor(shape: [result.count], scalars: result)
 }
 
+/// BatchNormalization's inference form as y = x * mul[c] + add[c].
+func batchNormalizationAffine(scale: [Float], bias: [Float], mean: [Float], variance: [Float], epsilon: Float) -> (mul: [Float], add: [Float]) {
+    let mul = (0..<scale.count).map { scale[$0] / (variance[$0] + epsilon).squareRoot() }
+    return (mul, (0..<scale.count).map { bias[$0] - mean[$0] * mul[$0] })
+}
+
+/// y[n][c][i] = activation(x[n][c][i] * mul[c] + add[c]) for float32 x of rank >= 2 with mul.count channels on axis 1:
+/// standalone BatchNormalization (+ its activation) as one vectorised pass over the (image, channel) planes, split
+/// across the compute threads; in place when x owns its buffer, else into a pooled tensor (never a copy, then a pass).
+/// `batchNormalize` followed by `Activation.apply` is the reference twin.
+func scaleShiftChannels(_ x: Tensor, mul: [Float], add: [Float], activation: Activation) -> Tensor {
+    var x = x
+    let c = mul.count, inner = x.shape[2...].reduce(1, *), planes = x.shape[0] * c
+    func run(_ src: UnsafePointer<Float>, _ dst: UnsafeMutablePointer<Float>) {
+        let body = { (range: Range<Int>) in
+            mul.withUnsafeBufferPointer { m in
+                add.withUnsafeBufferPointer { a in
+                    for plane in range {
+                        let ch = plane % c, base = plane * inner
+                        let vm = FloatVector(repeating: m[ch]), va = FloatVector(repeating: a[ch])
+                        let s = src + base, d = dst + base
+                        var i = 0
+                        while i + FloatVector.scalarCount <= inner {
+                            (d + i).store(activation.vector((s + i).vector(FloatVector.self) * vm + va))
+                            i += FloatVector.scalarCount
+                        }
+                        while i < inner { d[i] = activation(s[i] * m[ch] + a[ch]); i += 1 }
+                    }
+                }
+            }
+        }
+        if planes * inner >= 32_768 && EngineThreads.threads > 1 {
+            parallelRanges(planes, minimumChunk: max(1, 8192 / max(1, inner)), body)
+        } else {
+            body(0..<planes)
+        }
+    }
+    if x.count == 0 { return x }
+    if x.ownsStorage() {
+        x.withUnsafeMutableBufferPointer(of: Float.self) { p in run(UnsafePointer(p.baseAddress!), p.baseAddress!) }
+        return x
+    }
+    var out = Tensor.pooled(.float32, shape: x.shape)
+    x.withUnsafeBufferPointer(of: Float.self) { s in
+        out.withUnsafeMutableBufferPointer(of: Float.self) { d in run(s.baseAddress!, d.baseAddress!) }
+    }
+    return out
+}
+
 /// Y = scale * (X - mean) / sqrt(var + eps) + B over channel axis 1.
 func batchNormalize(_ x: Tensor, scale: [Float], bias: [Float], mean: [Float], variance: [Float], epsilon: Float, _ ctx: OpContext) throws -> Tensor {
     guard x.dtype == .float32, x.rank >= 2 else { throw ctx.error(.unsupportedDType, "input \(x) must be float32 with rank >= 2") }
@@ -185,7 +270,7 @@ func batchNormalize(_ x: Tensor, scale: [Float], bias: [Float], mean: [Float], v
 let gemmVectorRows = 4
 
 let denseOperators: OperatorTable = [
-    "MatMul": { ctx in PreparedKernel { inputs in [try matmul(inputs.required(0, ctx), inputs.required(1, ctx), ctx)] } },
+    "MatMul": { ctx in try matmulFactory(ctx) },
     "Gemm": { ctx in
         let transA = try ctx.int("transA", 0) == 1, transB = try ctx.int("transB", 0) == 1
         let alpha = try ctx.float("alpha", 1), beta = try ctx.float("beta", 1)
@@ -265,13 +350,25 @@ let denseOperators: OperatorTable = [
         if ctx.node.outputs.dropFirst().contains(where: { !$0.isEmpty }) {
             throw ctx.error(.unsupportedAttribute, "training outputs (running mean/var) are not supported")
         }
-        return PreparedKernel { inputs in
+        let activation = ctx.activation
+        // Constant parameters (the usual case) become the per-channel multiplier and addend once, here.
+        let known = (1...4).compactMap { ctx.constants[$0] }
+        let folded: (mul: [Float], add: [Float])? = known.count == 4 && known.allSatisfy({ $0.dtype == .float32 && $0.count == known[0].count })
+            ? batchNormalizationAffine(scale: known[0].scalars(as: Float.self), bias: known[1].scalars(as: Float.self),
+                                       mean: known[2].scalars(as: Float.self), variance: known[3].scalars(as: Float.self), epsilon: epsilon)
+            : nil
+        return PreparedKernel(kernel: { inputs in
             guard let x = inputs.take(0) else { throw ctx.error(.invalidModel, "missing input") }
+            if let folded, x.dtype == .float32, x.rank >= 2, x.shape[1] == folded.mul.count {
+                return [scaleShiftChannels(x, mul: folded.mul, add: folded.add, activation: activation)]
+            }
             let p = try (1...4).map { try inputs.required($0, ctx) }
             guard p.allSatisfy({ $0.dtype == .float32 }) else { throw ctx.error(.unsupportedDType, "parameters must be float32") }
-            return [try batchNormalize(x, scale: p[0].scalars(as: Float.self), bias: p[1].scalars(as: Float.self),
-                                       mean: p[2].scalars(as: Float.self), variance: p[3].scalars(as: Float.self), epsilon: epsilon, ctx)]
-        }
+            var y = try batchNormalize(x, scale: p[0].scalars(as: Float.self), bias: p[1].scalars(as: Float.self),
+                                       mean: p[2].scalars(as: Float.self), variance: p[3].scalars(as: Float.self), epsilon: epsilon, ctx)
+            y.withUnsafeMutableBufferPointer(of: Float.self) { p in if let base = p.baseAddress { activation.apply(base, count: p.count) } }
+            return [y]
+        }, consumedInputs: folded == nil ? [] : [1, 2, 3, 4])
     },
     "InstanceNormalization": { ctx in
         let epsilon = try ctx.float("epsilon", 1e-5)

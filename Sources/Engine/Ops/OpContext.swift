@@ -4,6 +4,9 @@ import Tensor
 /// Runtime inputs of one node; kernels may `take` an input to reuse its buffer when the executor passed the last reference.
 struct KernelInputs {
     var values: [Tensor?]
+    /// Where the planner would like the (single, float32) output written: a window of a Concat group's buffer.
+    /// Kernels that allocate through `Tensor.makeFloat(shape:placement:)` honour it; others may ignore it.
+    var placement: OutputPlacement? = nil
 
     /// Number of input slots (including omitted optional ones).
     var count: Int { values.count }

@@ -98,6 +98,16 @@ extension Tensor {
         return t
     }
 
+    /// A float32 tensor filled by `body`, written into `placement`'s window when one of the right size is given
+    /// (through its raw pointer: the window's buffer is shared, so copy-on-write access would copy it away).
+    static func makeFloat(shape: [Int], placement: OutputPlacement?, _ body: (UnsafeMutablePointer<Float>) throws -> Void) rethrows -> Tensor {
+        guard let placement, placement.byteCount == Tensor.elementCount(shape) * MemoryLayout<Float>.stride, placement.byteCount > 0 else {
+            return try makeFloat(shape: shape, body)
+        }
+        try body((placement.storage.pointer + placement.byteOffset).assumingMemoryBound(to: Float.self))
+        return placement.tensor(.float32, shape: shape)
+    }
+
     /// Read-only float pointer (tensor must be float32).
     func floatPointer<R>(_ body: (UnsafePointer<Float>) throws -> R) rethrows -> R {
         try withUnsafeBufferPointer(of: Float.self) { p in
