@@ -20,6 +20,8 @@ MODEL = "mobilenetv2"
 # `osprey serve` flags: one 2-thread execution at a time. Two single-threaded instances (`--threads 1` and the config's
 # `instance_group` count 2) cost more CPU per request on this CPU (two working sets in the caches); see BENCHMARKS.md.
 SERVE_FLAGS = []
+# Seconds of load at each concurrency before it is measured.
+WARM_UP_SECONDS = 2
 
 
 def predict_command(binary, out, batch, repeat, threads=None, output="predict_out.npy"):
@@ -30,23 +32,34 @@ def predict_command(binary, out, batch, repeat, threads=None, output="predict_ou
 
 
 def predict(binary, out, batch, repeat):
-    """(fastest ms per run, CPU seconds of the whole process) of `osprey predict` on a batch."""
+    """(fastest ms per run, median ms per run, CPU seconds of the whole process) of `osprey predict` on a batch."""
     command = predict_command(binary, out, batch, repeat)
     before = os.times()
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    match = re.search(r"\(min ([0-9.]+) ms", output)
-    return (float(match.group(1)) if match else None), cpu, " ".join(command)
+    fastest = re.search(r"\(min ([0-9.]+) ms", output)
+    median = re.search(r"median ([0-9.]+) ms", output)
+    return (float(fastest.group(1)) if fastest else None), (float(median.group(1)) if median else None), cpu, " ".join(command)
 
 
 def engine_peer(binary, out, batch):
-    """Engine alone on `batch` images: best images/s (fastest of 10 runs) and CPU ms per image (30 runs minus 1 run,
-    so loading and compiling cancel out; robust to other load on the box)."""
-    best_ms, _, command = predict(binary, out, batch, 10)
-    _, cpu_once, _ = predict(binary, out, batch, 1)
-    _, cpu_many, _ = predict(binary, out, batch, 31)
-    return batch * 1000 / best_ms, best_ms, (cpu_many - cpu_once) / (30 * batch) * 1000, command
+    """Engine alone on `batch` images: best images/s (fastest of 10 runs), the median run's ms and CPU ms per image (30
+    runs minus 1 run, so loading and compiling cancel out; robust to other load on the box)."""
+    best_ms, median_ms, _, command = predict(binary, out, batch, 10)
+    _, _, cpu_once, _ = predict(binary, out, batch, 1)
+    _, _, cpu_many, _ = predict(binary, out, batch, 31)
+    return batch * 1000 / best_ms, best_ms, median_ms, (cpu_many - cpu_once) / (30 * batch) * 1000, command
+
+
+def executions(server, rows):
+    """(count, mean ms) of the server's `rows`-row executions per phase (compute_input = batch concatenation,
+    compute_infer = the engine's run), from the statistics endpoint."""
+    _, body = server.get(f"/v2/models/{MODEL}/stats")
+    for entry in json.loads(body)["model_stats"][0]["batch_stats"]:
+        if entry["batch_size"] == rows:
+            return {phase: (entry[phase]["count"], entry[phase]["ns"] / 1e6) for phase in ("compute_input", "compute_infer", "compute_output")}
+    return {phase: (0, 0.0) for phase in ("compute_input", "compute_infer", "compute_output")}
 
 
 def engine_pair(binary, out, batch):
@@ -91,8 +104,8 @@ def hot_swap_rss(server, out, seconds):
 
 def main():
     binary, out, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    peer_ips, peer_ms, peer_cpu, peer_command = engine_peer(binary, out, 8)
-    _, one_ms, one_cpu, _ = engine_peer(binary, out, 1)
+    peer_ips, peer_ms, peer_median_ms, peer_cpu, peer_command = engine_peer(binary, out, 8)
+    _, one_ms, _, one_cpu, _ = engine_peer(binary, out, 1)
     pair_ips, pair_command = engine_pair(binary, out, 8)
     best_ips = max(peer_ips, pair_ips)
     server = Server(binary, os.path.join(out, "repo"), *SERVE_FLAGS, log_path=os.path.join(out, "server.log"))
@@ -101,6 +114,7 @@ def main():
         body, header = os.path.join(out, "request.bin"), open(os.path.join(out, "request.hdr")).read()
         wrk(url, 2, 3, body, "application/octet-stream", header)  # warm-up
         print(f"engine alone (`osprey predict`, batch 8, fastest of 10): {peer_ms:.1f} ms per batch = {peer_ips:.1f} images/s, "
+              f"median run {peer_median_ms:.1f} ms = {8000 / peer_median_ms:.1f} images/s, "
               f"{peer_cpu:.1f} CPU ms per image (batch 1: {one_ms:.1f} ms, {one_cpu:.1f} CPU ms per image)")
         print(f"  command: `{peer_command}`")
         print(f"two single-threaded engines side by side, batch 8 each: {pair_ips:.1f} images/s together")
@@ -111,10 +125,14 @@ def main():
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         command = None
         for clients in (1, 8, 32):
+            # Steady state, as the engine's fastest run is: the buffer pool and the heaps grow to this load's batches first.
+            wrk(url, clients, WARM_UP_SECONDS, body, "application/octet-stream", header)
             sum0, count0 = server.histogram("osprey_inference_batch_size", MODEL)
+            executions0 = executions(server, 8)
             cpu0 = server.cpu_seconds()
             r = wrk(url, clients, seconds, body, "application/octet-stream", header)
             cpu1 = server.cpu_seconds()
+            executions1 = executions(server, 8)
             sum1, count1 = server.histogram("osprey_inference_batch_size", MODEL)
             rps = r["requests"] / (r["duration_us"] / 1e6)
             batch = (sum1 - sum0) / max(count1 - count0, 1)
@@ -125,7 +143,18 @@ def main():
                   f"{100 * r['client_cpu_s'] / (r['duration_us'] / 1e6):.0f} |")
             command = r["command"]
         print()
-        print(f"  load command (CLIENTS = 1, 8, 32; wrk threads = min(CLIENTS, 2)): `{command}`")
+        print(f"  load command (CLIENTS = 1, 8, 32; wrk threads = min(CLIENTS, 2)), each after a {WARM_UP_SECONDS} s warm-up at "
+              f"that concurrency: `{command}`")
+        # Where a 32-client second goes: the engine's own run of each 8-row batch against the engine alone, the
+        # concatenation before it, and the share of the wall time the compute thread spends in neither (hand-offs, answers).
+        phases = {k: (executions1[k][0] - executions0[k][0], executions1[k][1] - executions0[k][1]) for k in executions1}
+        runs, infer_ms = phases["compute_infer"]
+        if runs:
+            wall_ms = r["duration_us"] / 1000
+            busy = sum(ms for _, ms in phases.values())
+            print(f"  at 32 clients: {runs} executions of 8 rows, engine run {infer_ms / runs:.1f} ms each (engine alone: median "
+                  f"{peer_median_ms:.1f}, fastest {peer_ms:.1f}), concatenation {phases['compute_input'][1] / runs:.2f} ms, "
+                  f"outputs {phases['compute_output'][1] / runs:.2f} ms; 8-row executions fill {100 * busy / wall_ms:.0f}% of the wall time")
         print()
         swap = hot_swap_rss(server, out, max(seconds, 12))
         r = swap["load"]

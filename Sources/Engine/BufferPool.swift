@@ -160,4 +160,31 @@ extension Tensor {
         let bytes = Tensor.elementCount(shape) * dtype.byteSize
         return Tensor(dtype: dtype, shape: shape, storage: BufferPool.shared.storage(byteCount: bytes))
     }
+
+    /// `parts` stacked along their first axis, like `concatenatingRows`, into a buffer of the engine's pool that
+    /// returns to it when the last tensor sharing it dies: a server's batch input (MiBs per execution) then reuses the
+    /// same memory every time, whatever the allocator's thresholds, instead of a fresh allocation.
+    public static func pooledBatch(concatenating parts: [Tensor]) -> Tensor {
+        precondition(!parts.isEmpty, "nothing to concatenate")
+        let first = parts[0]
+        guard parts.count > 1, first.dtype != .string, first.rank >= 1 else { return Tensor.concatenatingRows(parts) }
+        let tail = Array(first.shape.dropFirst())
+        var rows = 0
+        var offsets: [Int] = []
+        for part in parts {
+            precondition(part.dtype == first.dtype && Array(part.shape.dropFirst()) == tail,
+                         "cannot stack \(part.dtype)\(part.shape) onto \(first.dtype)\(first.shape)")
+            offsets.append(rows * Tensor.elementCount(tail) * first.dtype.byteSize)
+            rows += part.shape[0]
+        }
+        let result = Tensor.pooled(first.dtype, shape: [rows] + tail)
+        // One thread: splitting the copy across the engine's pool made the sleeping worker's wake-up part of every
+        // batch (loaded A/B: light-model server CPU per request up 4-28%) for a copy of well under a millisecond.
+        for (part, offset) in zip(parts, offsets) {
+            part.withUnsafeBytes { source in
+                if source.count > 0 { (result.storage.pointer + offset).copyMemory(from: source.baseAddress!, byteCount: source.count) }
+            }
+        }
+        return result
+    }
 }

@@ -1,3 +1,4 @@
+import Engine
 import Infrastructure
 import Tensor
 
@@ -230,7 +231,8 @@ final class DynamicBatcher: @unchecked Sendable {
         let totalRows = batch.reduce(0) { $0 + $1.rows }
         var feeds = batch[0].feeds
         if batch.count > 1 {
-            for name in inputNames { feeds[name] = Tensor.concatenatingRows(batch.compactMap { $0.feeds[name] }) }
+            // Into the engine's buffer pool: the same memory every execution, not MiBs allocated and faulted in afresh.
+            for name in inputNames { feeds[name] = Tensor.pooledBatch(concatenating: batch.compactMap { $0.feeds[name] }) }
         }
         timing.concatenated = SystemClock.nanoseconds()
         let outcome = runGuarded(runtime, feeds)

@@ -114,6 +114,21 @@ import ONNX
         #expect(T.floats(a) == snapshot)
     }
 
+    @Test func pooledBatchStacksRowsLikeConcatenatingRows() {
+        // Rows of 40 x 1024 floats (160 KiB): each part and the stacked batch are above the pool's 64 KiB minimum.
+        let whole = Self.tensor([5, 40, 1024], seed: 21)
+        let parts = [whole.rows(0..<1), whole.rows(1..<3), whole.rows(3..<5), Self.tensor([2, 40, 1024], seed: 22)]
+        let pooled = Tensor.pooledBatch(concatenating: parts)
+        let plain = Tensor.concatenatingRows(parts)
+        #expect(pooled.shape == [7, 40, 1024])
+        #expect(T.floats(pooled) == T.floats(plain))
+        let small = [Self.tensor([1, 3], seed: 23), Self.tensor([2, 3], seed: 24)]
+        #expect(T.floats(Tensor.pooledBatch(concatenating: small)) == T.floats(Tensor.concatenatingRows(small)))
+        let a = Array("a".utf8), b = Array("b".utf8)
+        let strings = Tensor.pooledBatch(concatenating: [Tensor(shape: [1], strings: [a]), Tensor(shape: [1], strings: [b])])
+        #expect(strings.strings == [a, b])
+    }
+
     @Test func concurrentRunsOfOneModelGiveEachTheirOwnResults() throws {
         let model = try CompiledModel(model: Self.residualModel(channels: 16), baseDirectory: nil, fuseResiduals: true)
         let inputs = (0..<4).map { Self.feeds(batch: 1 + $0 % 2, channels: 16, seed: UInt64(10 + $0)) }
