@@ -43,7 +43,7 @@ let package = Package(
         .testTarget(name: "InfrastructureTests", dependencies: ["Infrastructure"]),
         .testTarget(name: "TensorTests", dependencies: ["Tensor"]),
         .testTarget(name: "ProtobufTests", dependencies: ["Protobuf"]),
-        .testTarget(name: "ONNXTests", dependencies: ["TestSupport", "ONNX"]),
+        .testTarget(name: "ONNXTests", dependencies: ["TestSupport", "ONNX", "Protobuf"]),
         .testTarget(name: "EngineTests", dependencies: ["TestSupport", "Engine"]),
         .testTarget(name: "ImagingTests", dependencies: ["TestSupport", "Imaging"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "Infrastructure", "CNGHTTP2"]),

@@ -91,13 +91,33 @@ static inline void store_row_avx2(const osprey_qepilogue *ep, int r, int c0, int
     else for (int i = 0; i < cols; i++) memcpy(o + (size_t)i * ldo * 4, tmp + 4 * i, 4);
 }
 
+/// Two full rows (r, r + 1) of 16 sums (bias included) requantized to 8 bits, to o and o + ldo: the pair shares
+/// the packs, the zero point is added after the first (saturating int16 add: same result, as every sum beyond
+/// int16 saturates to the same 8-bit bound either way), and one vpermd puts each row's bytes in order.
+__attribute__((target("avx2"), always_inline))
+static inline void requantize_pair_avx2(const osprey_qepilogue *ep, int r, const __m256i a[2], const __m256i b[2], uint8_t *o, int ldo) {
+    __m256 sa = _mm256_set1_ps(ep->scale[r]), sb = _mm256_set1_ps(ep->scale[r + 1]);
+    __m256i a0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_cvtepi32_ps(a[0]), sa)), a1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_cvtepi32_ps(a[1]), sa));
+    __m256i b0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_cvtepi32_ps(b[0]), sb)), b1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_cvtepi32_ps(b[1]), sb));
+    __m256i zp = _mm256_set1_epi16((short)ep->zero_point);
+    // Lane halves: pa = a columns [0-3, 8-11 | 4-7, 12-15] as int16, likewise pb.
+    __m256i pa = _mm256_adds_epi16(_mm256_packs_epi32(a0, a1), zp), pb = _mm256_adds_epi16(_mm256_packs_epi32(b0, b1), zp);
+    // Bytes as 32-bit units: [a0-3, a8-11, b0-3, b8-11 | a4-7, a12-15, b4-7, b12-15]: units 0 4 1 5 are row a.
+    __m256i q = ep->kind == OSPREY_QOUT_U8 ? _mm256_packus_epi16(pa, pb) : _mm256_packs_epi16(pa, pb);
+    q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm_storeu_si128((__m128i *)o, _mm256_castsi256_si128(q));
+    _mm_storeu_si128((__m128i *)(o + ldo), _mm256_extracti128_si256(q, 1));
+}
+
 // One 6 x 16 register tile over all k steps; each step reads 4 bytes per row of A, broadcast to every lane: a quad
 // of int8 (`wide` 0: vpmaddubsw u8 panel x s8 quad into int16 pair sums, vpmaddwd with ones into int32 lanes) or a
 // pair of int16 (`wide` 1: vpmaddwd with the panel's 16 columns x 2 int16), added into the accumulators.
 __attribute__((target("avx2"), always_inline))
-static inline void gemm_tile(int wide, int rows, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, __m256i acc[TILE_ROWS][2]) {
+static inline void gemm_tile(int wide, int rows, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, const int32_t *bias,
+                             __m256i acc[TILE_ROWS][2]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int r = 0; r < TILE_ROWS; r++) { acc[r][0] = _mm256_setzero_si256(); acc[r][1] = _mm256_setzero_si256(); }
+    // The sums start from the rows' bias (the epilogue then adds none).
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = bias ? _mm256_set1_epi32(bias[r]) : _mm256_setzero_si256();
     const uint8_t *b = panel;
     for (int q = 0; q < steps; q++, b += 64) {
         __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
@@ -118,19 +138,27 @@ static inline void gemm_tile(int wide, int rows, int steps, const uint8_t *a, si
 __attribute__((target("avx2")))
 static void panel_avx2(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols,
                        const osprey_qepilogue *ep, void *out, int ldo) {
+    osprey_qepilogue e = *ep;
+    e.bias = NULL;  // added by the tile
+    int bytes = !ep->transposed && cols == PANEL && (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8);
     for (int i = 0; i < m; i += TILE_ROWS) {
         int rows = m - i < TILE_ROWS ? m - i : TILE_ROWS;
         const uint8_t *rows_a = a + (size_t)i * lda;
+        const int32_t *bias = ep->bias ? ep->bias + i : NULL;
         __m256i acc[TILE_ROWS][2];
         // Constant arguments specialise the inlined tile (operand kind, unrolled full-tile row loop).
         if (wide) {
-            if (rows == TILE_ROWS) gemm_tile(1, TILE_ROWS, steps, rows_a, lda, panel, acc);
-            else gemm_tile(1, rows, steps, rows_a, lda, panel, acc);
+            if (rows == TILE_ROWS) gemm_tile(1, TILE_ROWS, steps, rows_a, lda, panel, bias, acc);
+            else gemm_tile(1, rows, steps, rows_a, lda, panel, bias, acc);
         } else {
-            if (rows == TILE_ROWS) gemm_tile(0, TILE_ROWS, steps, rows_a, lda, panel, acc);
-            else gemm_tile(0, rows, steps, rows_a, lda, panel, acc);
+            if (rows == TILE_ROWS) gemm_tile(0, TILE_ROWS, steps, rows_a, lda, panel, bias, acc);
+            else gemm_tile(0, rows, steps, rows_a, lda, panel, bias, acc);
         }
-        for (int r = 0; r < rows; r++) store_row_avx2(ep, i + r, c0, cols, acc[r][0], acc[r][1], out, ldo);
+        int r = 0;
+        if (bytes)
+            for (; r + 1 < rows; r += 2)
+                requantize_pair_avx2(&e, i + r, acc[r], acc[r + 1], (uint8_t *)out + (size_t)(i + r) * ldo + c0, ldo);
+        for (; r < rows; r++) store_row_avx2(&e, i + r, c0, cols, acc[r][0], acc[r][1], out, ldo);
     }
 }
 #endif
@@ -161,6 +189,7 @@ static void panel_portable(int wide, int m, int steps, const uint8_t *a, size_t 
 /// 1 forces the portable bodies (tests compare the two); 0 picks by the CPU.
 static int force_portable = 0;
 void osprey_qkernels_force_portable(int on) { force_portable = on; }
+int osprey_qkernels_portable_forced(void) { return force_portable; }
 
 void osprey_qgemm_packed(int wide, int m, int n, int steps, const void *a, int lda, const void *packed_b, const osprey_qepilogue *ep,
                          void *out, int ldo) {
@@ -333,7 +362,10 @@ int osprey_qdepthwise_scratch(int h, int w, int kh, int kw, int sh, int sw, int 
     int ph, len;
     depthwise_geometry(oh, ow, kh, kw, sh, sw, dh, dw, &ph, &len);
     int portable = ph * sw * len + ow, bytes = ph * depthwise_row_bytes(ow, kw, sw, dw);
-    return (portable > (bytes + 3) / 4 ? portable : (bytes + 3) / 4) + 16;
+    int planar = (portable > (bytes + 3) / 4 ? portable : (bytes + 3) / 4) + 16;
+    if (!osprey_qdepthwise_channels_fits(kh, kw, oh, ow)) return planar;
+    int channels = osprey_qdepthwise_channels_scratch(kh, kw, sh, sw, dh, dw, oh, ow);
+    return planar > channels ? planar : channels;
 }
 
 /// Fills the padded, phase-split copy of the plane.
@@ -551,8 +583,15 @@ void osprey_qplane_sums(const uint8_t *x, int is_signed, long planes, long size,
 }
 
 void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
-                              const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
-                              const osprey_qepilogue *ep, void *out, int32_t *scratch) {
+                              const int32_t *weights, const int32_t *channel_weights, int kh, int kw, int sh, int sw, int dh, int dw,
+                              int pt, int pl, int oh, int ow, const osprey_qepilogue *ep, void *out, int32_t *scratch) {
+#if defined(__x86_64__)
+    if (channel_weights && !force_portable && cpu_has_avx2() && osprey_qdepthwise_channels_fits(kh, kw, oh, ow)) {
+        osprey_qdepthwise_channels_avx2(x, is_signed, x_zero, first, count, channels, h, w, channel_weights, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow,
+                                        ep, out, scratch);
+        return;
+    }
+#endif
     size_t size = ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8 ? 1 : 4;
     for (int p = first; p < first + count; p++) {
         int c = p % channels;

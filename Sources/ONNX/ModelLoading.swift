@@ -18,8 +18,10 @@ extension Model {
 
     /// Reads and decodes the `.onnx` file at `path`; external data is looked up beside it.
     public init(contentsOf path: String) throws {
-        let bytes = try readWholeFile(path)
-        self = try withContext("model '\(path)'") { try Model(serialized: bytes, externalDataDirectory: directoryOf(path)) }
+        let file = try PageBuffer(readingFile: path)
+        let decoder = ProtoDecoder(tensors: TensorDecoder(externalDataDirectory: directoryOf(path), consumed: { file.release($0) }))
+        self = try withContext("model '\(path)'") { try asONNXError { try decoder.decodeModel(file.bytes) } }
+        withExtendedLifetime(file) {}
     }
 }
 

@@ -8,6 +8,8 @@ import Tensor
 struct TensorDecoder {
     /// Directory that external-data locations are relative to (nil: external data is rejected).
     let externalDataDirectory: String?
+    /// Told of each `raw_data` range once its bytes are copied (the serialized model is never read there again).
+    var consumed: ((UnsafeRawBufferPointer) -> Void)? = nil
 
     /// The raw fields of one `TensorProto`, gathered before any allocation so sizes can be checked first.
     private struct Fields {
@@ -76,6 +78,7 @@ struct TensorDecoder {
             var tensor = Tensor(uninitialized: dtype, shape: shape)
             if byteCount > 0 {
                 tensor.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: raw.baseAddress!, byteCount: byteCount) }
+                consumed?(raw)
             }
             return tensor
         }

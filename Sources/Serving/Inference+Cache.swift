@@ -25,6 +25,9 @@ public struct CachedResponse: Sendable {
     public var response: InferenceResponse
     /// Rows of the request (a hit counts them in `inference_count`, as the computed answer did).
     public var rows: Int
+    /// For an answer with cascaded rows, the registry's routing generation when it was computed: those rows came from
+    /// other models, so the entry stands only while no route changed (nil: the answer is the model's own).
+    public var routingGeneration: UInt64? = nil
 }
 
 /// The response cache shared by every model that enables it (`--cache-bytes`), and the bookkeeping around it.
@@ -85,6 +88,8 @@ struct CacheProbe {
     let key: ResponseCacheKey
     /// The answer when the lookup hit.
     let hit: InferenceResponse?
+    /// The registry's routing generation at the lookup.
+    let routingGeneration: UInt64
 }
 
 extension Inference {
@@ -101,9 +106,12 @@ extension Inference {
         // Hashing runs at a few hundred MB/s: large inputs are hashed on a worker, off the cooperative pool.
         let inputBytes = inputs.values.reduce(0) { $0 + $1.byteCount + $1.strings.reduce(0) { $0 + $1.count } }
         guard let key = inputBytes < 64 * 1024 ? hash() : try await workers.run(hash) else { return nil }
-        guard case .hit(let cached) = cache.store.lookup(key, model: served.name, version: served.version) else {
+        // Read before anything is resolved: a route changing while this request runs leaves its entry already stale.
+        let generation = registry.routingGeneration
+        guard case .hit(let cached) = cache.store.lookup(key, model: served.name, version: served.version),
+              cached.routingGeneration.map({ $0 == generation }) ?? true else {
             served.instruments.cacheMiss(nanoseconds: SystemClock.nanoseconds() &- started, count: 1)
-            return CacheProbe(key: key, hit: nil)
+            return CacheProbe(key: key, hit: nil, routingGeneration: generation)
         }
         let nanoseconds = SystemClock.nanoseconds() &- started
         served.instruments.cacheHit(rows: cached.rows, nanoseconds: nanoseconds, protocol: request.parameters.protocol)
@@ -111,7 +119,7 @@ extension Inference {
         var response = cached.response
         response.id = request.id
         response.cache = .hit
-        return CacheProbe(key: key, hit: response)
+        return CacheProbe(key: key, hit: response, routingGeneration: generation)
     }
 
     /// Step 5 of `infer`: stores the final `response` of a request that missed (`rows` rows) and marks it a miss.
@@ -120,7 +128,8 @@ extension Inference {
         var response = response
         response.cache = .miss
         // Sequences and optionals are not stored, nor a cascade's fallback answer (its target was not ready: the next
-        // request should try it again). Outputs are copied into storage of their own: an output may be a
+        // request should try it again); an answer with escalated rows is stored with the routing generation, so a new
+        // version of its target (or any other route change) makes it a miss. Outputs are copied into storage of their own: an output may be a
         // window into its batch's buffer, a pooled engine block (up to a quarter larger) or even the weights arena, and
         // an entry must hold (and be charged for) its own bytes only, never keep an unloaded model alive.
         guard cache.admits(served), response.outputs.allSatisfy({ $0.tensor.container == nil }), response.cascade?.unavailable != true else {
@@ -129,7 +138,8 @@ extension Inference {
         let started = SystemClock.nanoseconds()
         var stored = response
         stored.outputs = response.outputs.map { NamedTensor(name: $0.name, tensor: $0.tensor.detachedCopy()) }
-        cache.store.insert(probe.key, value: CachedResponse(response: stored, rows: rows), bytes: InferenceCache.entryBytes(stored.outputs),
+        cache.store.insert(probe.key, value: CachedResponse(response: stored, rows: rows,
+                                                          routingGeneration: response.cascade?.cascaded == true ? probe.routingGeneration : nil), bytes: InferenceCache.entryBytes(stored.outputs),
                            model: served.name, version: served.version)
         served.instruments.cacheMiss(nanoseconds: SystemClock.nanoseconds() &- started, count: 0)
         return response

@@ -135,6 +135,9 @@ public actor ModelRegistry {
     private var lockWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     private var publishedVersions: [String: Set<Int>] = [:]
     private nonisolated let routes = Locked<[String: Route]>([:])
+    /// Bumped after every write of `routes`, so an answer that depended on other models' routes (a cascade's) can tell
+    /// that it may be stale.
+    private nonisolated let routesWritten = Locked<UInt64>(0)
     /// Models readiness waits for; nil until the first `loadAll` has scanned the repository.
     private nonisolated let required = Locked<Set<String>?>(nil)
     private var scannedOnce = false
@@ -173,6 +176,10 @@ public actor ModelRegistry {
         }
         return served
     }
+
+    /// A count of routing-table changes (any model's versions, states, pin or traffic); read it before resolving and an
+    /// unchanged count later means every resolution would still give the same versions.
+    public nonisolated var routingGeneration: UInt64 { routesWritten.withLock { $0 } }
 
     /// Every model version known to the repository with its state, sorted by name then version.
     public nonisolated func index() -> [ModelIndexEntry] {
@@ -762,6 +769,7 @@ public actor ModelRegistry {
     private func publish(_ model: String) {
         guard let record = models[model] else {
             routes.withLock { _ = $0.removeValue(forKey: model) }
+            routesWritten.withLock { $0 &+= 1 }
             for version in publishedVersions.removeValue(forKey: model) ?? [] { removeStateSeries(model, version) }
             return
         }
@@ -797,6 +805,7 @@ public actor ModelRegistry {
         let route = Route(defaultVersion: defaultVersion, versions: versions, reason: reason, entries: entries, unloaded: record.unloaded,
                           traffic: trafficState)
         routes.withLock { $0[model] = route }
+        routesWritten.withLock { $0 &+= 1 }
 
         if let metrics {
             let current = Set(record.versions.keys)

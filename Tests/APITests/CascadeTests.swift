@@ -15,15 +15,20 @@ import Testing
     /// small: unsure (logit 0.8, p 0.426, class 0); large: sure of class 2.
     static let unsure: [Float] = [0.1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]
 
-    /// A service over a temporary copy of the cascade repository; `logged` collects warnings and errors.
-    static func makeService(logged: Locked<[String]> = Locked([])) async throws -> (OspreyService, URL) {
+    /// A service over a temporary copy of the cascade repository; `logged` collects warnings and errors. With
+    /// `cacheBytes`, the server has a response cache of that size and `small` enables it.
+    static func makeService(logged: Locked<[String]> = Locked([]), cacheBytes: Int = 0) async throws -> (OspreyService, URL) {
         let temp = FileManager.default.temporaryDirectory.appendingPathComponent("osprey-cascade-\(UUID().uuidString)")
         try FileManager.default.copyItem(at: fixtures.appendingPathComponent("repository"), to: temp)
+        if cacheBytes > 0 { try ResponseCacheServiceTests.enableResponseCache(in: temp.appendingPathComponent("small/config.json")) }
         let metrics = Metrics(includeProcessMetrics: false)
         let logger = Logger(level: .warning) { _, message, _ in logged.withLock { $0.append(message) } }
         let registry = ModelRegistry(repositoryPath: temp.path, loader: engineLoader, metrics: metrics, logger: logger)
         await registry.loadAll()
-        let service = OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "cascade-worker", threads: 2))
+        var options = ServiceOptions()
+        options.cacheBytes = cacheBytes
+        let service = OspreyService(registry: registry, metrics: metrics, workers: BlockingExecutor(name: "cascade-worker", threads: 2),
+                                    options: options)
         return (service, temp)
     }
 
@@ -97,6 +102,29 @@ import Testing
         // Top-1 scores on /infer: every row of small, and large's rows (3 escalated plus 1 called directly).
         #expect(text.contains(#"osprey_classification_top_score_count{model="small",version="1"} 6"#))
         #expect(text.contains(#"osprey_classification_top_score_count{model="large",version="1"} 4"#))
+    }
+
+    @Test func aCachedCascadedAnswerEndsWhenItsTargetChanges() async throws {
+        let (service, temp) = try await Self.makeService(cacheBytes: 1 << 20)
+        defer { try? FileManager.default.removeItem(at: temp) }
+        func infer(_ row: [Float]) async throws -> (cache: String?, body: API.JSONValue) {
+            let data = row.map { String($0) }.joined(separator: ",")
+            let body = #"{"inputs":[{"name":"x","shape":[1,1,4,4],"datatype":"FP32","data":[\#(data)]}]}"#
+            let response = await service.responder(HTTPRequest(method: "POST", path: "/v2/models/small/infer", body: Array(body.utf8)))
+            #expect(response.status == 200, "\(String(decoding: response.body, as: UTF8.self))")
+            return (response.headers["X-Cache"], try ServiceTests.json(response))
+        }
+        #expect(try await infer(Self.unsure).cache == "miss")
+        let hit = try await infer(Self.unsure)
+        #expect(hit.cache == "hit" && hit.body["parameters"]?["answered_by"]?.stringValue == "large/1")
+        #expect(try await infer(Self.sure).cache == "miss")
+        // The target goes away: the escalated answer is recomputed (now marked unavailable), the kept one still hits.
+        try await service.registry.unload(model: "large")
+        let recomputed = try await infer(Self.unsure)
+        #expect(recomputed.cache == "miss")
+        #expect(recomputed.body["parameters"]?["answered_by"]?.stringValue == "small/1")
+        #expect(recomputed.body["parameters"]?["cascade_unavailable"]?.boolValue == true)
+        #expect(try await infer(Self.sure).cache == "hit")
     }
 
     @Test func binaryResponsesCarryTheParametersInTheirJSONHeader() async throws {

@@ -38,10 +38,11 @@ import TestSupport
     @Test func convolutionsOnEveryIntegerPathMatchTheReference() throws {
         var rng = SeededGenerator(seed: 21)
         // (channels, out channels, groups, kernel, stride, pad, dilation, size): pointwise, im2col, grouped, depthwise
-        // with stride 1 and 2 and dilation, on planes narrower and wider than the kernels' 16-output vectors.
+        // with stride 1 and 2 and dilation, on planes narrower and wider than the kernels' 16-output vectors (narrow
+        // ones take the channel kernel: 40 and 20 channels give whole and partial 16-channel blocks, across images).
         let shapes = [(16, 24, 1, 1, 1, 0, 1, 9), (3, 20, 1, 3, 2, 1, 1, 13), (8, 12, 2, 3, 1, 1, 1, 8), (12, 12, 12, 3, 1, 1, 1, 11),
                       (10, 10, 10, 3, 2, 1, 1, 14), (6, 6, 6, 5, 2, 2, 1, 12), (5, 5, 5, 3, 1, 2, 2, 9), (4, 4, 4, 3, 1, 1, 1, 37),
-                      (3, 3, 3, 3, 2, 1, 1, 41)]
+                      (3, 3, 3, 3, 2, 1, 1, 41), (40, 40, 40, 3, 1, 1, 1, 6), (20, 20, 20, 3, 2, 1, 1, 13), (18, 18, 18, 5, 1, 2, 1, 7)]
         for (c, m, g, kernel, stride, pad, dilation, size) in shapes {
             let attributes: [String: Attribute] = ["kernel_shape": .ints([Int64(kernel), Int64(kernel)]), "strides": .ints([Int64(stride), Int64(stride)]),
                                                    "pads": .ints([Int64(pad), Int64(pad), Int64(pad), Int64(pad)]),
@@ -102,6 +103,50 @@ import TestSupport
         }
         let fast = try run(constants: ["b", "bs", "bz", "bias"]), reference = try run(constants: [])
         same(fast, reference, "DynamicQuantizeMatMul")
+    }
+
+    /// QGemm at batch 1 to 3 takes the column-panel kernel (`osprey_qgemv_u8s8`), at 9 rows the transposed GEMM: each
+    /// AVX2 body equals its portable twin, and both stay within the double-precision path's rounding (float output)
+    /// or one step (8-bit output).
+    @Test func qgemmOnFewRowsMatchesTheDoublePath() throws {
+        var rng = SeededGenerator(seed: 25)
+        let (k, n) = (70, 37)
+        for (rows, signedInput, transB) in [(1, false, true), (3, true, false), (9, false, true)] {
+            let a: Tensor = signedInput ? bytes([rows, k], &rng, Int8(-128)...127) : bytes([rows, k], &rng, UInt8(0)...255)
+            let az = signedInput ? Tensor(scalar: Int8(-7)) : Tensor(scalar: UInt8(131))
+            let b: Tensor = bytes(transB ? [n, k] : [k, n], &rng, Int8(-60)...60)
+            let bs = Tensor(shape: [n], scalars: (0..<n).map { _ in Float.random(in: 0.001...0.01, using: &rng) })
+            let c = Tensor(shape: [n], scalars: (0..<n).map { _ in Int32.random(in: -900...900, using: &rng) })
+            for quantizedOutput in [false, true] {
+                var inputs: [(String, Tensor)] = [("a", a), ("as", Tensor(scalar: Float(0.02))), ("az", az), ("b", b), ("bs", bs),
+                                                  ("bz", Tensor(scalar: Int8(0))), ("c", c)]
+                if quantizedOutput { inputs += [("ys", Tensor(scalar: Float(0.04))), ("yz", Tensor(scalar: UInt8(100)))] }
+                func run(constants: Set<String>) throws -> Tensor {
+                    let node = Node(name: "n", opType: "QGemm", domain: "com.microsoft", inputs: inputs.map(\.0), outputs: ["y"],
+                                    attributes: ["transB": .int(transB ? 1 : 0), "alpha": .float(0.5)])
+                    let graphInputs = inputs.filter { !constants.contains($0.0) }.map { ValueInfo(name: $0.0, elementType: $0.1.dtype, shape: $0.1.shape.map { .fixed($0) }) }
+                    let graph = Graph(name: "g", nodes: [node], initializers: inputs.filter { constants.contains($0.0) }.map { (name: $0.0, tensor: $0.1) },
+                                      inputs: graphInputs, outputs: [ValueInfo(name: "y")])
+                    let model = try CompiledModel(model: Model(opsetImports: ["": 17, "com.microsoft": 1], graph: graph))
+                    return try model.run(Dictionary(uniqueKeysWithValues: inputs.filter { !constants.contains($0.0) }))["y"]!
+                }
+                let weights: Set<String> = ["b", "bs", "bz", "c", "ys", "yz"]
+                let fast = try run(constants: weights)
+                osprey_qkernels_force_portable(1)
+                let portable = try run(constants: weights)
+                osprey_qkernels_force_portable(0)
+                let reference = try run(constants: [])
+                let label = "QGemm rows \(rows) signed a \(signedInput) transB \(transB) quantized \(quantizedOutput)"
+                same(fast, portable, "\(label): AVX2 vs portable")
+                #expect(fast.shape == reference.shape && fast.dtype == reference.dtype, "\(label)")
+                if quantizedOutput {
+                    let steps = zip(fast.scalars(as: UInt8.self), reference.scalars(as: UInt8.self)).map { abs(Int($0) - Int($1)) }.max() ?? 0
+                    #expect(steps <= 1, "\(label): \(steps) steps from the double path")
+                } else {
+                    #expect(TestSupport.close(TestSupport.floats(fast), TestSupport.floats(reference)), "\(label): vs the double path")
+                }
+            }
+        }
     }
 
     @Test func elementwiseKernelsMatchTheirPortableBodies() {

@@ -124,6 +124,7 @@ def model_config(server):
     expect(config["input"] == [{"name": "image", "data_type": "TYPE_FP32", "dims": ["1", "8", "8"]}], f"input {config['input']}")
     expect(config["output"] == [{"name": "probabilities", "data_type": "TYPE_FP32", "dims": ["10"]}], f"output {config['output']}")
     expect(config["dynamic_batching"]["max_queue_delay_microseconds"] == "2000", f"dynamic batching {config['dynamic_batching']}")
+    expect(config["instance_group"] == [{"count": 1, "kind": "KIND_CPU"}], f"instance_group {config.get('instance_group')}")
 
 
 def infer_fp32(server, models):

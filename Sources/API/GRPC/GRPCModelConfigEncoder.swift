@@ -3,8 +3,8 @@ import Protobuf
 import Serving
 
 /// ModelConfigResponse (config #1) holding Triton's `inference.ModelConfig` (model_config.proto): name #1,
-/// platform #2, backend #17, version_policy #3, max_batch_size #4, input #5, output #6, dynamic_batching #11,
-/// response_cache #24 (ModelResponseCache: enable #1).
+/// platform #2, backend #17, version_policy #3, max_batch_size #4, input #5, output #6, instance_group #7
+/// (ModelInstanceGroup: count #2, kind #4), dynamic_batching #11, response_cache #24 (ModelResponseCache: enable #1).
 /// The same facts `GET .../config` reports; dims leave out the batch dimension when batching is on.
 enum GRPCModelConfigEncoder {
     /// The serialized ModelConfigResponse for `served`.
@@ -36,6 +36,11 @@ enum GRPCModelConfigEncoder {
                     output.uint64(2, UInt64(dataType(spec)))
                     output.packedInt64s(3, dims(spec, batched))
                 }
+            }
+            // One CPU group with the summed count, as `GET .../config` reports it (Kind KIND_CPU = 2).
+            config.message(7) { group in
+                group.uint64(2, UInt64(max(1, served.config.instanceCount)))
+                group.uint64(4, 2)
             }
             if served.batchingEnabled {
                 let batching = served.config.dynamicBatching

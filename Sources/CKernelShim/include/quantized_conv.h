@@ -75,11 +75,35 @@ void osprey_qdepthwise(const uint8_t *x, int is_signed, int32_t x_zero, int h, i
 
 /// `osprey_qdepthwise` over planes [first, first + count) of an N x C x H x W tensor (x and out at plane 0): plane p
 /// is channel p % channels, with that channel's weights and epilogue row (ep->bias[c], ep->scale[c]).
+/// `channel_weights` (the same weights through `osprey_qdepthwise_channels_pack`, or NULL) lets small planes take
+/// the channel kernel below on AVX2.
 void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
-                              const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
-                              const osprey_qepilogue *ep, void *out, int32_t *scratch);
+                              const int32_t *weights, const int32_t *channel_weights, int kh, int kw, int sh, int sw, int dh, int dw,
+                              int pt, int pl, int oh, int ow, const osprey_qepilogue *ep, void *out, int32_t *scratch);
 
-/// int32s of scratch `osprey_qdepthwise` needs for these geometries.
+/// `osprey_qdepthwise_planes` with the channels in the vector (AVX2 only; quantized_depthwise_channels.c): blocks of 16
+/// planes transposed into 16-byte pixels, all 16 channels of an output pixel per vector, transposed back. For planes
+/// narrower than the planar kernel's 16-output vectors (`osprey_qdepthwise_channels_fits`); the planar kernel's
+/// portable body is its reference twin. `packed`: the weights through `osprey_qdepthwise_channels_pack`; `scratch`:
+/// osprey_qdepthwise_channels_scratch(...) int32s.
+void osprey_qdepthwise_channels_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
+                                     const int32_t *packed, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                                     const osprey_qepilogue *ep, void *out, int32_t *scratch);
+
+/// int32s of `osprey_qdepthwise_channels_pack`'s output.
+long osprey_qdepthwise_channels_packed_count(int channels, int taps);
+
+/// Centred depthwise weights (`channels` x `taps` int32, |w| <= 255) into the channel kernel's blocks: per 16
+/// channels, each tap pair as two vectors of int16 pairs in vpunpck{l,h}wd lane order, then the 16 weight sums.
+void osprey_qdepthwise_channels_pack(const int32_t *weights, int channels, int taps, int32_t *packed);
+
+/// 1 when `osprey_qdepthwise_planes` takes the channel kernel for this geometry (on AVX2).
+int osprey_qdepthwise_channels_fits(int kh, int kw, int oh, int ow);
+
+/// int32s of scratch `osprey_qdepthwise_channels_avx2` needs.
+int osprey_qdepthwise_channels_scratch(int kh, int kw, int sh, int sw, int dh, int dw, int oh, int ow);
+
+/// int32s of scratch `osprey_qdepthwise` and `osprey_qdepthwise_planes` need for these geometries.
 int osprey_qdepthwise_scratch(int h, int w, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow);
 
 /// QLinearAdd / QLinearMul on same-shape 8-bit tensors, as onnxruntime computes them in float:
@@ -89,6 +113,17 @@ void osprey_qlinear_binary(int is_mul, int is_signed, long count, const uint8_t 
 
 /// Sums of `planes` planes of `size` 8-bit values (int32, exact).
 void osprey_qplane_sums(const uint8_t *x, int is_signed, long planes, long size, int32_t *sums);
+
+/// out[r * ldo + c] = epilogue(sum_k x[r][k] * w[k][c]) for M (few) rows of activations and a constant weight matrix,
+/// every lane an output column (quantized_gemv.c). x: M rows of K bytes (row stride ldx; `flip` XORs each with 0x80:
+/// int8 read as uint8 + 128, its zero point moving by 128 too); packed: the weights as N rows of K int8 centred values
+/// (|w| <= 64) through `osprey_qpack_u8_rows`. The epilogue's bias, scale and float_bias are per column c here;
+/// `transposed` is ignored. The caller folds the activations' zero point into the bias (-zero * column sum).
+void osprey_qgemv_u8s8(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed, const osprey_qepilogue *ep,
+                       void *out, int ldo);
+
+/// 1 while `osprey_qkernels_force_portable(1)` is in effect.
+int osprey_qkernels_portable_forced(void);
 
 /// 1 when the AVX2 paths of these kernels run on this CPU.
 int osprey_qconv_uses_avx2(void);

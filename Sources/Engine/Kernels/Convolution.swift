@@ -13,11 +13,14 @@ public final class PackedConvolution: @unchecked Sendable {
     private let panels: ConvWeightPanels?
     /// The same weights in 4-row panels for `groupedConvolution`, when the groups are small enough for it.
     private let groupedPanels: ConvWeightPanels?
+    /// The 3x3 filters in the Winograd domain as well, when the conv always runs at stride and dilation 1.
+    private let winograd: WinogradFilters?
     private let bias: UnsafeMutablePointer<Float>?
 
-    /// Packs OIHW `weights` (count outChannels * inChannels/groups * kh * kw) and an optional per-output-channel bias.
+    /// Packs OIHW `weights` (count outChannels * inChannels/groups * kh * kw) and an optional per-output-channel bias;
+    /// `unitStride` (every call at stride and dilation 1) lets a dense 3x3 conv also keep Winograd-domain filters.
     public init(weights: UnsafeBufferPointer<Float>, bias: UnsafeBufferPointer<Float>?, outChannels: Int, inChannels: Int,
-                kernelHeight: Int, kernelWidth: Int, groups: Int, activation: Activation) {
+                kernelHeight: Int, kernelWidth: Int, groups: Int, activation: Activation, unitStride: Bool = false) {
         shape = PackedShape(outChannels: outChannels, inChannels: inChannels, kernelHeight: kernelHeight, kernelWidth: kernelWidth,
                             groups: groups, weights: weights.count, bias: bias?.count)
         self.activation = activation
@@ -34,12 +37,17 @@ public final class PackedConvolution: @unchecked Sendable {
             ? ConvWeightPanels(weights: weights.baseAddress!, channelsPerGroup: outChannels / groups, groups: groups, depth: depth, rows: 4)
             : nil
         self.bias = bias.map(copiedFloats)
+        winograd = unitStride && WinogradFilters.suits(outChannels: outChannels, inChannels: inChannels, kernelHeight: kernelHeight,
+                                                       kernelWidth: kernelWidth, groups: groups)
+            ? WinogradFilters(weights: weights.baseAddress!, bias: bias?.baseAddress, outChannels: outChannels, inChannels: inChannels)
+            : nil
     }
 
     deinit {
         filters?.deallocate()
         panels?.deallocate()
         groupedPanels?.deallocate()
+        winograd?.deallocate()
         bias?.deallocate()
     }
 
@@ -53,7 +61,9 @@ public final class PackedConvolution: @unchecked Sendable {
         let g = geometry
         precondition(shape.matches(g.parts), "geometry does not match the packed convolution")
         guard g.batch > 0, g.outHeight > 0, g.outWidth > 0 else { return }
-        if let filters {
+        if let winograd, winograd.fits(g) {
+            winogradConvolution(g, filters: winograd, residual: residual, activation: activation, input: input, output: output)
+        } else if let filters {
             depthwiseConvolution(g, input: input, weights: filters, bias: bias, residual: residual, activation: activation, output: output)
         } else if let groupedPanels, let layout = g.flatWindowLayout {
             groupedConvolution(g, layout: layout, weights: groupedPanels, bias: bias, residual: residual, activation: activation,

@@ -85,15 +85,19 @@ let convOperators: OperatorTable = [
             }
             let bias = ctx.hasInput(2) ? ctx.constants[2] : nil
             if let b = bias, b.dtype != .float32 || b.count != w.shape[0] { throw ctx.error(.invalidModel, "bias \(b) does not match \(w.shape[0]) output channels") }
+            // Strides and dilations are fixed attributes: unit ones let a dense 3x3 conv keep Winograd filters too.
+            let unitStride = (attrs.strides ?? []).allSatisfy { $0 == 1 } && (attrs.dilations ?? []).allSatisfy { $0 == 1 }
             packed = w.withUnsafeBufferPointer(of: Float.self) { wp in
                 if let b = bias {
                     return b.withUnsafeBufferPointer(of: Float.self) { bp in
                         PackedConvolution(weights: wp, bias: bp, outChannels: w.shape[0], inChannels: w.shape[1] * groups,
-                                          kernelHeight: kh, kernelWidth: kw, groups: groups, activation: packedActivation)
+                                          kernelHeight: kh, kernelWidth: kw, groups: groups, activation: packedActivation,
+                                          unitStride: unitStride)
                     }
                 }
                 return PackedConvolution(weights: wp, bias: nil, outChannels: w.shape[0], inChannels: w.shape[1] * groups,
-                                         kernelHeight: kh, kernelWidth: kw, groups: groups, activation: packedActivation)
+                                         kernelHeight: kh, kernelWidth: kw, groups: groups, activation: packedActivation,
+                                         unitStride: unitStride)
             }
             consumed = ctx.hasInput(2) ? [1, 2] : [1]
         }

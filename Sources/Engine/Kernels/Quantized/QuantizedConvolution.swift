@@ -20,8 +20,9 @@ struct QuantizedConvolutionPlan: @unchecked Sendable {
         case u8s8(rows: [Int8], sums: [Int32])
         /// Any 8-bit weights: int16 rows (w - w_zero) padded to pairs.
         case s16(rows: [Int16])
-        /// One input channel per group and one output per group: the centred KH x KW taps per channel.
-        case depthwise(taps: [Int32])
+        /// One input channel per group and one output per group: the centred KH x KW taps per channel, and the same
+        /// taps in the channel kernel's 16-channel blocks (`osprey_qdepthwise_channels_pack`).
+        case depthwise(taps: [Int32], channelBlocks: [Int32])
     }
     /// Output channels, input channels per group, kernel height and width, groups.
     let m: Int, cg: Int, kh: Int, kw: Int, groups: Int
@@ -41,7 +42,9 @@ struct QuantizedConvolutionPlan: @unchecked Sendable {
         let raw: [Int32] = w.dtype == .uint8 ? w.scalars(as: UInt8.self).map { Int32($0) } : w.scalars(as: Int8.self).map { Int32($0) }
         let centered = raw.enumerated().map { $0.element - zeros[zeros.count == 1 ? 0 : $0.offset / k] }
         if cg == 1 && m == groups {
-            weights = .depthwise(taps: centered)
+            var blocks = [Int32](repeating: 0, count: Int(osprey_qdepthwise_channels_packed_count(Int32(m), Int32(k))))
+            osprey_qdepthwise_channels_pack(centered, Int32(m), Int32(k), &blocks)
+            weights = .depthwise(taps: centered, channelBlocks: blocks)
             rowStride = k
         } else if centered.allSatisfy({ abs($0) <= 64 }) {
             let stride = (k + 3) & ~3
@@ -116,8 +119,8 @@ func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: 
                                          float_bias: nil, zero_point: zero, kind: Int32(kind), transposed: 0)
                     }
                     switch plan.weights {
-                    case .depthwise(let taps):
-                        runDepthwise(x: xp, signed: signed, xZero: xZero, n: n, channels: c, geometry: geometry, taps: taps,
+                    case .depthwise(let taps, let blocks):
+                        runDepthwise(x: xp, signed: signed, xZero: xZero, n: n, channels: c, geometry: geometry, taps: taps, blocks: blocks,
                                      epilogue: epilogue, out: op, outBytes: outBytes)
                     case .u8s8(let rows, _):
                         runGemmConvolution(x: xp, signed: signed, xZero: xZero, n: n, c: c, plan: plan, geometry: geometry, out: op,
@@ -192,18 +195,18 @@ private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: In
 
 /// Depthwise: each channel's plane through `osprey_qdepthwise_planes`, planes split across threads.
 private func runDepthwise(x: UnsafePointer<UInt8>, signed: Bool, xZero: Int32, n: Int, channels: Int, geometry gm: ConvGeometry2D,
-                          taps: [Int32], epilogue: (Int) -> osprey_qepilogue, out: UnsafeMutableRawPointer, outBytes: Int) {
+                          taps: [Int32], blocks: [Int32], epilogue: (Int) -> osprey_qepilogue, out: UnsafeMutableRawPointer, outBytes: Int) {
     let scratchCount = Int(osprey_qdepthwise_scratch(Int32(gm.h), Int32(gm.w), Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw),
                                                      Int32(gm.dh), Int32(gm.dw), Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow)))
     let plane = gm.oh * gm.ow
-    taps.withUnsafeBufferPointer { t in
+    taps.withUnsafeBufferPointer { t in blocks.withUnsafeBufferPointer { b in
         parallelRanges(n * channels, minimumChunk: max(1, 65_536 / max(1, plane * gm.kh * gm.kw))) { range in
             let scratch = UnsafeMutablePointer<Int32>.allocate(capacity: scratchCount)
             defer { scratch.deallocate() }
             var ep = epilogue(0)
             osprey_qdepthwise_planes(x, signed ? 1 : 0, xZero, Int32(range.lowerBound), Int32(range.count), Int32(channels), Int32(gm.h), Int32(gm.w),
-                                     t.baseAddress!, Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw), Int32(gm.dh), Int32(gm.dw),
-                                     Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow), &ep, out, scratch)
+                                     t.baseAddress!, b.baseAddress!, Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw), Int32(gm.dh),
+                                     Int32(gm.dw), Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow), &ep, out, scratch)
         }
-    }
+    } }
 }

@@ -1,0 +1,51 @@
+import CKernelShim
+import Tensor
+
+// A quantized MatMul / Gemm with a constant B on few rows of A (batch 1 classifiers): `runQuantizedMatMul`
+// computes C^T = B^T x A^T with A's rows as 16-column panels, 15 of 16 lanes idle for one row. `osprey_qgemv_u8s8`
+// broadcasts A's bytes against B packed once as panels of output columns instead.
+
+/// Rows of A below which the column-panel kernel runs (from there on the GEMM's A panels are full enough).
+let quantizedGemvMaximumRows = 8
+
+/// A `QuantizedMatMulPlan`'s B packed into `osprey_qgemv_u8s8` panels (N columns of K int8, 16 columns a panel).
+struct QuantizedGemvPanels: @unchecked Sendable {
+    let plan: QuantizedMatMulPlan
+    let panels: [UInt8]
+
+    init(_ plan: QuantizedMatMulPlan) {
+        self.plan = plan
+        let count = (plan.n + 15) / 16 * (plan.rowStride / 4) * 64
+        var panels = [UInt8](repeating: 0, count: max(1, count))
+        plan.rows.withUnsafeBytes { rows in
+            osprey_qpack_u8_rows(Int32(plan.k), Int32(plan.n), rows.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(plan.rowStride), 0, &panels)
+        }
+        self.panels = panels
+    }
+
+    /// `runQuantizedMatMul` for A of `shape` [..., M, K] (M * leading dims rows): same outputs, per-column epilogue.
+    func run(a: UnsafePointer<UInt8>, signed: Bool, aZero: Int32, shape: [Int], output: QuantizedMatMulOutput, columnBias: [Int32]? = nil) -> Tensor {
+        let rows = shape.dropLast().reduce(1, *)
+        let (k, n) = (plan.k, plan.n)
+        let (dtype, kind, zero, multipliers, floatBias): (DType, Int32, Int32, [Float], [Float]?) = {
+            switch output {
+            case .sums: return (.int32, Int32(OSPREY_QOUT_INT32), 0, [], nil)
+            case .requantized(let m, let z, let d): return (d, Int32(d == .int8 ? OSPREY_QOUT_S8 : OSPREY_QOUT_U8), z, m, nil)
+            case .scaled(let m, let b): return (.float32, Int32(OSPREY_QOUT_F32), 0, m, b)
+            }
+        }()
+        var out = Tensor.pooled(dtype, shape: Array(shape.dropLast()) + [n])
+        guard rows > 0, n > 0 else { return out }
+        // int8 A is read as uint8 + 128, so its zero point moves by 128; -zero * column sum goes into the bias.
+        let z = signed ? aZero + 128 : aZero
+        let bias = plan.sums.enumerated().map { (columnBias?[$0.offset] ?? 0) &- z &* $0.element }
+        out.withUnsafeMutableBytes { o in
+            bias.withUnsafeBufferPointer { bp in multipliers.withUnsafeBufferPointer { mp in (floatBias ?? []).withUnsafeBufferPointer { fb in
+                var ep = osprey_qepilogue(bias: bp.baseAddress, scale: mp.baseAddress, float_bias: floatBias == nil ? nil : fb.baseAddress,
+                                          zero_point: zero, kind: kind, transposed: 0)
+                osprey_qgemv_u8s8(Int32(rows), Int32(n), Int32(k), a, Int32(k), signed ? 1 : 0, panels, &ep, o.baseAddress!, Int32(n))
+            } } }
+        }
+        return out
+    }
+}

@@ -1,0 +1,248 @@
+import COpenBLAS
+
+/// 3x3 stride-1 dense convolution by Winograd F(4x4, 3x3): 36 multiplies per 4x4 outputs and channel pair instead
+/// of 144, so about a quarter of the direct kernel's multiply-adds.
+///
+/// The filters are transformed once at compile time into 36 matrices U[p] (input channels x output channels, both
+/// rounded up to 8). A call copies the input once into a zero-bordered channels-last buffer, then splits the 4x4
+/// output tiles of all images into blocks, one task each: the input transform writes V[p] (tiles x channels), 36
+/// OpenBLAS products make M[p] = V[p] U[p], and the output transform adds the bias and writes the NCHW output; the
+/// residual and the activation then run over the block's rows while they are in cache. Channels-last keeps both
+/// transforms lane-wise (8 channels per vector). `convolutionReference` is the twin it is tested against.
+struct WinogradFilters {
+    /// Input and output channels of the convolution.
+    let inChannels: Int, outChannels: Int
+    /// Channels rounded up to the transform's vector width (the zero rows and columns of U).
+    let paddedIn: Int, paddedOut: Int
+    /// [36][paddedIn][paddedOut].
+    let transformed: UnsafeMutablePointer<Float>
+    /// [paddedOut], zero without a bias.
+    let bias: UnsafeMutablePointer<Float>
+
+    /// Channels both sides need for the transforms' overhead to pay off (smaller convs keep the direct kernel).
+    static let minimumChannels = 16
+
+    /// Whether filters of this shape are worth transforming: dense 3x3 with enough channels both sides.
+    static func suits(outChannels: Int, inChannels: Int, kernelHeight: Int, kernelWidth: Int, groups: Int) -> Bool {
+        groups == 1 && kernelHeight == 3 && kernelWidth == 3 && inChannels >= minimumChannels && outChannels >= minimumChannels
+    }
+
+    /// Transforms OIHW 3x3 `weights` (outChannels x inChannels x 3 x 3) and copies the bias, rounded up with zeros.
+    init(weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?, outChannels: Int, inChannels: Int) {
+        self.inChannels = inChannels
+        self.outChannels = outChannels
+        paddedIn = roundUp(inChannels, Winograd.lanes)
+        paddedOut = roundUp(outChannels, Winograd.lanes)
+        let count = Winograd.positions * paddedIn * paddedOut
+        transformed = allocateFloats(count)
+        transformed.initialize(repeating: 0, count: count)
+        for k in 0..<outChannels {
+            for c in 0..<inChannels {
+                let u = Winograd.transformFilter(weights + (k * inChannels + c) * 9)
+                for p in 0..<Winograd.positions { transformed[(p * paddedIn + c) * paddedOut + k] = u[p] }
+            }
+        }
+        self.bias = allocateFloats(paddedOut)
+        self.bias.initialize(repeating: 0, count: paddedOut)
+        if let bias { self.bias.update(from: bias, count: outChannels) }
+    }
+
+    /// Frees the transformed filters and the bias.
+    func deallocate() {
+        transformed.deallocate()
+        bias.deallocate()
+    }
+
+    /// Whether a call with geometry `g` should run here: stride and dilation 1 and enough tiles that the 4x larger
+    /// transformed filters are read for many tiles (a 7x7 plane of one image has 4 and stays direct).
+    func fits(_ g: ConvGeometry) -> Bool {
+        g.strideHeight == 1 && g.strideWidth == 1 && g.dilationHeight == 1 && g.dilationWidth == 1
+            && g.inChannels == inChannels && g.outChannels == outChannels && g.groups == 1
+            && WinogradTiling(g).tiles >= 16
+    }
+}
+
+/// Rounds `value` up to a multiple of `step`.
+@inline(__always)
+private func roundUp(_ value: Int, _ step: Int) -> Int { (value + step - 1) / step * step }
+
+/// The 4x4 output tiles of one call and the zero-bordered channels-last input they read.
+struct WinogradTiling {
+    /// Tile rows and columns per image, and tiles of all images (raster order: image, tile row, tile column).
+    let tilesY: Int, tilesX: Int, tiles: Int
+    /// Rows and columns of one padded input image: every tile's 6x6 window lies inside.
+    let rows: Int, columns: Int
+
+    init(_ g: ConvGeometry) {
+        tilesY = (g.outHeight + 3) / 4
+        tilesX = (g.outWidth + 3) / 4
+        tiles = g.batch * tilesY * tilesX
+        rows = 4 * tilesY + 2
+        columns = 4 * tilesX + 2
+    }
+}
+
+/// Runs the 3x3 stride-1 convolution `g` (which `filters.fits`) on NCHW `input` into NCHW `output`; `residual`, when
+/// given, has the output's shape and is added before `activation`. `tilesPerBlock` overrides the block size (tests).
+func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: UnsafePointer<Float>?, activation: Activation,
+                         input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, tilesPerBlock: Int? = nil) {
+    let tiling = WinogradTiling(g)
+    let cp = filters.paddedIn, kp = filters.paddedOut
+    let imageFloats = tiling.rows * tiling.columns * cp
+    withThreadScratch(g.batch * imageFloats, slot: .layer) { padded in
+        fillChannelsLast(g, tiling: tiling, paddedChannels: cp, input: input, into: padded)
+        // Blocks whose V and M (36 x tiles x channels each) stay within the 1 MB L2 cache, but no fewer than 16 tiles,
+        // so that each U[p] is read for enough tiles; then at least one block per thread.
+        let budget = 786_432 / (Winograd.positions * MemoryLayout<Float>.stride * (cp + kp))
+        var blocks = (tiling.tiles + max(16, budget) - 1) / max(16, budget)
+        let threads = EngineThreads.threads
+        if threads > 1 && blocks < threads && tiling.tiles >= 8 * threads { blocks = threads }
+        let perBlock = tilesPerBlock ?? (tiling.tiles + blocks - 1) / blocks
+        blocks = (tiling.tiles + perBlock - 1) / perBlock
+        parallelFor(blocks) { block in
+            let first = block * perBlock, count = min(perBlock, tiling.tiles - first)
+            let job = WinogradBlock(g: g, tiling: tiling, filters: filters, first: first, count: count, padded: UnsafePointer(padded),
+                                    residual: residual, activation: activation, output: output)
+            withThreadScratch(Winograd.positions * perBlock * (cp + kp) + 64 * Winograd.lanes) { scratch in
+                job.run(scratch: scratch, stride: perBlock)
+            }
+        }
+    }
+}
+
+/// Copies NCHW `input` into `padded`: per image [rows][columns][paddedChannels], the input at (padTop, padLeft), zeros
+/// around it and in the channels past inChannels.
+private func fillChannelsLast(_ g: ConvGeometry, tiling: WinogradTiling, paddedChannels cp: Int, input: UnsafePointer<Float>,
+                              into padded: UnsafeMutablePointer<Float>) {
+    let rows = tiling.rows, columns = tiling.columns, c = g.inChannels, h = g.inHeight, w = g.inWidth
+    let top = g.padTop, left = g.padLeft, plane = h * w
+    parallelRanges(g.batch * rows, minimumChunk: max(1, 16_384 / max(1, columns * cp))) { range in
+        for row in range {
+            let n = row / rows, r = row - n * rows, y = r - top
+            let dst = padded + row * columns * cp
+            guard y >= 0 && y < h else { dst.update(repeating: 0, count: columns * cp); continue }
+            let visible = max(0, min(w, columns - left))
+            if left > 0 { dst.update(repeating: 0, count: min(left, columns) * cp) }
+            if left + visible < columns { (dst + (left + visible) * cp).update(repeating: 0, count: (columns - left - visible) * cp) }
+            let source = input + n * c * plane + y * w
+            // Eight channels at a time: one vector store per pixel.
+            var channel = 0
+            while channel + 8 <= c {
+                let s = source + channel * plane
+                for x in 0..<visible {
+                    let v = SIMD8<Float>(s[x], s[x + plane], s[x + 2 * plane], s[x + 3 * plane], s[x + 4 * plane], s[x + 5 * plane],
+                                         s[x + 6 * plane], s[x + 7 * plane])
+                    (dst + (left + x) * cp + channel).store(v)
+                }
+                channel += 8
+            }
+            if channel < cp {
+                for x in 0..<visible {
+                    let d = dst + (left + x) * cp
+                    for k in channel..<cp { d[k] = k < c ? source[k * plane + x] : 0 }
+                }
+            }
+        }
+    }
+}
+
+/// One task of `winogradConvolution`: tiles [first, first + count) through transform, products and inverse transform.
+private struct WinogradBlock {
+    let g: ConvGeometry
+    let tiling: WinogradTiling
+    let filters: WinogradFilters
+    let first: Int, count: Int
+    let padded: UnsafePointer<Float>
+    let residual: UnsafePointer<Float>?
+    let activation: Activation
+    let output: UnsafeMutablePointer<Float>
+
+    /// `scratch` holds V ([36][stride][paddedIn]), M ([36][stride][paddedOut]) and 64 transform vectors.
+    func run(scratch: UnsafeMutablePointer<Float>, stride: Int) {
+        let cp = filters.paddedIn, kp = filters.paddedOut
+        let v = scratch, m = scratch + Winograd.positions * stride * cp, work = m + Winograd.positions * stride * kp
+        transformInput(into: v, stride: stride, work: work)
+        for p in 0..<Winograd.positions {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int32(count), Int32(kp), Int32(cp), 1, v + p * stride * cp, Int32(cp),
+                        filters.transformed + p * cp * kp, Int32(kp), 0, m + p * stride * kp, Int32(kp))
+        }
+        transformOutput(from: UnsafePointer(m), stride: stride, work: work)
+        epilogue()
+    }
+
+    /// Image, tile row and tile column of tile `t`.
+    @inline(__always)
+    func position(_ t: Int) -> (n: Int, ty: Int, tx: Int) {
+        let perImage = tiling.tilesY * tiling.tilesX
+        let n = t / perImage, rest = t - n * perImage, ty = rest / tiling.tilesX
+        return (n, ty, rest - ty * tiling.tilesX)
+    }
+
+    /// V[p][t][c] = (B^T d B)[p] of each tile's 6x6 window, 8 channels at a time.
+    func transformInput(into v: UnsafeMutablePointer<Float>, stride: Int, work: UnsafeMutablePointer<Float>) {
+        let cp = filters.paddedIn, columns = tiling.columns
+        let imageFloats = tiling.rows * columns * cp
+        for t in 0..<count {
+            let (n, ty, tx) = position(first + t)
+            let window = padded + n * imageFloats + (4 * ty * columns + 4 * tx) * cp
+            for c in Swift.stride(from: 0, to: cp, by: Winograd.lanes) {
+                Winograd.inputTile(window + c, rowStride: columns * cp, columnStride: cp, scratch: work, v + t * cp + c,
+                                   positionStride: stride * cp)
+            }
+        }
+    }
+
+    /// (A^T m A) + bias of each tile, 8 output channels at a time, written to the NCHW output (edge tiles clipped).
+    func transformOutput(from m: UnsafePointer<Float>, stride: Int, work: UnsafeMutablePointer<Float>) {
+        let kp = filters.paddedOut, k = g.outChannels, oh = g.outHeight, ow = g.outWidth, plane = oh * ow
+        let tile = work + 24 * Winograd.lanes
+        for t in 0..<count {
+            let (n, ty, tx) = position(first + t)
+            let rows = min(4, oh - 4 * ty), columns = min(4, ow - 4 * tx)
+            let corner = output + n * k * plane + 4 * ty * ow + 4 * tx
+            for c in Swift.stride(from: 0, to: kp, by: Winograd.lanes) {
+                Winograd.outputTile(m + t * kp + c, positionStride: stride * kp, scratch: work, tile)
+                let bias = UnsafePointer(filters.bias + c).vector(SIMD8<Float>.self)
+                let lanes = min(Winograd.lanes, k - c)
+                if rows == 4 && columns == 4 && lanes == Winograd.lanes {
+                    // Whole tiles: each lane (channel) is four rows of four contiguous outputs.
+                    for r in 0..<4 {
+                        let v0 = UnsafePointer(tile + (r * 4) * 8).vector(SIMD8<Float>.self) + bias
+                        let v1 = UnsafePointer(tile + (r * 4 + 1) * 8).vector(SIMD8<Float>.self) + bias
+                        let v2 = UnsafePointer(tile + (r * 4 + 2) * 8).vector(SIMD8<Float>.self) + bias
+                        let v3 = UnsafePointer(tile + (r * 4 + 3) * 8).vector(SIMD8<Float>.self) + bias
+                        let row = corner + c * plane + r * ow
+                        for lane in 0..<8 { (row + lane * plane).store(SIMD4<Float>(v0[lane], v1[lane], v2[lane], v3[lane])) }
+                    }
+                } else {
+                    for r in 0..<rows {
+                        for x in 0..<columns {
+                            let value = UnsafePointer(tile + (r * 4 + x) * 8).vector(SIMD8<Float>.self) + bias
+                            let at = corner + c * plane + r * ow + x
+                            for lane in 0..<lanes { at[lane * plane] = value[lane] }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Residual and activation over the block's output rows, one run of tiles in the same tile row at a time.
+    func epilogue() {
+        if residual == nil, case .none = activation { return }
+        let k = g.outChannels, oh = g.outHeight, ow = g.outWidth, plane = oh * ow
+        var t = first
+        while t < first + count {
+            let (n, ty, tx) = position(t)
+            let run = min(first + count - t, tiling.tilesX - tx)
+            let x0 = 4 * tx, x1 = min(ow, 4 * (tx + run))
+            for channel in 0..<k {
+                for y in (4 * ty)..<min(oh, 4 * ty + 4) {
+                    let offset = (n * k + channel) * plane + y * ow + x0
+                    activation.apply(output + offset, count: x1 - x0, adding: 0, residual: residual.map { $0 + offset })
+                }
+            }
+            t += run
+        }
+    }
+}
