@@ -15,7 +15,7 @@ private let roundingMagic = SIMD16<Float>(repeating: 12_582_912)
 func quantizedBytes(_ t: SIMD16<Float>, zero: Float, low: Float, high: Float) -> SIMD16<UInt8> {
     var v = t.replacing(with: -zero, where: t .!= t)
     // Clamping before rounding equals clamping after it: the bounds minus the zero point are integers.
-    v = v.clamped(lowerBound: SIMD16(repeating: low - zero), upperBound: SIMD16(repeating: high - zero))
+    v = clamp(v, SIMD16(repeating: low - zero), SIMD16(repeating: high - zero))
     let bits = unsafeBitCast(v + roundingMagic, to: SIMD16<UInt32>.self) &+ SIMD16(repeating: UInt32(bitPattern: Int32(zero)))
     return SIMD16<UInt8>(truncatingIfNeeded: bits)
 }
@@ -85,7 +85,7 @@ func dynamicQuantizeLinearVector(_ x: Tensor) -> [Tensor] {
         var i = 0
         while i + 16 <= x.count {
             let v = p.advanced(by: i).vector(SIMD16<Float>.self)
-            low = pointwiseMin(low, v); high = pointwiseMax(high, v)
+            low.replace(with: v, where: v .< low); high.replace(with: v, where: v .> high)
             i += 16
         }
         var lo = low.min(), hi = high.max()
