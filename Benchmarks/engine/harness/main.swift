@@ -74,7 +74,7 @@ for name in models.keys.sorted() {
         let packed = weights.withUnsafeBufferPointer { w in
             bias.withUnsafeBufferPointer { b in
                 PackedConvolution(weights: w, bias: b, outChannels: layer.M, inChannels: layer.C, kernelHeight: layer.k,
-                                  kernelWidth: layer.k, groups: layer.groups, activation: activation)
+                                  kernelWidth: layer.k, groups: layer.groups, activation: activation, unitStride: layer.stride == 1)
             }
         }
         let input = randomFloats(batch * layer.C * layer.H * layer.W)

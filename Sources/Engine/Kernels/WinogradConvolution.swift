@@ -1,20 +1,19 @@
-import COpenBLAS
-
 /// 3x3 stride-1 dense convolution by Winograd F(4x4, 3x3): 36 multiplies per 4x4 outputs and channel pair instead
 /// of 144, so about a quarter of the direct kernel's multiply-adds.
 ///
 /// The filters are transformed once at compile time into 36 matrices U[p] (input channels x output channels, both
 /// rounded up to 8). A call copies the input once into a zero-bordered channels-last buffer, then splits the 4x4
 /// output tiles of all images into blocks, one task each: the input transform writes V[p] (tiles x channels), 36
-/// OpenBLAS products make M[p] = V[p] U[p], and the output transform adds the bias and writes the NCHW output; the
+/// register-blocked products make M[p] = V[p] U[p] (6 tiles x 16 output channels per micro-kernel call: OpenBLAS
+/// reached half of that speed on these short products), and the output transform adds the bias and writes the NCHW output; the
 /// residual and the activation then run over the block's rows while they are in cache. Channels-last keeps both
 /// transforms lane-wise (8 channels per vector). `convolutionReference` is the twin it is tested against.
 struct WinogradFilters {
     /// Input and output channels of the convolution.
     let inChannels: Int, outChannels: Int
-    /// Channels rounded up to the transform's vector width (the zero rows and columns of U).
+    /// Input channels rounded up to the transform's 8 lanes, output channels to the micro-kernel's 16 (zeros in U).
     let paddedIn: Int, paddedOut: Int
-    /// [36][paddedIn][paddedOut].
+    /// [36][paddedOut / 16][paddedIn][16]: per position, strips of 16 output channels interleaved by input channel.
     let transformed: UnsafeMutablePointer<Float>
     /// [paddedOut], zero without a bias.
     let bias: UnsafeMutablePointer<Float>
@@ -32,14 +31,16 @@ struct WinogradFilters {
         self.inChannels = inChannels
         self.outChannels = outChannels
         paddedIn = roundUp(inChannels, Winograd.lanes)
-        paddedOut = roundUp(outChannels, Winograd.lanes)
+        paddedOut = roundUp(outChannels, productWidth)
         let count = Winograd.positions * paddedIn * paddedOut
         transformed = allocateFloats(count)
         transformed.initialize(repeating: 0, count: count)
         for k in 0..<outChannels {
             for c in 0..<inChannels {
                 let u = Winograd.transformFilter(weights + (k * inChannels + c) * 9)
-                for p in 0..<Winograd.positions { transformed[(p * paddedIn + c) * paddedOut + k] = u[p] }
+                for p in 0..<Winograd.positions {
+                    transformed[((p * paddedOut / productWidth + k / productWidth) * paddedIn + c) * productWidth + k % productWidth] = u[p]
+                }
             }
         }
         self.bias = allocateFloats(paddedOut)
@@ -66,6 +67,9 @@ struct WinogradFilters {
 @inline(__always)
 private func roundUp(_ value: Int, _ step: Int) -> Int { (value + step - 1) / step * step }
 
+/// Output channels per micro-kernel call (its vector width), and tiles (its rows).
+private let productWidth = 16, productRows = 6
+
 /// The 4x4 output tiles of one call and the zero-bordered channels-last input they read.
 struct WinogradTiling {
     /// Tile rows and columns per image, and tiles of all images (raster order: image, tile row, tile column).
@@ -91,9 +95,11 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
     let imageFloats = tiling.rows * tiling.columns * cp
     withThreadScratch(g.batch * imageFloats, slot: .layer) { padded in
         fillChannelsLast(g, tiling: tiling, paddedChannels: cp, input: input, into: padded)
-        // Blocks whose V and M (36 x tiles x channels each) stay within the 1 MB L2 cache, but no fewer than 16 tiles,
-        // so that each U[p] is read for enough tiles; then at least one block per thread.
-        let budget = 786_432 / (Winograd.positions * MemoryLayout<Float>.stride * (cp + kp))
+        // Each position's V[p], U[p] and M[p] are what must share the L2 cache; the block's whole V and M (36 x tiles x
+        // channels each) only stay in L3 between the transforms and the products. Blocks of up to 6 MB, then, but no
+        // fewer than 16 tiles: every block reads all of U (9 MB at 256 channels), and 1 MB blocks read it 8 times per
+        // ResNet-18 batch-8 layer (-25%). Then at least one block per thread.
+        let budget = 6_291_456 / (Winograd.positions * MemoryLayout<Float>.stride * (cp + kp))
         var blocks = (tiling.tiles + max(16, budget) - 1) / max(16, budget)
         let threads = EngineThreads.threads
         if threads > 1 && blocks < threads && tiling.tiles >= 8 * threads { blocks = threads }
@@ -163,11 +169,35 @@ private struct WinogradBlock {
         let v = scratch, m = scratch + Winograd.positions * stride * cp, work = m + Winograd.positions * stride * kp
         transformInput(into: v, stride: stride, work: work)
         for p in 0..<Winograd.positions {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int32(count), Int32(kp), Int32(cp), 1, v + p * stride * cp, Int32(cp),
-                        filters.transformed + p * cp * kp, Int32(kp), 0, m + p * stride * kp, Int32(kp))
+            multiply(UnsafePointer(v + p * stride * cp), filters.transformed + p * cp * kp, into: m + p * stride * kp)
         }
         transformOutput(from: UnsafePointer(m), stride: stride, work: work)
         epilogue()
+    }
+
+    /// M = V U for one position: each strip of 16 output channels (from L1) against every 6 tiles of the block.
+    @inline(__always)
+    func multiply(_ v: UnsafePointer<Float>, _ u: UnsafePointer<Float>, into m: UnsafeMutablePointer<Float>) {
+        let cp = filters.paddedIn, kp = filters.paddedOut
+        for strip in 0..<(kp / productWidth) {
+            let b = u + strip * cp * productWidth
+            var t = 0
+            while t < count {
+                let rows = min(productRows, count - t)
+                // Missing rows of the last panel repeat its first row and are not stored.
+                let a = v + t * cp
+                @inline(__always) func row(_ r: Int) -> UnsafePointer<Float> { r < rows ? a + r * cp : a }
+                let c = productKernel(cp, (a, row(1), row(2), row(3), row(4), row(5)), b)
+                let out = m + t * kp + strip * productWidth
+                out.store(c.0)
+                if rows > 1 { (out + kp).store(c.1) }
+                if rows > 2 { (out + 2 * kp).store(c.2) }
+                if rows > 3 { (out + 3 * kp).store(c.3) }
+                if rows > 4 { (out + 4 * kp).store(c.4) }
+                if rows > 5 { (out + 5 * kp).store(c.5) }
+                t += productRows
+            }
+        }
     }
 
     /// Image, tile row and tile column of tile `t`.
@@ -200,7 +230,7 @@ private struct WinogradBlock {
             let (n, ty, tx) = position(first + t)
             let rows = min(4, oh - 4 * ty), columns = min(4, ow - 4 * tx)
             let corner = output + n * k * plane + 4 * ty * ow + 4 * tx
-            for c in Swift.stride(from: 0, to: kp, by: Winograd.lanes) {
+            for c in Swift.stride(from: 0, to: k, by: Winograd.lanes) {
                 Winograd.outputTile(m + t * kp + c, positionStride: stride * kp, scratch: work, tile)
                 let bias = UnsafePointer(filters.bias + c).vector(SIMD8<Float>.self)
                 let lanes = min(Winograd.lanes, k - c)
@@ -245,4 +275,26 @@ private struct WinogradBlock {
             t += run
         }
     }
+}
+
+/// Six tiles' rows of V (depth floats each) times one strip of U (depth x 16): 12 AVX2 accumulators kept in
+/// registers over the whole depth, one broadcast per tile and channel.
+@inline(__always)
+private func productKernel(_ depth: Int, _ a: (UnsafePointer<Float>, UnsafePointer<Float>, UnsafePointer<Float>, UnsafePointer<Float>,
+                                               UnsafePointer<Float>, UnsafePointer<Float>),
+                           _ b: UnsafePointer<Float>) -> Tile6x16 {
+    typealias V = SIMD16<Float>
+    var c0 = V(), c1 = V(), c2 = V(), c3 = V(), c4 = V(), c5 = V()
+    var bp = b
+    for k in 0..<depth {
+        let w = bp.vector(V.self)
+        multiplyAdd(&c0, V(repeating: a.0[k]), w)
+        multiplyAdd(&c1, V(repeating: a.1[k]), w)
+        multiplyAdd(&c2, V(repeating: a.2[k]), w)
+        multiplyAdd(&c3, V(repeating: a.3[k]), w)
+        multiplyAdd(&c4, V(repeating: a.4[k]), w)
+        multiplyAdd(&c5, V(repeating: a.5[k]), w)
+        bp += productWidth
+    }
+    return (c0, c1, c2, c3, c4, c5)
 }
