@@ -170,6 +170,24 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
                          activation: .clip(min: 0, max: 6), withBias: true, withResidual: false, rng: &rng)
     }
 
+    /// Pointwise convs with the clamp epilogues (Relu, Clip) applied in registers, on whole strips and on strips that
+    /// cross images (scattered), next to the epilogues that run after the tile; partial panels, one and two threads.
+    @Test(.serialized, arguments: [1, 2])
+    func pointwiseRegisterClampMatchesReference(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 4242)
+        for (batch, channels, outChannels, height, width) in [(1, 7, 13, 4, 8), (3, 16, 6, 5, 7), (2, 24, 20, 9, 9), (8, 40, 11, 7, 7),
+                                                              (1, 3, 9, 17, 33), (2, 130, 7, 14, 14)] {
+            let g = ConvGeometry(batch: batch, inChannels: channels, inHeight: height, inWidth: width, outChannels: outChannels,
+                                 window: SlidingWindow(kernelHeight: 1, kernelWidth: 1))
+            for activation in [Activation.none, .relu, .clip(min: 0, max: 6), .clip(min: -0.5, max: 0.25), .silu] {
+                checkConvolution(g, activation: activation, withBias: true, withResidual: false, rng: &rng)
+                checkConvolution(g, activation: activation, withBias: false, withResidual: true, rng: &rng)
+            }
+        }
+    }
+
     @Test func singleThreadMatchesReference() {
         var rng = SeededGenerator(seed: 5)
         EngineThreads.configure(threads: 1)
@@ -240,6 +258,61 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
             checkTranspose(g, activation: allActivations.randomElement(using: &rng)!, withBias: Bool.random(using: &rng),
                            withResidual: Bool.random(using: &rng), rng: &rng)
             cases += 1
+        }
+    }
+}
+
+/// The depthwise kernel's native (C, AVX2 + FMA) plane path and its portable Swift path against the reference twin:
+/// 3x3 and 5x5 (and 7x7, 1x1) taps, strides 1 and 2, dilation, asymmetric pads, row widths around the 8 / 16-lane
+/// tails, batch 2, channel multiplier 2, every activation, bias and residual.
+@Suite struct DepthwisePlaneKernelTests {
+    @Test(arguments: allActivations)
+    func nativeAndPortablePathsMatchReference(_ activation: Activation) {
+        var rng = SeededGenerator(seed: 314)
+        let shapes: [(kernel: Int, stride: Int, dilation: Int, height: Int, width: Int, multiplier: Int)] = [
+            (3, 1, 1, 5, 7, 1), (3, 1, 1, 4, 8, 1), (3, 1, 1, 3, 9, 2), (3, 1, 1, 6, 16, 1), (3, 1, 1, 3, 17, 1), (3, 1, 1, 2, 33, 1),
+            (3, 2, 1, 7, 14, 1), (3, 2, 1, 9, 29, 2), (3, 2, 1, 5, 34, 1), (5, 1, 1, 6, 13, 1), (5, 1, 1, 4, 40, 1),
+            (5, 2, 1, 11, 23, 1), (5, 2, 1, 8, 56, 2), (3, 1, 2, 7, 19, 1), (7, 1, 1, 9, 12, 1), (1, 2, 1, 6, 15, 1),
+        ]
+        for (i, s) in shapes.enumerated() {
+            let pad = s.kernel / 2 * s.dilation
+            let channels = 3
+            let g = ConvGeometry(batch: 2, inChannels: channels, inHeight: s.height, inWidth: s.width, outChannels: channels * s.multiplier,
+                                 window: SlidingWindow(kernelHeight: s.kernel, kernelWidth: s.kernel, strideHeight: s.stride, strideWidth: s.stride,
+                                                       dilationHeight: s.dilation, dilationWidth: s.dilation, padTop: pad, padLeft: i % 2 == 0 ? pad : 0,
+                                                       padBottom: i % 3 == 0 ? 0 : pad, padRight: pad), groups: channels)
+            let input = rng.floats(g.batch * g.inChannels * g.inHeight * g.inWidth).map { $0 * 4 }
+            let weights = rng.floats(g.outChannels * s.kernel * s.kernel)
+            let bias = rng.floats(g.outChannels)
+            let outCount = g.batch * g.outChannels * g.outHeight * g.outWidth
+            let residual = rng.floats(outCount)
+            for withResidual in [false, true] {
+                var expected = [Float](repeating: 0, count: outCount)
+                var native = [Float](repeating: .nan, count: outCount), portable = native
+                input.withUnsafeBufferPointer { x in
+                    weights.withUnsafeBufferPointer { w in
+                        bias.withUnsafeBufferPointer { b in
+                            residual.withUnsafeBufferPointer { r in
+                                let res = withResidual ? r.baseAddress : nil
+                                expected.withUnsafeMutableBufferPointer {
+                                    convolutionReference(g, input: x.baseAddress!, weights: w.baseAddress!, bias: b.baseAddress, activation: activation,
+                                                         output: $0.baseAddress!, residual: res)
+                                }
+                                for (useNative, out) in [(true, 0), (false, 1)] {
+                                    let run = { (o: UnsafeMutablePointer<Float>) in
+                                        depthwiseConvolution(g, input: x.baseAddress!, weights: w.baseAddress!, bias: b.baseAddress, residual: res,
+                                                             activation: activation, output: o, native: useNative)
+                                    }
+                                    if out == 0 { native.withUnsafeMutableBufferPointer { run($0.baseAddress!) } }
+                                    else { portable.withUnsafeMutableBufferPointer { run($0.baseAddress!) } }
+                                }
+                            }
+                        }
+                    }
+                }
+                expectClose(native, expected, "native \(s) \(activation) residual \(withResidual)")
+                expectClose(portable, expected, "portable \(s) \(activation) residual \(withResidual)")
+            }
         }
     }
 }

@@ -1,3 +1,4 @@
+import CKernelShim
 import Foundation
 
 /// An elementwise function fused into a kernel's epilogue (Conv, Gemm), applied after the bias.
@@ -77,11 +78,31 @@ public enum Activation: Sendable, Hashable {
     }
 
     /// buffer[i] = f(buffer[i] + addend + residual[i]) for `count` floats, vectorised: the fused conv/gemm epilogue.
+    /// SiLU and Sigmoid run in the C shim's AVX2 + FMA kernel where the CPU has it.
+    public func apply(_ buffer: UnsafeMutablePointer<Float>, count: Int, adding addend: Float, residual: UnsafePointer<Float>?) {
+        if case .none = self, addend == 0, residual == nil { return }
+        if let silu = logisticKernelFlag {
+            osprey_logistic_f32(buffer, count, addend, residual, silu)
+            return
+        }
+        applyPortable(buffer, count: count, adding: addend, residual: residual)
+    }
+
+    /// The C kernel's `silu` flag when this activation runs there (Sigmoid 0, SiLU 1, on CPUs with AVX2 + FMA), else nil.
+    @inline(__always)
+    var logisticKernelFlag: Int32? {
+        switch self {
+        case .sigmoid: return hasFastLogisticKernel ? 0 : nil
+        case .silu: return hasFastLogisticKernel ? 1 : nil
+        default: return nil
+        }
+    }
+
+    /// `apply` in Swift SIMD only: the path of CPUs without AVX2 + FMA, and the twin the C kernel is tested against.
     ///
     /// One loop calling `vector` (its switch is loop-invariant and unswitched): passing per-case closures to a shared
     /// loop left them as out-of-line calls on 128-bit halves, 2 cycles a float.
-    public func apply(_ buffer: UnsafeMutablePointer<Float>, count: Int, adding addend: Float, residual: UnsafePointer<Float>?) {
-        if case .none = self, addend == 0, residual == nil { return }
+    func applyPortable(_ buffer: UnsafeMutablePointer<Float>, count: Int, adding addend: Float, residual: UnsafePointer<Float>?) {
         let add = FloatVector(repeating: addend), width = FloatVector.scalarCount
         var i = 0
         if let residual {
@@ -100,6 +121,9 @@ public enum Activation: Sendable, Hashable {
         }
     }
 }
+
+/// Whether the C shim's AVX2 + FMA logistic body runs on this CPU (cpuid, read once).
+let hasFastLogisticKernel = osprey_float_activations_fast() == 1
 
 /// Lane-wise min(max(v, lo), hi) as compare + blend: the standard library's `clamped` and `pointwiseMin`, and
 /// generic comparisons, do not vectorise (concrete types only).

@@ -1,11 +1,17 @@
+import CKernelShim
+
 /// Depthwise convolution (one input channel per group, outChannels = multiplier * inChannels), any kernel, stride,
 /// dilation and pads. input NCHW, weights [M, kh*kw], bias [M] or nil, residual and output N x M x outH x outW.
 ///
 /// Equal strides 1 or 2 run as a 1-D filter in full 16-lane vectors over `FlatWindowLayout` (zero-bordered plane, or
 /// its parity planes at stride 2), with no row tails even on 7x7 planes; other strides compute one output at a time
 /// from the padded plane. Planes are split across the compute pool.
+///
+/// With `native` (CPUs with AVX2 + FMA), the flat-window cases run the C shim's plane kernel, which filters straight
+/// into the output with the epilogue in registers; the Swift filter + `emitRows` pass is the portable path and twin.
 func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>, bias: UnsafePointer<Float>?,
-                          residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>) {
+                          residual: UnsafePointer<Float>?, activation: Activation, output: UnsafeMutablePointer<Float>,
+                          native: Bool = hasFastLogisticKernel) {
     let oh = g.outHeight, ow = g.outWidth
     let multiplier = g.outChannels / g.inChannels
     let planes = g.batch * g.outChannels
@@ -18,12 +24,17 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
                                                                       padBottom: g.padBottom, padRight: g.padRight))!
     let rowWidth = flatLayout == nil ? layout.paddedWidth : layout.rowWidth
     let flatCount = flatLayout == nil ? oh * rowWidth : layout.flatCount
+    let planeEpilogue = native && flatLayout != nil ? DepthwisePlaneEpilogue(activation) : nil
+    // Without the C plane kernel, SiLU / Sigmoid run over the finished plane in the C activation kernel (Swift SIMD
+    // in registers calls them out of line); with it, activations it has no epilogue for run after it.
+    let lateActivation = planeEpilogue.map { !$0.complete } ?? (activation.logisticKernelFlag != nil)
     parallelRanges(planes, minimumChunk: max(1, 4096 / max(1, outPlane))) { range in
         let scratch = allocateFloats(layout.scratchCount + flatCount + vectorReadSlack)
         defer { scratch.deallocate() }
         layout.prepare(scratch, fill: 0)
         let flat = scratch + layout.scratchCount
         let bases = layout.bases(scratch)
+        let planeBases: [UnsafePointer<Float>?] = bases
         var loadedPlane = -1
         for plane in range {
             let n = plane / g.outChannels, m = plane % g.outChannels
@@ -34,6 +45,15 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
             }
             let filter = weights + m * taps
             let b = bias?[m] ?? 0
+            let dst = output + plane * outPlane
+            if let e = planeEpilogue {
+                planeBases.withUnsafeBufferPointer { p in
+                    osprey_depthwise_plane_f32(p.baseAddress, Int32(taps), filter, b, Int32(oh), Int32(rowWidth), Int32(ow), dst,
+                                               residual.map { $0 + plane * outPlane }, e.code, e.low, e.high)
+                }
+                if lateActivation { activation.apply(dst, count: outPlane) }
+                continue
+            }
             if flatLayout == nil && g.strideWidth == 1 {
                 rowFilterUnitWidthStride(g, UnsafePointer(scratch), paddedWidth: layout.paddedWidth, filter: filter, bias: b, output: flat)
             } else if flatLayout == nil {
@@ -43,10 +63,31 @@ func depthwiseConvolution(_ g: ConvGeometry, input: UnsafePointer<Float>, weight
             } else {
                 flatFilter(bases, filter: filter, bias: b, count: flatCount, output: flat)
             }
-            let dst = output + plane * outPlane
             emitRows(flat, rowWidth: rowWidth, rows: oh, width: ow, output: dst, residual: residual.map { $0 + plane * outPlane },
-                     activation: activation)
+                     activation: lateActivation ? .none : activation)
+            if lateActivation { activation.apply(dst, count: outPlane) }
         }
+    }
+}
+
+/// The epilogue code and clamp bounds of `osprey_depthwise_plane_f32` for an activation; activations it has no code
+/// for run as the identity there and `complete` is false (the caller applies them to the finished plane).
+struct DepthwisePlaneEpilogue {
+    let code: Int32
+    let low: Float, high: Float
+    let complete: Bool
+
+    init(_ activation: Activation) {
+        var (code, low, high, complete) = (Int32(OSPREY_DW_CLAMP), -Float.infinity, Float.infinity, true)
+        switch activation {
+        case .none: break
+        case .relu: low = 0
+        case .clip(let lo, let hi): (low, high) = (lo, hi)
+        case .silu: code = Int32(OSPREY_DW_SILU)
+        case .sigmoid: code = Int32(OSPREY_DW_SIGMOID)
+        default: complete = false
+        }
+        (self.code, self.low, self.high, self.complete) = (code, low, high, complete)
     }
 }
 

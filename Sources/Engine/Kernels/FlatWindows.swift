@@ -72,8 +72,12 @@ struct FlatWindowLayout {
     /// Only interior positions are written, so the borders `prepare` filled stay valid for every plane.
     func load(_ plane: UnsafePointer<Float>, into scratch: UnsafeMutablePointer<Float>) {
         guard stride == 2 else {
+            // Vector copies inline: a memmove call per row of 7-56 floats cost as much as the copy.
             for y in 0..<inHeight {
-                (scratch + (padTop + y) * paddedWidth + padLeft).update(from: plane + y * inWidth, count: inWidth)
+                let dst = scratch + (padTop + y) * paddedWidth + padLeft, src = plane + y * inWidth
+                var x = 0
+                while x + 16 <= inWidth { (dst + x).store((src + x).vector(SIMD16<Float>.self)); x += 16 }
+                while x < inWidth { dst[x] = src[x]; x += 1 }
             }
             return
         }
