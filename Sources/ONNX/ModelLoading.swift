@@ -38,27 +38,6 @@ func directoryOf(_ path: String) -> String {
 
 /// The whole contents of a regular file.
 public func readWholeFile(_ path: String) throws -> [UInt8] {
-    let fd = open(path, O_RDONLY)
-    guard fd >= 0 else { throw ONNXError(.io, "cannot open '\(path)': \(String(cString: strerror(errno)))") }
-    defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0 else { throw ONNXError(.io, "cannot stat '\(path)': \(String(cString: strerror(errno)))") }
-    guard (info.st_mode & S_IFMT) == S_IFREG else { throw ONNXError(.io, "'\(path)' is not a regular file") }
-    let size = Int(info.st_size)
-    var failure: ONNXError?
-    let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
-        var done = 0
-        while done < size {
-            let got = read(fd, buffer.baseAddress! + done, size - done)
-            if got < 0 && errno == EINTR { continue }
-            if got <= 0 {
-                failure = ONNXError(.io, "reading '\(path)' failed: \(got == 0 ? "file shrank while reading" : String(cString: strerror(errno)))")
-                break
-            }
-            done += got
-        }
-        initialized = done
-    }
-    if let failure { throw failure }
-    return bytes
+    let file = try PageBuffer(readingFile: path)
+    return withExtendedLifetime(file) { [UInt8](file.bytes) }
 }

@@ -27,18 +27,10 @@ struct QuantizedGemvPanels: @unchecked Sendable {
     func run(a: UnsafePointer<UInt8>, signed: Bool, aZero: Int32, shape: [Int], output: QuantizedMatMulOutput, columnBias: [Int32]? = nil) -> Tensor {
         let rows = shape.dropLast().reduce(1, *)
         let (k, n) = (plan.k, plan.n)
-        let (dtype, kind, zero, multipliers, floatBias): (DType, Int32, Int32, [Float], [Float]?) = {
-            switch output {
-            case .sums: return (.int32, Int32(OSPREY_QOUT_INT32), 0, [], nil)
-            case .requantized(let m, let z, let d): return (d, Int32(d == .int8 ? OSPREY_QOUT_S8 : OSPREY_QOUT_U8), z, m, nil)
-            case .scaled(let m, let b): return (.float32, Int32(OSPREY_QOUT_F32), 0, m, b)
-            }
-        }()
+        let (dtype, kind, zero, multipliers, floatBias) = output.epilogue
         var out = Tensor.pooled(dtype, shape: Array(shape.dropLast()) + [n])
         guard rows > 0, n > 0 else { return out }
-        // int8 A is read as uint8 + 128, so its zero point moves by 128; -zero * column sum goes into the bias.
-        let z = signed ? aZero + 128 : aZero
-        let bias = plan.sums.enumerated().map { (columnBias?[$0.offset] ?? 0) &- z &* $0.element }
+        let bias = foldedColumnBias(sums: plan.sums, signed: signed, aZero: aZero, columnBias: columnBias)
         out.withUnsafeMutableBytes { o in
             bias.withUnsafeBufferPointer { bp in multipliers.withUnsafeBufferPointer { mp in (floatBias ?? []).withUnsafeBufferPointer { fb in
                 var ep = osprey_qepilogue(bias: bp.baseAddress, scale: mp.baseAddress, float_bias: floatBias == nil ? nil : fb.baseAddress,

@@ -51,6 +51,22 @@ enum QuantizedMatMulOutput {
     case requantized(multipliers: [Float], zero: Int32, dtype: DType)
     /// float32 acc * multipliers[j] + bias[j] (DynamicQuantizeMatMul, MatMulIntegerToFloat).
     case scaled(multipliers: [Float], bias: [Float]?)
+
+    /// The output dtype, the C epilogue's kind, zero point, per-column multipliers and float bias of this output.
+    var epilogue: (dtype: DType, kind: Int32, zero: Int32, multipliers: [Float], floatBias: [Float]?) {
+        switch self {
+        case .sums: (.int32, Int32(OSPREY_QOUT_INT32), 0, [], nil)
+        case .requantized(let m, let z, let d): (d, Int32(d == .int8 ? OSPREY_QOUT_S8 : OSPREY_QOUT_U8), z, m, nil)
+        case .scaled(let m, let b): (.float32, Int32(OSPREY_QOUT_F32), 0, m, b)
+        }
+    }
+}
+
+/// The int32 bias per column of B (`sums` its column sums): `columnBias` minus A's zero point times each column sum.
+/// A is read as uint8 (int8 with its sign bit flipped, + 128), so an int8 A's zero point moves by 128.
+func foldedColumnBias(sums: [Int32], signed: Bool, aZero: Int32, columnBias: [Int32]?) -> [Int32] {
+    let z = signed ? aZero + 128 : aZero
+    return sums.enumerated().map { (columnBias?[$0.offset] ?? 0) &- z &* $0.element }
 }
 
 /// A [..., M, K] (uint8 / int8 bytes, zero point `aZero`) times the plan's B: [..., M, N] as `output` says.
@@ -59,18 +75,10 @@ func runQuantizedMatMul(plan: QuantizedMatMulPlan, a: UnsafePointer<UInt8>, sign
                         output: QuantizedMatMulOutput, columnBias: [Int32]? = nil) -> Tensor {
     let rows = shape.dropLast().reduce(1, *)
     let (k, n) = (plan.k, plan.n)
-    let (dtype, kind, zero, multipliers, floatBias): (DType, Int32, Int32, [Float], [Float]?) = {
-        switch output {
-        case .sums: return (.int32, Int32(OSPREY_QOUT_INT32), 0, [], nil)
-        case .requantized(let m, let z, let d): return (d, Int32(d == .int8 ? OSPREY_QOUT_S8 : OSPREY_QOUT_U8), z, m, nil)
-        case .scaled(let m, let b): return (.float32, Int32(OSPREY_QOUT_F32), 0, m, b)
-        }
-    }()
+    let (dtype, kind, zero, multipliers, floatBias) = output.epilogue
     var out = Tensor.pooled(dtype, shape: Array(shape.dropLast()) + [n])
     guard rows > 0, n > 0 else { return out }
-    // A read as uint8 (int8 with its sign bit flipped, + 128), its zero point folded into the bias: -zero * column sum.
-    let z = signed ? aZero + 128 : aZero
-    let bias = plan.sums.enumerated().map { (columnBias?[$0.offset] ?? 0) &- z &* $0.element }
+    let bias = foldedColumnBias(sums: plan.sums, signed: signed, aZero: aZero, columnBias: columnBias)
     let panel = Int(OSPREY_QU8_PANEL), panels = (rows + panel - 1) / panel
     let panelBytes = (plan.rowStride / 4) * 4 * panel
     let outBytes = dtype.byteSize
