@@ -173,12 +173,7 @@ private struct PanelTile {
                              Engine.clamp(c.3, low, high), Engine.clamp(c.4, low, high), Engine.clamp(c.5, low, high))
                     }
                     let o = output + (n * outChannels + firstChannel) * outPlane + pixel
-                    o.store(c.0)
-                    if rows > 1 { (o + outPlane).store(c.1) }
-                    if rows > 2 { (o + 2 * outPlane).store(c.2) }
-                    if rows > 3 { (o + 3 * outPlane).store(c.3) }
-                    if rows > 4 { (o + 4 * outPlane).store(c.4) }
-                    if rows > 5 { (o + 5 * outPlane).store(c.5) }
+                    storeRows(c, rows: rows, at: o, stride: outPlane)
                 } else {
                     if width <= 8 {
                         storeTile(microKernel(depth, a, b, start6x8(start)), scratch)
@@ -256,6 +251,17 @@ typealias Tile6<V: SIMD> = (V, V, V, V, V, V) where V.Scalar == Float
 typealias Tile6x16 = Tile6<SIMD16<Float>>
 /// Six rows of 8 accumulated columns.
 typealias Tile6x8 = Tile6<SIMD8<Float>>
+
+/// Stores the first `rows` (1...6) rows of `c` at `o`, row r at `o + r * stride`.
+@inline(__always)
+func storeRows<V: SIMD>(_ c: Tile6<V>, rows: Int, at o: UnsafeMutablePointer<Float>, stride: Int) where V.Scalar == Float {
+    o.store(c.0)
+    if rows > 1 { (o + stride).store(c.1) }
+    if rows > 2 { (o + 2 * stride).store(c.2) }
+    if rows > 3 { (o + 3 * stride).store(c.3) }
+    if rows > 4 { (o + 4 * stride).store(c.4) }
+    if rows > 5 { (o + 5 * stride).store(c.5) }
+}
 
 /// The micro-kernel: row r = start.r + sum_k a[k * 6 + r] * b[k * 16 ..< k * 16 + V.scalarCount] (V is SIMD16, or
 /// SIMD8 for the first 8 lanes of a last, narrow strip). Always inlined, so each use is specialised.

@@ -189,12 +189,7 @@ private struct WinogradBlock {
                 @inline(__always) func row(_ r: Int) -> UnsafePointer<Float> { r < rows ? a + r * cp : a }
                 let c = productKernel(cp, (a, row(1), row(2), row(3), row(4), row(5)), b)
                 let out = m + t * kp + strip * productWidth
-                out.store(c.0)
-                if rows > 1 { (out + kp).store(c.1) }
-                if rows > 2 { (out + 2 * kp).store(c.2) }
-                if rows > 3 { (out + 3 * kp).store(c.3) }
-                if rows > 4 { (out + 4 * kp).store(c.4) }
-                if rows > 5 { (out + 5 * kp).store(c.5) }
+                storeRows(c, rows: rows, at: out, stride: kp)
                 t += productRows
             }
         }

@@ -25,19 +25,11 @@ struct QuantizedGemvPanels: @unchecked Sendable {
 
     /// `runQuantizedMatMul` for A of `shape` [..., M, K] (M * leading dims rows): same outputs, per-column epilogue.
     func run(a: UnsafePointer<UInt8>, signed: Bool, aZero: Int32, shape: [Int], output: QuantizedMatMulOutput, columnBias: [Int32]? = nil) -> Tensor {
-        let rows = shape.dropLast().reduce(1, *)
-        let (k, n) = (plan.k, plan.n)
-        let (dtype, kind, zero, multipliers, floatBias) = output.epilogue
-        var out = Tensor.pooled(dtype, shape: Array(shape.dropLast()) + [n])
-        guard rows > 0, n > 0 else { return out }
-        let bias = foldedColumnBias(sums: plan.sums, signed: signed, aZero: aZero, columnBias: columnBias)
-        out.withUnsafeMutableBytes { o in
-            bias.withUnsafeBufferPointer { bp in multipliers.withUnsafeBufferPointer { mp in (floatBias ?? []).withUnsafeBufferPointer { fb in
-                var ep = osprey_qepilogue(bias: bp.baseAddress, scale: mp.baseAddress, float_bias: floatBias == nil ? nil : fb.baseAddress,
-                                          zero_point: zero, kind: kind, transposed: 0)
-                osprey_qgemv_u8s8(Int32(rows), Int32(n), Int32(k), a, Int32(k), signed ? 1 : 0, panels, &ep, o.baseAddress!, Int32(n))
-            } } }
+        quantizedProduct(plan: plan, signed: signed, aZero: aZero, shape: shape, output: output, columnBias: columnBias,
+                         transposed: false) { rows, ep, o in
+            var e = ep
+            osprey_qgemv_u8s8(Int32(rows), Int32(plan.n), Int32(plan.k), a, Int32(plan.k), signed ? 1 : 0, panels, &e, o.baseAddress!,
+                              Int32(plan.n))
         }
-        return out
     }
 }

@@ -69,36 +69,48 @@ func foldedColumnBias(sums: [Int32], signed: Bool, aZero: Int32, columnBias: [In
     return sums.enumerated().map { (columnBias?[$0.offset] ?? 0) &- z &* $0.element }
 }
 
+/// The output of A [..., M, K] (`shape`) times `plan`'s B as `output` says, filled by `body` from the row count M * leading
+/// dims, the C epilogue (bias with A's zero point folded in, multipliers, zero point) and the output's bytes; an empty
+/// product skips `body`.
+func quantizedProduct(plan: QuantizedMatMulPlan, signed: Bool, aZero: Int32, shape: [Int], output: QuantizedMatMulOutput,
+                      columnBias: [Int32]?, transposed: Bool,
+                      _ body: (_ rows: Int, _ epilogue: osprey_qepilogue, _ out: UnsafeMutableRawBufferPointer) -> Void) -> Tensor {
+    let rows = shape.dropLast().reduce(1, *)
+    let (dtype, kind, zero, multipliers, floatBias) = output.epilogue
+    var out = Tensor.pooled(dtype, shape: Array(shape.dropLast()) + [plan.n])
+    guard rows > 0, plan.n > 0 else { return out }
+    let bias = foldedColumnBias(sums: plan.sums, signed: signed, aZero: aZero, columnBias: columnBias)
+    out.withUnsafeMutableBytes { o in
+        bias.withUnsafeBufferPointer { bp in multipliers.withUnsafeBufferPointer { mp in (floatBias ?? []).withUnsafeBufferPointer { fb in
+            body(rows, osprey_qepilogue(bias: bp.baseAddress, scale: mp.baseAddress, float_bias: floatBias == nil ? nil : fb.baseAddress,
+                                        zero_point: zero, kind: kind, transposed: transposed ? 1 : 0), o)
+        } } }
+    }
+    return out
+}
+
 /// A [..., M, K] (uint8 / int8 bytes, zero point `aZero`) times the plan's B: [..., M, N] as `output` says.
 /// `columnBias` (int32 per column, Gemm's C) is added to the sums before the epilogue scales them.
 func runQuantizedMatMul(plan: QuantizedMatMulPlan, a: UnsafePointer<UInt8>, signed: Bool, aZero: Int32, shape: [Int],
                         output: QuantizedMatMulOutput, columnBias: [Int32]? = nil) -> Tensor {
-    let rows = shape.dropLast().reduce(1, *)
     let (k, n) = (plan.k, plan.n)
-    let (dtype, kind, zero, multipliers, floatBias) = output.epilogue
-    var out = Tensor.pooled(dtype, shape: Array(shape.dropLast()) + [n])
-    guard rows > 0, n > 0 else { return out }
-    let bias = foldedColumnBias(sums: plan.sums, signed: signed, aZero: aZero, columnBias: columnBias)
-    let panel = Int(OSPREY_QU8_PANEL), panels = (rows + panel - 1) / panel
+    let panel = Int(OSPREY_QU8_PANEL)
     let panelBytes = (plan.rowStride / 4) * 4 * panel
-    let outBytes = dtype.byteSize
-    out.withUnsafeMutableBytes { o in
-        plan.rows.withUnsafeBufferPointer { w in bias.withUnsafeBufferPointer { bp in multipliers.withUnsafeBufferPointer { mp in
-            (floatBias ?? []).withUnsafeBufferPointer { fb in
-                let ep = osprey_qepilogue(bias: bp.baseAddress, scale: mp.baseAddress, float_bias: floatBias == nil ? nil : fb.baseAddress,
-                                          zero_point: zero, kind: kind, transposed: 1)
-                // About 64K multiply-adds per chunk: below that a hand-off to another thread costs more than it saves.
-                parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, n * k * panel))) { range in
-                    let first = range.lowerBound * panel, count = min(rows, range.upperBound * panel) - first
-                    let packed = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, range.count * panelBytes))
-                    defer { packed.deallocate() }
-                    var e = ep
-                    osprey_qpack_u8_rows(Int32(k), Int32(count), a + first * k, Int32(k), signed ? 1 : 0, packed)
-                    osprey_qgemm_u8s8(Int32(n), Int32(count), Int32(plan.rowStride / 4), w.baseAddress!, Int32(plan.rowStride), packed, &e,
-                                      o.baseAddress! + first * n * outBytes, Int32(n))
-                }
+    let outBytes = output.epilogue.dtype.byteSize
+    return quantizedProduct(plan: plan, signed: signed, aZero: aZero, shape: shape, output: output, columnBias: columnBias,
+                            transposed: true) { rows, ep, o in
+        let panels = (rows + panel - 1) / panel
+        plan.rows.withUnsafeBufferPointer { w in
+            // About 64K multiply-adds per chunk: below that a hand-off to another thread costs more than it saves.
+            parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, n * k * panel))) { range in
+                let first = range.lowerBound * panel, count = min(rows, range.upperBound * panel) - first
+                let packed = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, range.count * panelBytes))
+                defer { packed.deallocate() }
+                var e = ep
+                osprey_qpack_u8_rows(Int32(k), Int32(count), a + first * k, Int32(k), signed ? 1 : 0, packed)
+                osprey_qgemm_u8s8(Int32(n), Int32(count), Int32(plan.rowStride / 4), w.baseAddress!, Int32(plan.rowStride), packed, &e,
+                                  o.baseAddress! + first * n * outBytes, Int32(n))
             }
-        } } }
+        }
     }
-    return out
 }
