@@ -10,26 +10,16 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
     let bias = withBias ? rng.floats(g.outChannels) : nil
     let outCount = g.batch * g.outChannels * g.outHeight * g.outWidth
     let residual = withResidual ? rng.floats(outCount) : nil
-    var expected = [Float](repeating: 0, count: outCount)
+    let expected = convolutionReferenceOutput(g, input: input, weights: weights, bias: bias, residual: residual, activation: activation)
     var actual = [Float](repeating: .nan, count: outCount)
     let packed = weights.withUnsafeBufferPointer { w in
         PackedConvolution(weights: w, bias: bias?.withUnsafeBufferPointer { $0 }, outChannels: g.outChannels, inChannels: g.inChannels,
                           kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, groups: g.groups, activation: activation)
     }
     input.withUnsafeBufferPointer { i in
-        weights.withUnsafeBufferPointer { w in
-            (bias ?? []).withUnsafeBufferPointer { b in
-                (residual ?? []).withUnsafeBufferPointer { r in
-                    let biasPointer = bias == nil ? nil : b.baseAddress
-                    let residualPointer = residual == nil ? nil : r.baseAddress
-                    expected.withUnsafeMutableBufferPointer {
-                        convolutionReference(g, input: i.baseAddress!, weights: w.baseAddress!, bias: biasPointer, activation: activation,
-                                             output: $0.baseAddress!, residual: residualPointer)
-                    }
-                    actual.withUnsafeMutableBufferPointer { o in
-                        packed.run(g, input: i.baseAddress!, output: o.baseAddress!, residual: residualPointer)
-                    }
-                }
+        (residual ?? []).withUnsafeBufferPointer { r in
+            actual.withUnsafeMutableBufferPointer { o in
+                packed.run(g, input: i.baseAddress!, output: o.baseAddress!, residual: residual == nil ? nil : r.baseAddress)
             }
         }
     }

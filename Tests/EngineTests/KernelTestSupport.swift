@@ -29,3 +29,22 @@ let allActivations: [Activation] = [
     .none, .relu, .leakyRelu(alpha: 0.1), .clip(min: 0, max: 6), .clip(min: -0.5, max: 0.25), .sigmoid,
     .hardSigmoid(alpha: 0.2, beta: 0.5), .hardSwish, .tanh, .silu, .gelu, .geluTanh, .mish,
 ]
+
+/// `convolutionReference` of `g` on these arrays (`bias` and `residual` optional): the output the fast kernels must match.
+func convolutionReferenceOutput(_ g: ConvGeometry, input: [Float], weights: [Float], bias: [Float]?, residual: [Float]?,
+                                activation: Activation) -> [Float] {
+    var expected = [Float](repeating: 0, count: g.batch * g.outChannels * g.outHeight * g.outWidth)
+    input.withUnsafeBufferPointer { i in
+        weights.withUnsafeBufferPointer { w in
+            (bias ?? []).withUnsafeBufferPointer { b in
+                (residual ?? []).withUnsafeBufferPointer { r in
+                    expected.withUnsafeMutableBufferPointer {
+                        convolutionReference(g, input: i.baseAddress!, weights: w.baseAddress!, bias: bias == nil ? nil : b.baseAddress,
+                                             activation: activation, output: $0.baseAddress!, residual: residual == nil ? nil : r.baseAddress)
+                    }
+                }
+            }
+        }
+    }
+    return expected
+}
