@@ -230,6 +230,31 @@ static void pack_quad16_avx2(const uint8_t *const src[4], uint8_t x, uint8_t *ds
 #endif
 
 #if defined(__x86_64__)
+/// Two full panels (32 columns from column c0) of `quads` full quads: per quad 4 rows of 32 bytes XOR `flip`,
+/// interleaved per 128-bit lane (lane 0: the first panel, lane 1: the second), each panel's 64 bytes stored in order.
+__attribute__((target("avx2")))
+static void pack_two_panels_avx2(int quads, const uint8_t *b, int ldb, uint8_t flip, uint8_t *first, uint8_t *second) {
+    __m256i f = _mm256_set1_epi8((char)flip);
+    for (int q = 0; q < quads; q++) {
+        const uint8_t *r = b + (size_t)4 * q * ldb;
+        __m256i r0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)r), f);
+        __m256i r1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(r + ldb)), f);
+        __m256i r2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)ldb)), f);
+        __m256i r3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(r + 3 * (size_t)ldb)), f);
+        __m256i a = _mm256_unpacklo_epi8(r0, r1), bb = _mm256_unpackhi_epi8(r0, r1);
+        __m256i c = _mm256_unpacklo_epi8(r2, r3), d = _mm256_unpackhi_epi8(r2, r3);
+        __m256i x0 = _mm256_unpacklo_epi16(a, c), x1 = _mm256_unpackhi_epi16(a, c);
+        __m256i x2 = _mm256_unpacklo_epi16(bb, d), x3 = _mm256_unpackhi_epi16(bb, d);
+        uint8_t *o = first + (size_t)q * 64, *p = second + (size_t)q * 64;
+        _mm256_storeu_si256((__m256i *)o, _mm256_permute2x128_si256(x0, x1, 0x20));
+        _mm256_storeu_si256((__m256i *)(o + 32), _mm256_permute2x128_si256(x2, x3, 0x20));
+        _mm256_storeu_si256((__m256i *)p, _mm256_permute2x128_si256(x0, x1, 0x31));
+        _mm256_storeu_si256((__m256i *)(p + 32), _mm256_permute2x128_si256(x2, x3, 0x31));
+    }
+}
+#endif
+
+#if defined(__x86_64__)
 /// One full pair of rows of an int16 panel: 16 columns of (row 0, row 1) minus the zero point, widened and
 /// interleaved (vpunpck{l,h}wd on each half).
 __attribute__((target("avx2")))
@@ -245,6 +270,23 @@ static void pack_pair16_avx2(const uint8_t *r0, const uint8_t *r1, int is_signed
 }
 #endif
 
+#if defined(__x86_64__)
+/// Every full pair of rows of one full int16 panel (16 columns from b): rows 2p and 2p + 1 widened, minus `zero`,
+/// interleaved into the panel's 64 bytes per pair (in-lane vpunpck{l,h}wd, then the lanes put in column order).
+__attribute__((target("avx2")))
+static void pack_pairs16_avx2(int pairs, const uint8_t *b, int ldb, int is_signed, int32_t zero, int16_t *dst) {
+    __m256i z = _mm256_set1_epi16((short)zero);
+    for (int p = 0; p < pairs; p++, dst += 32) {
+        __m128i b0 = _mm_loadu_si128((const __m128i *)(b + (size_t)2 * p * ldb)), b1 = _mm_loadu_si128((const __m128i *)(b + (size_t)(2 * p + 1) * ldb));
+        __m256i a = _mm256_sub_epi16(is_signed ? _mm256_cvtepi8_epi16(b0) : _mm256_cvtepu8_epi16(b0), z);
+        __m256i c = _mm256_sub_epi16(is_signed ? _mm256_cvtepi8_epi16(b1) : _mm256_cvtepu8_epi16(b1), z);
+        __m256i lo = _mm256_unpacklo_epi16(a, c), hi = _mm256_unpackhi_epi16(a, c);
+        _mm256_storeu_si256((__m256i *)dst, _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(dst + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+}
+#endif
+
 /// The panel loop of both packings: per 16-column panel and k step, 64 bytes, from 4 rows of bytes (XOR `flip`: an
 /// int8 operand read as uint8 + 128) or (`wide`) 2 rows widened to int16 minus `zero` (`is_signed`: int8 values).
 /// Full steps take the AVX2 bodies; partial ones (and every step when portable) the scalar loop, zero past K and N.
@@ -254,9 +296,20 @@ static void pack_panels(int wide, int k, int n, const uint8_t *b, int ldb, uint8
 #if defined(__x86_64__)
     vector = !force_portable && cpu_has_avx2();
 #endif
+    // Panels whose full steps the whole-panel bodies packed: pairs of full panels (bytes), every full panel (int16).
+    int done = 0;
+#if defined(__x86_64__)
+    if (vector && !wide)
+        for (; done + 2 <= n / PANEL; done += 2)
+            pack_two_panels_avx2(k / 4, b + (size_t)done * PANEL, ldb, flip, packed + (size_t)done * steps * 64,
+                                 packed + (size_t)(done + 1) * steps * 64);
+    if (vector && wide)
+        for (; done < n / PANEL; done++)
+            pack_pairs16_avx2(k / 2, b + (size_t)done * PANEL, ldb, is_signed, zero, (int16_t *)(packed + (size_t)done * steps * 64));
+#endif
     for (int j = 0; j < panels; j++) {
         int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
-        for (int q = 0; q < steps; q++) {
+        for (int q = j < done ? k / per : 0; q < steps; q++) {
             uint8_t *dst = packed + ((size_t)j * steps + q) * 64;
             const uint8_t *src[4] = {NULL, NULL, NULL, NULL};
             for (int t = 0; t < per; t++) src[t] = per * q + t < k ? b + (size_t)(per * q + t) * ldb + j * PANEL : NULL;
@@ -331,7 +384,22 @@ void osprey_im2col_u8(const uint8_t *x, int c, int h, int w, int kh, int kw, int
                         if (hi > lo) memcpy(dst + lo, src + x0 + lo, hi - lo);
                         if (ow > hi) memset(dst + hi, pad, ow - hi);
                     } else {
-                        for (int ox = 0; ox < ow; ox++) {
+                        int ox = 0;
+#if defined(__x86_64__)
+                        if (sw == 2) {
+                            // Padding on the left, then 16 outputs from 32 bytes wholly inside the row (even bytes
+                            // kept: SSE2, every x86-64 has it), then the scalar tail.
+                            for (; ox < ow && ox * 2 + x0 < 0; ox++) dst[ox] = pad;
+                            const __m128i even = _mm_set1_epi16(0xFF);
+                            for (; ox + 16 <= ow && ox * 2 + x0 + 32 <= w; ox += 16) {
+                                const uint8_t *p = src + ox * 2 + x0;
+                                __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)p), even);
+                                __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(p + 16)), even);
+                                _mm_storeu_si128((__m128i *)(dst + ox), _mm_packus_epi16(a, b));
+                            }
+                        }
+#endif
+                        for (; ox < ow; ox++) {
                             int ix = ox * sw + x0;
                             dst[ox] = ix >= 0 && ix < w ? src[ix] : pad;
                         }

@@ -9,6 +9,7 @@ import Tensor
 //   DQ(x), DQ(w const)[, DQ(int32 bias const)] -> Conv -> Q    => QLinearConv
 //   DQ(a), DQ(b const) -> MatMul -> Q                         => QLinearMatMul
 //   DQ(a), DQ(b) -> MatMul -> Q, per-tensor parameters          => QLinearMatMul (B packed per call)
+//   DQ(a), DQ(b const)[, DQ(int32 bias const)] -> Gemm -> Q   => com.microsoft QGemm
 //   DQ(a), DQ(b) -> Add / Mul -> Q                            => com.microsoft QLinearAdd / QLinearMul
 //   DQ(x) -> GlobalAveragePool -> Q                           => com.microsoft QLinearGlobalAveragePool
 //   DQ(x) -> Reshape / Flatten / Squeeze / Unsqueeze / Transpose / MaxPool -> Q with the same scale and zero point
@@ -104,6 +105,8 @@ private struct QuantizedPatterns {
             guard let a = perTensor(node.inputs[0]), let b = dequantized(node.inputs[1]), constants[b.x]?.rank == 2,
                   isScalar(b.scale) || (constants[b.scale]?.rank == 1 && (b.axis == 1 || b.axis == -1)), let bZero = zeroPoint(b) else { return nil }
             return Node(name: node.name, opType: "QLinearMatMul", inputs: [a.x, a.scale, a.zero, b.x, b.scale, bZero, q.scale, q.zero], outputs: [q.output])
+        case "Gemm" where node.inputs.count >= 2:
+            return quantizedGemm(node, q: q)
         case "Add" where node.inputs.count == 2, "Mul" where node.inputs.count == 2:
             guard let a = perTensor(node.inputs[0]), let b = perTensor(node.inputs[1]), constants[a.zero]?.dtype == constants[q.zero]?.dtype,
                   constants[b.zero]?.dtype == constants[q.zero]?.dtype else { return nil }
@@ -149,6 +152,36 @@ private struct QuantizedPatterns {
         return Node(name: node.name, opType: "QLinearConv", inputs: inputs, outputs: [q.output], attributes: node.attributes)
     }
 
+    /// QGemm for DQ(a) x DQ(b) [+ DQ(bias)] -> Gemm -> Q (classifier heads), or nil when the parameters do not match:
+    /// A not transposed, alpha and beta 1, B's scale per tensor or per output column, the bias int32 with scale
+    /// a_scale * b_scale and zero 0 (QGemm adds C to the integer sums before scaling them).
+    private mutating func quantizedGemm(_ node: Node, q: (index: Int, scale: String, zero: String, output: String)) -> Node? {
+        let transB = integer(node, "transB", 0) != 0
+        guard integer(node, "transA", 0) == 0, real(node, "alpha", 1) == 1, real(node, "beta", 1) == 1,
+              let a = perTensor(node.inputs[0]), let b = dequantized(node.inputs[1]),
+              let weights = constants[b.x], weights.dtype == .int8 || weights.dtype == .uint8, weights.rank == 2,
+              let bScale = constants[b.scale], let aScale = constants[a.scale], let bZero = zeroPoint(b) else { return nil }
+        let columns = weights.shape[transB ? 0 : 1]
+        guard bScale.count == 1 || (bScale.rank == 1 && bScale.count == columns && (b.axis == (transB ? 0 : 1) || (!transB && b.axis == -1)))
+        else { return nil }
+        var inputs = [a.x, a.scale, a.zero, b.x, b.scale, bZero]
+        if node.inputs.count > 2, !node.inputs[2].isEmpty {
+            guard let c = dequantized(node.inputs[2]), let bias = constants[c.x], bias.dtype == .int32, bias.count == columns,
+                  let cScale = constants[c.scale], c.zero.isEmpty || constants[c.zero]?.doubles.allSatisfy({ $0 == 0 }) == true else { return nil }
+            let xs = aScale.doubleValue(at: 0), ws = bScale.doubles, cs = cScale.doubles
+            guard cs.count == 1 || cs.count == columns else { return nil }
+            for j in 0..<columns {
+                let expected = xs * ws[ws.count == 1 ? 0 : j], actual = cs[cs.count == 1 ? 0 : j]
+                guard abs(expected - actual) <= 1e-6 * abs(expected) else { return nil }
+            }
+            inputs.append(c.x)
+        } else {
+            inputs.append("")
+        }
+        return Node(name: node.name, opType: "QGemm", domain: contribDomain, inputs: inputs + [q.scale, q.zero], outputs: [q.output],
+                    attributes: ["transB": .int(transB ? 1 : 0)])
+    }
+
     /// The constant zero-point input of a DequantizeLinear of a constant, or a new zero of its dtype when it has none.
     private mutating func zeroPoint(_ d: (x: String, scale: String, zero: String, axis: Int)) -> String? {
         if !d.zero.isEmpty { return constants[d.zero] != nil ? d.zero : nil }
@@ -164,6 +197,10 @@ private struct QuantizedPatterns {
         if a == b { return true }
         guard let x = constants[a], let y = constants[b], x.dtype == y.dtype, x.shape == y.shape else { return false }
         return x.doubles == y.doubles
+    }
+    private func real(_ node: Node, _ name: String, _ fallback: Float) -> Float {
+        if case .float(let v)? = node.attributes[name] { return v }
+        return fallback
     }
     private func integer(_ node: Node, _ name: String, _ fallback: Int) -> Int {
         if case .int(let v)? = node.attributes[name] { return Int(v) }

@@ -83,4 +83,55 @@ private typealias T = TestSupport
         #expect(kinds.contains("QLinearAdd"), "\(kinds)")
         #expect(diff <= 0.02 * 1.001, "max diff \(diff)")
     }
+
+    /// x -> Q -> DQ -> Gemm(DQ w per output column, DQ int32 bias, transB) -> Q -> DQ -> y: the classifier head of a QDQ CNN.
+    private static func gemmModel(bias: Bool) -> Model {
+        let (k, n) = (40, 12)
+        var rng = SeededGenerator(seed: 33)
+        let xs: Float = 0.04, ws = (0..<n).map { _ in Float.random(in: 0.004...0.01, using: &rng) }
+        var inits: [(name: String, tensor: Tensor)] = [
+            ("xs", Tensor(shape: [], scalars: [xs])), ("xz", Tensor(shape: [], scalars: [UInt8(120)])),
+            ("w", Tensor(shape: [n, k], scalars: (0..<(n * k)).map { _ in Int8.random(in: -64...64, using: &rng) })),
+            ("ws", Tensor(shape: [n], scalars: ws)), ("wz", Tensor(shape: [n], scalars: [Int8](repeating: 0, count: n))),
+            ("ys", Tensor(shape: [], scalars: [Float(0.05)])), ("yz", Tensor(shape: [], scalars: [UInt8(128)])),
+        ]
+        var nodes = [
+            Node(opType: "QuantizeLinear", inputs: ["x", "xs", "xz"], outputs: ["xq"]),
+            Node(opType: "DequantizeLinear", inputs: ["xq", "xs", "xz"], outputs: ["xd"]),
+            Node(opType: "DequantizeLinear", inputs: ["w", "ws", "wz"], outputs: ["wd"], attributes: ["axis": .int(0)]),
+        ]
+        var gemmInputs = ["xd", "wd"]
+        if bias {
+            inits += [("b", Tensor(shape: [n], scalars: (0..<n).map { _ in Int32.random(in: -3000...3000, using: &rng) })),
+                      ("bs", Tensor(shape: [n], scalars: ws.map { $0 * xs }))]
+            nodes.append(Node(opType: "DequantizeLinear", inputs: ["b", "bs"], outputs: ["bd"], attributes: ["axis": .int(0)]))
+            gemmInputs.append("bd")
+        }
+        nodes += [
+            Node(opType: "Gemm", inputs: gemmInputs, outputs: ["g"], attributes: ["transB": .int(1)]),
+            Node(opType: "QuantizeLinear", inputs: ["g", "ys", "yz"], outputs: ["gq"]),
+            Node(opType: "DequantizeLinear", inputs: ["gq", "ys", "yz"], outputs: ["y"]),
+        ]
+        let inputs = [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(k)])]
+        return Model(opsetImports: ["": 17], graph: Graph(name: "qdq-gemm", nodes: nodes, initializers: inits, inputs: inputs, outputs: [ValueInfo(name: "y")]))
+    }
+
+    @Test func qdqGemmRunsAsQGemm() throws {
+        for bias in [true, false] {
+            let model = Self.gemmModel(bias: bias)
+            let fused = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true)
+            let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, fuseChains: false)
+            var rng = SeededGenerator(seed: 34)
+            for batch in [1, 3, 9] {
+                let x = Tensor(shape: [batch, 40], scalars: rng.floats(batch * 40).map { $0 * 4 })
+                let a = try fused.run(["x": x])["y"]!, b = try plain.run(["x": x])["y"]!
+                #expect(a.shape == b.shape)
+                let diff = zip(T.floats(a), T.floats(b)).map { abs($0 - $1) }.max() ?? 0
+                // One step of the output scale (0.05): rounding ties in the float path may land one step away.
+                #expect(diff <= 0.05 * 1.001, "bias \(bias) batch \(batch): max diff \(diff)")
+            }
+            let kinds = Set(try fused.profile(["x": Tensor(shape: [1, 40], scalars: rng.floats(40))]).map(\.opType))
+            #expect(kinds.contains("QGemm") && !kinds.contains("Gemm"), "\(kinds)")
+        }
+    }
 }

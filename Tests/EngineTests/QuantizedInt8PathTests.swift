@@ -39,10 +39,12 @@ import TestSupport
         var rng = SeededGenerator(seed: 21)
         // (channels, out channels, groups, kernel, stride, pad, dilation, size): pointwise, im2col, grouped, depthwise
         // with stride 1 and 2 and dilation, on planes narrower and wider than the kernels' 16-output vectors (narrow
-        // ones take the channel kernel: 40 and 20 channels give whole and partial 16-channel blocks, across images).
+        // ones take the channel kernel: 40 and 20 channels give whole and partial 16-channel blocks, across images), a
+        // pointwise K of 7 over 8 full panels (the two-panel packing and a partial quad), a stride-2 im2col 20 wide.
         let shapes = [(16, 24, 1, 1, 1, 0, 1, 9), (3, 20, 1, 3, 2, 1, 1, 13), (8, 12, 2, 3, 1, 1, 1, 8), (12, 12, 12, 3, 1, 1, 1, 11),
                       (10, 10, 10, 3, 2, 1, 1, 14), (6, 6, 6, 5, 2, 2, 1, 12), (5, 5, 5, 3, 1, 2, 2, 9), (4, 4, 4, 3, 1, 1, 1, 37),
-                      (3, 3, 3, 3, 2, 1, 1, 41), (40, 40, 40, 3, 1, 1, 1, 6), (20, 20, 20, 3, 2, 1, 1, 13), (18, 18, 18, 5, 1, 2, 1, 7)]
+                      (3, 3, 3, 3, 2, 1, 1, 41), (40, 40, 40, 3, 1, 1, 1, 6), (20, 20, 20, 3, 2, 1, 1, 13), (18, 18, 18, 5, 1, 2, 1, 7),
+                      (7, 9, 1, 1, 1, 0, 1, 11), (3, 8, 1, 3, 2, 1, 1, 40)]
         for (c, m, g, kernel, stride, pad, dilation, size) in shapes {
             let attributes: [String: Attribute] = ["kernel_shape": .ints([Int64(kernel), Int64(kernel)]), "strides": .ints([Int64(stride), Int64(stride)]),
                                                    "pads": .ints([Int64(pad), Int64(pad), Int64(pad), Int64(pad)]),
@@ -146,6 +148,46 @@ import TestSupport
                     #expect(TestSupport.close(TestSupport.floats(fast), TestSupport.floats(reference)), "\(label): vs the double path")
                 }
             }
+        }
+    }
+
+    /// Every centred weight up to 255 splits into parts within [-64, 64] that sum back to it.
+    @Test func fullRangeWeightsSplitIntoExactParts() {
+        for pieces in 1...4 {
+            for v in Int32(-64 * pieces)...Int32(64 * pieces) {
+                let parts = splitWeight(v, pieces: pieces)
+                #expect(parts.count == pieces && parts.reduce(Int32(0)) { $0 + Int32($1) } == v && parts.allSatisfy { abs($0) <= 64 }, "\(v) in \(pieces)")
+            }
+        }
+    }
+
+    /// QGemm with full-range B (int8 over [-128, 127], uint8 with a zero point): the split u8 x s8 path gives the
+    /// double path's integer sums exactly (float output within its rounding), at batch 1 (column panels) and 9.
+    @Test func qgemmWithFullRangeWeightsMatchesTheDoublePath() throws {
+        var rng = SeededGenerator(seed: 26)
+        let (k, n) = (45, 21)
+        for (rows, unsignedB) in [(1, false), (9, false), (2, true)] {
+            let a = bytes([rows, k], &rng, UInt8(0)...255)
+            let b: Tensor = unsignedB ? bytes([n, k], &rng, UInt8(0)...255) : bytes([n, k], &rng, Int8(-128)...127)
+            let bz = unsignedB ? Tensor(scalar: UInt8(9)) : Tensor(scalar: Int8(0))
+            let inputs: [(String, Tensor)] = [("a", a), ("as", Tensor(scalar: Float(0.02))), ("az", Tensor(scalar: UInt8(117))), ("b", b),
+                                              ("bs", Tensor(scalar: Float(0.003))), ("bz", bz)]
+            func run(constants: Set<String>) throws -> Tensor {
+                let node = Node(name: "n", opType: "QGemm", domain: "com.microsoft", inputs: inputs.map(\.0), outputs: ["y"], attributes: ["transB": .int(1)])
+                let graphInputs = inputs.filter { !constants.contains($0.0) }.map { ValueInfo(name: $0.0, elementType: $0.1.dtype, shape: $0.1.shape.map { .fixed($0) }) }
+                let graph = Graph(name: "g", nodes: [node], initializers: inputs.filter { constants.contains($0.0) }.map { (name: $0.0, tensor: $0.1) },
+                                  inputs: graphInputs, outputs: [ValueInfo(name: "y")])
+                let model = try CompiledModel(model: Model(opsetImports: ["": 17, "com.microsoft": 1], graph: graph))
+                return try model.run(Dictionary(uniqueKeysWithValues: inputs.filter { !constants.contains($0.0) }))["y"]!
+            }
+            let fast = try run(constants: ["b", "bs", "bz"])
+            osprey_qkernels_force_portable(1)
+            let portable = try run(constants: ["b", "bs", "bz"])
+            osprey_qkernels_force_portable(0)
+            let reference = try run(constants: [])
+            let label = "full-range QGemm rows \(rows) uint8 B \(unsignedB)"
+            same(fast, portable, "\(label): AVX2 vs portable")
+            #expect(TestSupport.close(TestSupport.floats(fast), TestSupport.floats(reference)), "\(label): vs the double path")
         }
     }
 

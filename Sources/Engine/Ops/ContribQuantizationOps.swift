@@ -183,7 +183,9 @@ private func dynamicQuantizeMatMul(plan: QuantizedMatMulPlan, a: Tensor, bScale:
 /// QGemm on the u8 x s8 GEMM: (A - a_zero) B' + C scaled by alpha * a_scale * b_scale[j], requantized with
 /// (y_scale, y_zero) or left as float. Nil when A is not 2-D 8-bit with a per-tensor scale or C is not one int32 per
 /// column (the double-precision path runs those).
-private func qgemm(plan: QuantizedMatMulPlan, gemv: QuantizedGemvPanels?, alpha: Float, _ inputs: KernelInputs, _ ctx: OpContext) throws -> Tensor? {
+/// `pieces` > 1: the plan is a `SplitQuantizedMatMulPlan`'s (full-range B), A's values are repeated to match.
+private func qgemm(plan: QuantizedMatMulPlan, pieces: Int = 1, gemv: QuantizedGemvPanels?, alpha: Float, _ inputs: KernelInputs,
+                   _ ctx: OpContext) throws -> Tensor? {
     let a = try inputs.required(0, ctx), aScale = try inputs.required(1, ctx)
     guard a.rank == 2, a.dtype == .uint8 || a.dtype == .int8, aScale.count == 1, inputs[2].map({ $0.count == 1 && $0.dtype == a.dtype }) ?? true else { return nil }
     var bias: [Int32]?
@@ -203,13 +205,19 @@ private func qgemm(plan: QuantizedMatMulPlan, gemv: QuantizedGemvPanels?, alpha:
         output = .scaled(multipliers: bScale.map { scale * Float($0) }, bias: nil)
     }
     let z = Int32(inputs[2]?.doubleValue(at: 0) ?? 0)
-    guard a.shape[1] == plan.k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(plan.k), \(plan.n)]") }
+    guard a.shape[1] * pieces == plan.k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(plan.k / pieces), \(plan.n)]") }
+    func product(_ bytes: UnsafePointer<UInt8>, _ shape: [Int]) -> Tensor {
+        if let gemv, shape[0] < quantizedGemvMaximumRows {
+            return gemv.run(a: bytes, signed: a.dtype == .int8, aZero: z, shape: shape, output: output, columnBias: bias)
+        }
+        return runQuantizedMatMul(plan: plan, a: bytes, signed: a.dtype == .int8, aZero: z, shape: shape, output: output, columnBias: bias)
+    }
     return a.withUnsafeBytes { p in
         let bytes = p.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        if let gemv, a.shape[0] < quantizedGemvMaximumRows {
-            return gemv.run(a: bytes, signed: a.dtype == .int8, aZero: z, shape: a.shape, output: output, columnBias: bias)
-        }
-        return runQuantizedMatMul(plan: plan, a: bytes, signed: a.dtype == .int8, aZero: z, shape: a.shape, output: output, columnBias: bias)
+        guard pieces > 1 else { return product(bytes, a.shape) }
+        var repeated = [UInt8](repeating: 0, count: a.count * pieces)
+        for i in 0..<a.count { for j in 0..<pieces { repeated[i * pieces + j] = bytes[i] } }
+        return repeated.withUnsafeBufferPointer { product($0.baseAddress!, [a.shape[0], plan.k]) }
     }
 }
 
@@ -256,11 +264,14 @@ let contribQuantizationOperators: OperatorTable = [
         let transA = try ctx.int("transA", 0) != 0, transB = try ctx.int("transB", 0) != 0
         let alpha = try ctx.float("alpha", 1)
         // Constant B on the u8 x s8 GEMM (A not transposed): C, the scales and the requantization in its epilogue.
-        let plan = transA || !(!ctx.hasInput(5) || ctx.constants[5] != nil) ? nil
-            : ctx.constants[3].flatMap { QuantizedMatMulPlan($0, zero: ctx.constants[5], transposed: transB) }
-        let gemv = plan.map { QuantizedGemvPanels($0) }
+        let fits = !transA && (!ctx.hasInput(5) || ctx.constants[5] != nil)
+        let plan = fits ? ctx.constants[3].flatMap { QuantizedMatMulPlan($0, zero: ctx.constants[5], transposed: transB) } : nil
+        // Full-range B (the plan refuses it): split into parts the u8 x s8 kernels multiply exactly.
+        let split = fits && plan == nil ? ctx.constants[3].flatMap { SplitQuantizedMatMulPlan($0, zero: ctx.constants[5], transposed: transB) } : nil
+        let gemv = (plan ?? split?.plan).map { QuantizedGemvPanels($0) }
         return PreparedKernel { inputs in
-            if let plan, let fast = try qgemm(plan: plan, gemv: gemv, alpha: alpha, inputs, ctx) { return [fast] }
+            if let plan = plan ?? split?.plan,
+               let fast = try qgemm(plan: plan, pieces: split?.pieces ?? 1, gemv: gemv, alpha: alpha, inputs, ctx) { return [fast] }
             var a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
             guard a.rank == 2, b.rank == 2 else { throw ctx.error(.executionFailed, "A \(a.shape) and B \(b.shape) must be 2-D") }
             if transA { a = permutedCopy(a, viewShape: a.shape, perm: [1, 0], outShape: [a.shape[1], a.shape[0]]) }

@@ -87,7 +87,8 @@ func quantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: Qua
                           bias: Tensor?, output: QuantizedOutput) throws -> Tensor? {
     guard xZero.map({ $0.count == 1 && $0.dtype == x.dtype }) ?? true else { return nil }
     let z = Int32(xZero?.doubleValue(at: 0) ?? 0)
-    return try runQuantizedConvolution(ctx, attrs, plan: plan, x: x, xZero: z, bias: bias.map { $0.doubles.map { Int32($0) } }, output: output)
+    return try runQuantizedConvolution(ctx, attrs, plan: plan, x: x, xZero: z, bias: bias.map { $0.dtype == .int32 ? $0.scalars(as: Int32.self) : $0.doubles.map { Int32($0) } },
+                                       output: output)
 }
 
 /// QLinearConv (x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, bias) on the integer kernels with the

@@ -159,35 +159,37 @@ private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: In
     let isU8 = plan.usesBytes
     // Bytes of one packed panel: quads x 16 x 4 bytes (u8), pairs x 16 x 2 int16 (s16).
     let panelBytes = isU8 ? ((k + 3) / 4) * 4 * panel : ((k + 1) / 2) * 2 * panel * 2
-    let packed = UnsafeMutableRawPointer.allocate(byteCount: max(1, panels * panelBytes), alignment: 64)
-    defer { packed.deallocate() }
-    let im2col: UnsafeMutablePointer<UInt8>? = gm.isPointwise ? nil : .allocate(capacity: max(1, k * columns))
-    defer { im2col?.deallocate() }
-    // Padding must contribute 0 to (x - x_zero): it reads the zero point (as stored: int8 keeps its bit pattern).
-    let pad = UInt8(truncatingIfNeeded: xZero)
-    for image in 0..<n {
-        for group in 0..<g {
-            let source = x + (image * c + group * cg) * gm.h * gm.w
-            let matrix: UnsafePointer<UInt8>
-            if let im2col {
-                osprey_im2col_u8(source, Int32(cg), Int32(gm.h), Int32(gm.w), Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw),
-                                 Int32(gm.dh), Int32(gm.dw), Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow), pad, im2col)
-                matrix = UnsafePointer(im2col)
-            } else {
-                matrix = source
-            }
-            let ep = epilogue(group * mg)
-            let target = out + (image * plan.m + group * mg) * columns * outBytes
-            // About 64K multiply-adds per chunk: below that a hand-off to another thread costs more than it saves.
-            parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, mg * k * panel))) { range in
-                let first = range.lowerBound * panel, count = min(columns, range.upperBound * panel) - first
-                let dst = packed + range.lowerBound * panelBytes
-                if isU8 {
-                    osprey_qpack_u8(Int32(k), Int32(count), matrix + first, Int32(columns), signed ? 1 : 0, dst.assumingMemoryBound(to: UInt8.self))
+    // Both buffers come from the pool: fresh allocations of this size are new pages, zeroed by the kernel on each run.
+    let packedBytes = max(64, panels * panelBytes), im2colBytes = gm.isPointwise ? 0 : (k * columns + 63) & ~63
+    BufferPool.shared.withScratch(floats: (packedBytes + im2colBytes) / 4) { scratch in
+        let packed = UnsafeMutableRawPointer(scratch)
+        let im2col: UnsafeMutablePointer<UInt8>? = gm.isPointwise ? nil : (packed + packedBytes).assumingMemoryBound(to: UInt8.self)
+        // Padding must contribute 0 to (x - x_zero): it reads the zero point (as stored: int8 keeps its bit pattern).
+        let pad = UInt8(truncatingIfNeeded: xZero)
+        for image in 0..<n {
+            for group in 0..<g {
+                let source = x + (image * c + group * cg) * gm.h * gm.w
+                let matrix: UnsafePointer<UInt8>
+                if let im2col {
+                    osprey_im2col_u8(source, Int32(cg), Int32(gm.h), Int32(gm.w), Int32(gm.kh), Int32(gm.kw), Int32(gm.sh), Int32(gm.sw),
+                                     Int32(gm.dh), Int32(gm.dw), Int32(gm.pt), Int32(gm.pl), Int32(gm.oh), Int32(gm.ow), pad, im2col)
+                    matrix = UnsafePointer(im2col)
                 } else {
-                    osprey_qpack_s16(Int32(k), Int32(count), matrix + first, Int32(columns), signed ? 1 : 0, xZero, dst.assumingMemoryBound(to: Int16.self))
+                    matrix = source
                 }
-                gemm(group, UnsafeRawPointer(dst), first, count, ep, target + first * outBytes)
+                let ep = epilogue(group * mg)
+                let target = out + (image * plan.m + group * mg) * columns * outBytes
+                // About 64K multiply-adds per chunk: below that a hand-off to another thread costs more than it saves.
+                parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, mg * k * panel))) { range in
+                    let first = range.lowerBound * panel, count = min(columns, range.upperBound * panel) - first
+                    let dst = packed + range.lowerBound * panelBytes
+                    if isU8 {
+                        osprey_qpack_u8(Int32(k), Int32(count), matrix + first, Int32(columns), signed ? 1 : 0, dst.assumingMemoryBound(to: UInt8.self))
+                    } else {
+                        osprey_qpack_s16(Int32(k), Int32(count), matrix + first, Int32(columns), signed ? 1 : 0, xZero, dst.assumingMemoryBound(to: Int16.self))
+                    }
+                    gemm(group, UnsafeRawPointer(dst), first, count, ep, target + first * outBytes)
+                }
             }
         }
     }
