@@ -1,4 +1,4 @@
-// e^x and the logistic function on 8 AVX2 + FMA lanes, shared by the float kernels of this target (not part of
+// e^x, the logistic function and HardSwish on 8 AVX2 + FMA lanes, shared by the float kernels of this target (not part of
 // the module's public headers: Swift never sees these). Include after <immintrin.h>, on x86-64 only.
 #ifndef OSPREY_AVX2_LOGISTIC_H
 #define OSPREY_AVX2_LOGISTIC_H
@@ -36,6 +36,14 @@ static inline __m256 logistic8(__m256 v, int silu) {
     // d = +inf cannot happen (exp8 clamps) but d near FLT_MAX makes rcpps 0: the result is then 0, as it should be.
     __m256 y = silu ? _mm256_mul_ps(v, e) : e;
     return _mm256_blendv_ps(y, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+/// x * min(max(x / 6 + 1/2, 0), 1) on 8 lanes (HardSwish; x / 6 as a multiply by 1/6, an ulp from the division).
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 hard_swish8(__m256 x) {
+    __m256 gate = _mm256_fmadd_ps(x, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+    gate = _mm256_min_ps(_mm256_max_ps(gate, _mm256_setzero_ps()), _mm256_set1_ps(1.0f));
+    return _mm256_mul_ps(x, gate);
 }
 
 #endif

@@ -16,6 +16,7 @@ static inline __m256 finish8(__m256 v, int epilogue, __m256 lo, __m256 hi) {
         v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
         return _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
     }
+    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish8(v);
     return logistic8(v, epilogue == OSPREY_DW_SILU);
 }
 
@@ -145,12 +146,14 @@ static inline void plane_taps(const float *const *bases, int taps, const float *
 DW_BODY(plane_clamp, OSPREY_DW_CLAMP)
 DW_BODY(plane_silu, OSPREY_DW_SILU)
 DW_BODY(plane_sigmoid, OSPREY_DW_SIGMOID)
+DW_BODY(plane_hard_swish, OSPREY_DW_HARDSWISH)
 
 void osprey_depthwise_plane_f32(const float *const *bases, int taps, const float *weights, float bias, int rows, int row_width,
                                 int width, float *out, const float *residual, int epilogue, float lo, float hi) {
     switch (epilogue) {
     case OSPREY_DW_SILU: plane_silu(bases, taps, weights, bias, rows, row_width, width, out, residual, lo, hi); break;
     case OSPREY_DW_SIGMOID: plane_sigmoid(bases, taps, weights, bias, rows, row_width, width, out, residual, lo, hi); break;
+    case OSPREY_DW_HARDSWISH: plane_hard_swish(bases, taps, weights, bias, rows, row_width, width, out, residual, lo, hi); break;
     default: plane_clamp(bases, taps, weights, bias, rows, row_width, width, out, residual, lo, hi); break;
     }
 }

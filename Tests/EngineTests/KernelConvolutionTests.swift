@@ -147,6 +147,24 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         }
     }
 
+    /// Pointwise convs whose column tiles start and end inside images and inside strips (odd planes, batch 3, deep k
+    /// so that tiles are short: the packing's lead, whole-strip and tail runs), every register epilogue, one and two threads.
+    @Test(.serialized, arguments: [1, 2])
+    func pointwiseTilesAcrossImagesMatchReference(threads: Int) {
+        var rng = SeededGenerator(seed: 19)
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        for (channels, size, batch) in [(300, 15, 3), (700, 5, 3), (33, 23, 2), (1, 3, 3)] {
+            let g = ConvGeometry(batch: batch, inChannels: channels, inHeight: size, inWidth: size + 2, outChannels: 13,
+                                 window: SlidingWindow(kernelHeight: 1, kernelWidth: 1))
+            // Clamp epilogues and residual-only (MobileNetV2's projections) in registers; SiLU in a pass after.
+            checkConvolution(g, activation: .clip(min: 0, max: 6), withBias: true, withResidual: false, rng: &rng)
+            checkConvolution(g, activation: .none, withBias: true, withResidual: true, rng: &rng)
+            checkConvolution(g, activation: .relu, withBias: false, withResidual: true, rng: &rng)
+            checkConvolution(g, activation: .silu, withBias: true, withResidual: true, rng: &rng)
+        }
+    }
+
     /// Planes large enough to be cut into row tiles (unfolded and pointwise), with one and two threads.
     @Test(.serialized, arguments: [1, 2])
     func tiledPlanesMatchReference(threads: Int) {
@@ -253,9 +271,13 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
 }
 
 /// The depthwise kernel's native (C, AVX2 + FMA) plane path and its portable Swift path against the reference twin:
-/// 3x3 and 5x5 (and 7x7, 1x1) taps, strides 1 and 2, dilation, asymmetric pads, row widths around the 8 / 16-lane
-/// tails, batch 2, channel multiplier 2, every activation, bias and residual.
+/// 3x3 and 5x5 (and 7x7, 1x1) taps, strides 1 and 2, dilation, asymmetric pads and pads past the window, rows and
+/// planes narrower than a vector, row widths around the 8 / 16-lane tails, batch 2, channel multiplier 2, every
+/// activation (HardSwish, SiLU, Sigmoid and the clamps in the plane kernel's registers), bias and residual.
 @Suite struct DepthwisePlaneKernelTests {
+    /// The native path only where the CPU has AVX2 + FMA.
+    private let testedPaths: [Bool] = hasFastLogisticKernel ? [true, false] : [false]
+
     @Test(arguments: allActivations)
     func nativeAndPortablePathsMatchReference(_ activation: Activation) {
         var rng = SeededGenerator(seed: 314)
@@ -263,9 +285,12 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
             (3, 1, 1, 5, 7, 1), (3, 1, 1, 4, 8, 1), (3, 1, 1, 3, 9, 2), (3, 1, 1, 6, 16, 1), (3, 1, 1, 3, 17, 1), (3, 1, 1, 2, 33, 1),
             (3, 2, 1, 7, 14, 1), (3, 2, 1, 9, 29, 2), (3, 2, 1, 5, 34, 1), (5, 1, 1, 6, 13, 1), (5, 1, 1, 4, 40, 1),
             (5, 2, 1, 11, 23, 1), (5, 2, 1, 8, 56, 2), (3, 1, 2, 7, 19, 1), (7, 1, 1, 9, 12, 1), (1, 2, 1, 6, 15, 1),
+            (3, 1, 1, 7, 7, 1), (3, 2, 1, 7, 7, 1), (3, 1, 1, 1, 3, 1), (5, 2, 1, 3, 4, 1), (3, 2, 1, 14, 14, 1), (5, 1, 1, 14, 14, 1),
+            (7, 2, 1, 13, 30, 1), (3, 1, 1, 10, 112, 1), (3, 2, 1, 6, 57, 1),
         ]
         for (i, s) in shapes.enumerated() {
-            let pad = s.kernel / 2 * s.dilation
+            // Every fifth shape pads past the window (output rows and columns that see padding only).
+            let pad = s.kernel / 2 * s.dilation + (i % 5 == 4 ? 2 : 0)
             let channels = 3
             let g = ConvGeometry(batch: 2, inChannels: channels, inHeight: s.height, inWidth: s.width, outChannels: channels * s.multiplier,
                                  window: SlidingWindow(kernelHeight: s.kernel, kernelWidth: s.kernel, strideHeight: s.stride, strideWidth: s.stride,
@@ -278,7 +303,7 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
             let residual = rng.floats(outCount)
             for withResidual in [false, true] {
                 var expected = [Float](repeating: 0, count: outCount)
-                var native = [Float](repeating: .nan, count: outCount), portable = native
+                var results = [Bool: [Float]]()
                 input.withUnsafeBufferPointer { x in
                     weights.withUnsafeBufferPointer { w in
                         bias.withUnsafeBufferPointer { b in
@@ -288,20 +313,21 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
                                     convolutionReference(g, input: x.baseAddress!, weights: w.baseAddress!, bias: b.baseAddress, activation: activation,
                                                          output: $0.baseAddress!, residual: res)
                                 }
-                                for (useNative, out) in [(true, 0), (false, 1)] {
-                                    let run = { (o: UnsafeMutablePointer<Float>) in
+                                for native in testedPaths {
+                                    var out = [Float](repeating: .nan, count: outCount)
+                                    out.withUnsafeMutableBufferPointer {
                                         depthwiseConvolution(g, input: x.baseAddress!, weights: w.baseAddress!, bias: b.baseAddress, residual: res,
-                                                             activation: activation, output: o, native: useNative)
+                                                             activation: activation, output: $0.baseAddress!, native: native)
                                     }
-                                    if out == 0 { native.withUnsafeMutableBufferPointer { run($0.baseAddress!) } }
-                                    else { portable.withUnsafeMutableBufferPointer { run($0.baseAddress!) } }
+                                    results[native] = out
                                 }
                             }
                         }
                     }
                 }
-                expectClose(native, expected, "native \(s) \(activation) residual \(withResidual)")
-                expectClose(portable, expected, "portable \(s) \(activation) residual \(withResidual)")
+                for native in testedPaths {
+                    expectClose(results[native]!, expected, "\(native ? "native" : "portable") \(s) \(activation) residual \(withResidual)")
+                }
             }
         }
     }

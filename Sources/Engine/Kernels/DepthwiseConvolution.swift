@@ -85,6 +85,7 @@ struct DepthwisePlaneEpilogue {
         case .clip(let lo, let hi): (low, high) = (lo, hi)
         case .silu: code = Int32(OSPREY_DW_SILU)
         case .sigmoid: code = Int32(OSPREY_DW_SIGMOID)
+        case .hardSwish: code = Int32(OSPREY_DW_HARDSWISH)
         default: complete = false
         }
         (self.code, self.low, self.high, self.complete) = (code, low, high, complete)
