@@ -34,7 +34,8 @@ public final class CompiledModel: Sendable {
     }
 
     /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps, `fuseChains: false` keeps
-    /// decomposed activation chains, constant scale-and-shift after convs and QDQ patterns as their nodes (tests compare both);
+    /// decomposed activation chains, constant scale-and-shift after convs, channel-scale Muls before 1x1 convs and QDQ
+    /// patterns as their nodes (tests compare both);
     /// `isSubgraph` marks a control-flow body; `placeConcatInputs: false` keeps every Concat copying its inputs.
     init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool, fuseChains: Bool = true, isSubgraph: Bool = false,
          placeConcatInputs: Bool = true) throws {
@@ -113,6 +114,7 @@ public final class CompiledModel: Sendable {
         }
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }
+        if fuseChains { optimizer.fuseChannelScaleIntoConvs() }
         return optimizer
     }
 
@@ -181,6 +183,8 @@ public final class CompiledModel: Sendable {
 
     /// Number of Concat buffers the plan shares between producers (for tests).
     var concatGroupCount: Int { plan.concats.groups.count }
+    /// How many of them also place at batch > 1 (for tests).
+    var stridedConcatGroupCount: Int { plan.concats.groups.filter(\.strided).count }
 
     /// Number of input-shape signatures with cached shape-derived values (for tests and metrics).
     public var cachedPlanCount: Int { plan.shapeCache.count }

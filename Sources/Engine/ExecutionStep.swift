@@ -124,7 +124,7 @@ struct ExecutionPlan: Sendable {
             if concatRun != nil {
                 if step.outputs.count == 1 && step.outputs[0] >= 0 { args.placement = concatRun?.window(for: step.outputs[0]) }
                 concatRun?.rootWillRun(step: i, inputs: args.values)
-                if let view = concatRun?.view(step: i, inputs: args.values) { results = [view] } else { results = try step.kernel(&args) }
+                if let view = concatRun?.view(step: i, inputs: &args.values) { results = [view] } else { results = try step.kernel(&args) }
                 concatRun?.rootDidRun(step: i)
             } else {
                 results = try step.kernel(&args)

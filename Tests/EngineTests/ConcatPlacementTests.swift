@@ -16,13 +16,14 @@ private typealias T = TestSupport
         var channels: [String: Int] = ["x": 3]
 
         /// A 3x3 (padded) or 1x1 Conv with bias from `input` to `output` with `outChannels` channels.
-        mutating func conv(_ input: String, _ output: String, _ outChannels: Int, kernel: Int = 3, relu: Bool = false) {
-            let c = channels[input]!
+        mutating func conv(_ input: String, _ output: String, _ outChannels: Int, kernel: Int = 3, relu: Bool = false, groups: Int = 1) {
+            let c = channels[input]! / groups
             inits.append((name: "\(output)_w", tensor: Tensor(shape: [outChannels, c, kernel, kernel], scalars: rng.floats(outChannels * c * kernel * kernel))))
             inits.append((name: "\(output)_b", tensor: Tensor(shape: [outChannels], scalars: rng.floats(outChannels))))
             let pad = Int64(kernel / 2)
             let target = relu ? "\(output)_pre" : output
-            nodes.append(Node(opType: "Conv", inputs: [input, "\(output)_w", "\(output)_b"], outputs: [target], attributes: ["pads": .ints([pad, pad, pad, pad])]))
+            nodes.append(Node(opType: "Conv", inputs: [input, "\(output)_w", "\(output)_b"], outputs: [target],
+                              attributes: ["pads": .ints([pad, pad, pad, pad]), "group": .int(Int64(groups))]))
             if relu { nodes.append(Node(opType: "Relu", inputs: [target], outputs: [output])) }
             channels[output] = outChannels
         }
@@ -96,7 +97,7 @@ private typealias T = TestSupport
         g.node("Identity", ["cat2"], "early")
         g.node("Identity", ["block"], "y")
         let (model, out) = try Self.check(g.model(outputs: ["y", "early"]))
-        #expect(model.concatGroupCount == 1)
+        #expect(model.concatGroupCount == 1 && model.stridedConcatGroupCount == 0)
         // The layer-2 concat is a prefix window of the block's buffer, not a copy.
         #expect(out["early"]!.storage === out["y"]!.storage && out["early"]!.byteOffset == out["y"]!.byteOffset)
     }
@@ -111,6 +112,34 @@ private typealias T = TestSupport
         g.conv("fire", "y", 4, kernel: 1)
         let (model, _) = try Self.check(g.model(outputs: ["y"]))
         #expect(model.concatGroupCount == 1)
+        // At batch 8 the expand convs write their images into strided windows of the buffer.
+        #expect(model.stridedConcatGroupCount == 1)
+    }
+
+    /// ShuffleNet-like: one part comes from a non-conv op (copied into its strided window), one from a depthwise conv
+    /// (no strided kernel: copied too), one from a pointwise conv (written in place); the Concat is also a graph output.
+    @Test func stridedWindowsTakeCopiesFromOtherProducers() throws {
+        var g = GraphBuilder()
+        g.conv("x", "p", 4, kernel: 1)
+        g.node("Abs", ["p"], "pass")
+        g.conv("x", "dw", 3, relu: true, groups: 3)
+        g.conv("dw", "pw", 4, kernel: 1, relu: true)
+        g.conv("x", "dw2", 3, groups: 3)
+        g.concat(["pass", "dw2", "pw"], "cat")
+        g.conv("cat", "y", 2, kernel: 1)
+        let (model, _) = try Self.check(g.model(outputs: ["y", "cat"]))
+        #expect(model.concatGroupCount == 1 && model.stridedConcatGroupCount == 1)
+    }
+
+    /// A strided window's rows written from a compact value and gathered back.
+    @Test func stridedWindowWritesAndGathersRows() {
+        let buffer = Tensor(shape: [2, 5, 2], scalars: [Float](repeating: -1, count: 20))
+        let window = OutputPlacement(storage: buffer.storage, byteOffset: 4 * 4, byteCount: 2 * 3 * 2 * 4, rows: 2, rowStride: 10 * 4)
+        let value = Tensor(shape: [2, 3, 2], scalars: (0..<12).map { Float($0) })
+        value.withUnsafeBytes { window.write(from: $0.baseAddress!, count: $0.count) }
+        #expect(T.floats(buffer) == [-1, -1, -1, -1, 0, 1, 2, 3, 4, 5, -1, -1, -1, -1, 6, 7, 8, 9, 10, 11])
+        #expect(T.floats(window.gathered(.float32, shape: [2, 3, 2])) == T.floats(value))
+        #expect(window.holds(window.tensor(.float32, shape: [2, 3, 2])) && !window.isContiguous)
     }
 
     /// A concat input also read by other nodes, including ones that write in place: the views stay intact.
@@ -125,6 +154,8 @@ private typealias T = TestSupport
         g.concat(["sa", "rc"], "d")
         let (model, _) = try Self.check(g.model(outputs: ["d", "nb"]))
         #expect(model.concatGroupCount == 2)
+        // c's inputs have other readers; d's have none, so only d places at batch 8.
+        #expect(model.stridedConcatGroupCount == 1)
     }
 
     /// A graph input, a constant or a graph output among the inputs keeps that Concat copying.

@@ -2,28 +2,45 @@ import Testing
 @testable import Engine
 import TestSupport
 
-/// Runs the packed convolution and its reference twin on the same random data and compares them.
-private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBias: Bool, withResidual: Bool,
-                              rng: inout SeededGenerator, sourceLocation: SourceLocation = #_sourceLocation) {
+/// Runs the packed convolution and its reference twin on the same random data and compares them. With `imageGap`
+/// the output images are written `imageGap` floats apart beyond their size (a window of a wider Concat buffer): the
+/// gaps must stay untouched. `unitStride` packs Winograd filters too. `inputScale` multiplies each input plane by a
+/// per-image, per-channel factor in the kernel, against the reference on the scaled input.
+private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBias: Bool, withResidual: Bool, imageGap: Int? = nil,
+                              unitStride: Bool = false, inputScale: Bool = false, rng: inout SeededGenerator,
+                              sourceLocation: SourceLocation = #_sourceLocation) {
     let input = rng.floats(g.batch * g.inChannels * g.inHeight * g.inWidth)
+    let plane = g.inHeight * g.inWidth
+    let scale = inputScale ? rng.floats(g.batch * g.inChannels) : nil
+    let scaledInput = scale.map { s in input.indices.map { input[$0] * s[$0 / plane] } } ?? input
     let weights = rng.floats(g.outChannels * g.inChannelsPerGroup * g.kernelHeight * g.kernelWidth)
     let bias = withBias ? rng.floats(g.outChannels) : nil
-    let outCount = g.batch * g.outChannels * g.outHeight * g.outWidth
+    let image = g.outChannels * g.outHeight * g.outWidth, outCount = g.batch * image
     let residual = withResidual ? rng.floats(outCount) : nil
-    let expected = convolutionReferenceOutput(g, input: input, weights: weights, bias: bias, residual: residual, activation: activation)
-    var actual = [Float](repeating: .nan, count: outCount)
+    let expected = convolutionReferenceOutput(g, input: scaledInput, weights: weights, bias: bias, residual: residual, activation: activation)
+    let stride = image + (imageGap ?? 0)
+    var actual = [Float](repeating: .nan, count: g.batch * stride)
     let packed = weights.withUnsafeBufferPointer { w in
         PackedConvolution(weights: w, bias: bias?.withUnsafeBufferPointer { $0 }, outChannels: g.outChannels, inChannels: g.inChannels,
-                          kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, groups: g.groups, activation: activation)
+                          kernelHeight: g.kernelHeight, kernelWidth: g.kernelWidth, groups: g.groups, activation: activation,
+                          unitStride: unitStride)
     }
+    #expect(!inputScale || packed.scalesInputChannels(g), "\(g): no kernel takes the input scale", sourceLocation: sourceLocation)
     input.withUnsafeBufferPointer { i in
         (residual ?? []).withUnsafeBufferPointer { r in
-            actual.withUnsafeMutableBufferPointer { o in
-                packed.run(g, input: i.baseAddress!, output: o.baseAddress!, residual: residual == nil ? nil : r.baseAddress)
+            (scale ?? []).withUnsafeBufferPointer { sp in
+                actual.withUnsafeMutableBufferPointer { o in
+                    packed.run(g, input: i.baseAddress!, output: o.baseAddress!, residual: residual == nil ? nil : r.baseAddress,
+                               outputImageStride: imageGap == nil ? nil : stride, inputChannelScale: scale == nil ? nil : sp.baseAddress)
+                }
             }
         }
     }
-    expectClose(actual, expected, "\(g) \(activation) bias \(withBias) residual \(withResidual)", sourceLocation: sourceLocation)
+    let images = (0..<g.batch).flatMap { actual[($0 * stride)..<($0 * stride + image)] }
+    expectClose(images, expected, "\(g) \(activation) bias \(withBias) residual \(withResidual)", sourceLocation: sourceLocation)
+    let gaps = (0..<g.batch).flatMap { actual[($0 * stride + image)..<(($0 + 1) * stride)] }
+    let untouched = gaps.allSatisfy { $0.isNaN }
+    #expect(untouched, "\(g): a write between the output images", sourceLocation: sourceLocation)
 }
 
 @Suite struct KernelConvolutionTests {
@@ -123,6 +140,43 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
                                  kernelWidth: kernel, strideHeight: stride, strideWidth: stride, padTop: kernel / 2, padLeft: kernel / 2,
                                  padBottom: kernel / 2, padRight: kernel / 2))
             checkConvolution(g, activation: .relu, withBias: true, withResidual: true, rng: &rng)
+        }
+    }
+
+    /// Output images at a stride of their own (Concat windows at batch > 1) on every kernel that writes them: dense
+    /// pointwise and gathered, grouped, Winograd; with and without the residual, clamp and other epilogues.
+    @Test(.serialized, arguments: [1, 2])
+    func stridedOutputImagesMatchReference(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 919)
+        // (channels, size, kernel, stride, groups, outChannels): pointwise, 3x3 stride 2 dense, grouped, Winograd 3x3.
+        for (c, size, kernel, stride, groups, m) in [(12, 9, 1, 1, 1, 14), (16, 13, 1, 1, 1, 16), (9, 11, 3, 2, 1, 10), (32, 7, 3, 1, 4, 32),
+                                                   (16, 10, 3, 2, 2, 16), (16, 13, 3, 1, 1, 24), (20, 6, 3, 1, 1, 16)] {
+            for (activation, withResidual) in [(Activation.relu, false), (.relu, true), (.sigmoid, false), (.clip(min: 0, max: 6), false)] {
+                let g = ConvGeometry(batch: 3, inChannels: c, inHeight: size, inWidth: size, outChannels: m,
+                                     window: SlidingWindow(kernelHeight: kernel, kernelWidth: kernel, strideHeight: stride, strideWidth: stride,
+                                                           padTop: kernel / 2, padLeft: kernel / 2, padBottom: kernel / 2, padRight: kernel / 2),
+                                     groups: groups)
+                checkConvolution(g, activation: activation, withBias: true, withResidual: withResidual, imageGap: 2 * size * size + 3,
+                                 unitStride: stride == 1, rng: &rng)
+            }
+        }
+    }
+
+    /// Pointwise convs that multiply their input planes by per-image, per-channel factors while packing (a fused
+    /// squeeze-and-excitation Mul): whole strips, strips across images and rows, a strided output, 1 and 2 threads.
+    @Test(.serialized, arguments: [1, 2])
+    func inputChannelScaleMatchesScaledReference(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 4242)
+        for (batch, c, h, w, m) in [(1, 8, 16, 16, 12), (3, 20, 7, 7, 16), (2, 6, 5, 3, 7), (4, 48, 14, 14, 40)] {
+            let g = ConvGeometry(batch: batch, inChannels: c, inHeight: h, inWidth: w, outChannels: m, window: SlidingWindow(kernelHeight: 1, kernelWidth: 1))
+            for (activation, withResidual) in [(Activation.none, false), (.relu, true), (.relu, false)] {
+                checkConvolution(g, activation: activation, withBias: true, withResidual: withResidual, inputScale: true, rng: &rng)
+            }
+            checkConvolution(g, activation: .relu, withBias: false, withResidual: false, imageGap: 5, inputScale: true, rng: &rng)
         }
     }
 

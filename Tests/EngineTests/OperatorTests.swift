@@ -146,6 +146,26 @@ import ONNX
         #expect(T.floats(legacy) == [3, 4])
     }
 
+    /// A channel split at batch 1 is a view of the input; at batch 2 (strided), or a small part, it is a copy.
+    @Test func contiguousSlicesAreViews() throws {
+        let x = Tensor(shape: [1, 4, 2, 3], scalars: (0..<24).map { Float($0) })
+        let upper = try #require(contiguousView(x, shape: [1, 2, 2, 3], strides: x.strides, offset: 12))
+        let upperValues: [Float] = (12..<24).map { Float($0) }
+        #expect(upper.storage === x.storage)
+        #expect(T.floats(upper) == upperValues)
+        let pair = x.reshaped([2, 2, 2, 3])
+        #expect(contiguousView(pair, shape: [2, 1, 2, 3], strides: pair.strides, offset: 6) == nil)
+        #expect(contiguousView(x, shape: [1, 1, 2, 3], strides: x.strides, offset: 6) == nil)
+        for batch in [1, 2] {
+            let input = Tensor(shape: [batch, 4, 2, 3], scalars: (0..<(batch * 24)).map { Float($0) })
+            let r = try T.runNode("Slice", [("x", input), ("s", T.i([1], [2])), ("e", T.i([1], [4])), ("a", T.i([1], [1]))])[0]
+            #expect(r.shape == [batch, 2, 2, 3])
+            var expected: [Float] = []
+            for n in 0..<batch { expected += (12..<24).map { Float(n * 24 + $0) } }
+            #expect(T.floats(r) == expected)
+        }
+    }
+
     @Test func padModesAndNegativePads() throws {
         let x = T.f([3], [1, 2, 3])
         func pad(_ mode: String, _ pads: [Int64]) throws -> [Float] {

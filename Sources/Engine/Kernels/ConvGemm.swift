@@ -53,27 +53,33 @@ struct ConvWeightPanels {
 /// Columns per packed strip (the micro-kernel's width).
 private let stripWidth = 16
 
-/// Runs the dense convolution `g` with packed weights; output and residual are NCHW.
+/// Runs the dense convolution `g` with packed weights; output and residual are NCHW, image n of the output starting
+/// `outputImageStride` floats after image n - 1 (default outChannels * outHeight * outWidth: a window of a wider
+/// Concat buffer otherwise), the residual always compact. `inputScale` ([batch][inChannels], pointwise convs only)
+/// multiplies each input plane as its columns are packed: a squeeze-and-excitation Mul folded into the conv after it.
 func denseConvolution(_ g: ConvGeometry, weights: ConvWeightPanels, bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
-                      activation: Activation, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
+                      activation: Activation, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
+                      outputImageStride: Int? = nil, inputScale: UnsafePointer<Float>? = nil) {
+    let imageStride = outputImageStride ?? g.outChannels * g.outHeight * g.outWidth
     if g.isPointwise {
         multiplyPanels(g, weights: weights, bias: bias, residual: residual, activation: activation, input: input, padded: nil,
-                       output: output)
+                       output: output, imageStride: imageStride, inputScale: inputScale)
         return
     }
+    precondition(inputScale == nil, "an input scale needs a pointwise convolution")
     // One zero-bordered copy of the input replaces im2col's kh*kw copies: tiles gather their columns from it.
     let padded = PaddedInput(g)
     withThreadScratch(padded.floats, slot: .layer) { buffer in
         padded.fill(from: input, into: buffer)
         multiplyPanels(g, weights: weights, bias: bias, residual: residual, activation: activation, input: input,
-                       padded: (padded, UnsafePointer(buffer + padded.slack)), output: output)
+                       padded: (padded, UnsafePointer(buffer + padded.slack)), output: output, imageStride: imageStride)
     }
 }
 
 /// The parallel tile loop of `denseConvolution`: columns come from the input itself (pointwise) or from `padded`.
 private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
                             activation: Activation, input: UnsafePointer<Float>, padded: (PaddedInput, UnsafePointer<Float>)?,
-                            output: UnsafeMutablePointer<Float>) {
+                            output: UnsafeMutablePointer<Float>, imageStride: Int, inputScale: UnsafePointer<Float>? = nil) {
     let depth = weights.depth, groups = g.groups
     let columns = g.batch * g.outHeight * g.outWidth
     // Unfolded tiles of up to 768 KB stay in the L2 cache while every weight panel passes over them; up to 1024
@@ -101,11 +107,12 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
             if let (layout, base) = padded {
                 gatherColumns(g, layout: layout, padded: base, group: group, first: first, count: count, depth: depth, packed: packed)
             } else {
-                packPointwiseColumns(g, input: input, group: group, first: first, count: count, depth: depth, packed: packed)
+                packPointwiseColumns(g, input: input, group: group, first: first, count: count, depth: depth, packed: packed,
+                                     scale: inputScale)
             }
             let panels = (weights.panels * chunk / chunks)..<(weights.panels * (chunk + 1) / chunks)
             let tile = PanelTile(g: g, group: group, first: first, count: count, strips: strips, depth: depth, packed: packed,
-                                 bias: bias, residual: residual, activation: activation, output: output)
+                                 bias: bias, residual: residual, activation: activation, output: output, imageStride: imageStride)
             tile.multiply(weights, panels: panels, scratch: tileBuffer)
         }
     }
@@ -120,6 +127,8 @@ private struct PanelTile {
     let residual: UnsafePointer<Float>?
     let activation: Activation
     let output: UnsafeMutablePointer<Float>
+    /// Floats from one image of the output to the next (the residual's images are outChannels planes apart).
+    let imageStride: Int
 
     var outPlane: Int { g.outHeight * g.outWidth }
 
@@ -127,12 +136,9 @@ private struct PanelTile {
     /// residual: the residual and the clamp are applied to the accumulators before they are stored, instead of a
     /// second pass over the tile rows (MobileNetV2's projections add a residual and no activation).
     var registerClamp: (low: Float, high: Float)? {
-        switch activation {
-        case .relu: return (0, .infinity)
-        case .clip(let low, let high): return (low, high)
-        case .none where residual != nil: return (-.infinity, .infinity)
-        default: return nil
-        }
+        if let bounds = activation.clampBounds { return bounds }
+        if case .none = activation, residual != nil { return (-.infinity, .infinity) }
+        return nil
     }
 
     /// First output channel and valid rows of panel p.
@@ -155,7 +161,7 @@ private struct PanelTile {
 
     /// Each panel runs over every strip of the tile (from L2) for the whole of k, results straight to the output.
     func multiply(_ weights: ConvWeightPanels, panels: Range<Int>, scratch: UnsafeMutablePointer<Float>) {
-        let outPlane = self.outPlane, outChannels = g.outChannels
+        let outPlane = self.outPlane, imageStride = self.imageStride, outChannels = g.outChannels
         let clamp = registerClamp
         let low = FloatVector(repeating: clamp?.low ?? -.infinity), high = FloatVector(repeating: clamp?.high ?? .infinity)
         for p in panels {
@@ -175,7 +181,8 @@ private struct PanelTile {
                         c = (Engine.clamp(c.0, low, high), Engine.clamp(c.1, low, high), Engine.clamp(c.2, low, high),
                              Engine.clamp(c.3, low, high), Engine.clamp(c.4, low, high), Engine.clamp(c.5, low, high))
                     }
-                    storeRows(c, rows: rows, at: output + offset, stride: outPlane)
+                    let o = output + n * imageStride + firstChannel * outPlane + pixel
+                    storeRows(c, rows: rows, at: o, stride: outPlane)
                 } else {
                     if width <= 8 {
                         storeTile(microKernel(depth, a, b, start6x8(start)), scratch)
@@ -194,7 +201,7 @@ private struct PanelTile {
     func scatter(_ tile: UnsafeMutablePointer<Float>, panel p: Int, strip s: Int) {
         let (firstChannel, rows) = channels(p)
         let column = first + s * stripWidth, width = min(stripWidth, count - s * stripWidth)
-        let outPlane = self.outPlane, outChannels = g.outChannels
+        let outPlane = self.outPlane, imageStride = self.imageStride, outChannels = g.outChannels
         let clamp = registerClamp
         let low = clamp?.low ?? -.infinity, high = clamp?.high ?? .infinity
         for lane in 0..<width {
@@ -207,7 +214,7 @@ private struct PanelTile {
                     if value < low { value = low }
                     if value > high { value = high }
                 }
-                output[index] = value
+                output[image * imageStride + (firstChannel + r) * outPlane + at] = value
             }
         }
     }
@@ -224,9 +231,21 @@ private struct PanelTile {
             let n = j / outPlane, pixel = j - n * outPlane, length = min(first + count - j, outPlane - pixel)
             for r in 0..<rows {
                 let offset = (n * outChannels + firstChannel + r) * outPlane + pixel
-                activation.apply(output + offset, count: length, adding: 0, residual: residual.map { $0 + offset })
+                activation.apply(output + n * imageStride + (firstChannel + r) * outPlane + pixel, count: length, adding: 0,
+                                 residual: residual.map { $0 + offset })
             }
             j += length
+        }
+    }
+}
+
+extension Activation {
+    /// The bounds when the activation is a plain clamp (Relu, Clip), which conv kernels apply in registers.
+    var clampBounds: (low: Float, high: Float)? {
+        switch self {
+        case .relu: return (0, .infinity)
+        case .clip(let low, let high): return (low, high)
+        default: return nil
         }
     }
 }
@@ -314,13 +333,14 @@ extension ConvGeometry {
 }
 
 /// Columns [first, first + count) of a pointwise conv's operand (input channels x pixels of all images) as strips of
-/// 16 interleaved by k (strip s, channel k at packed[(s * depth + k) * 16]); lanes past `count` are zero.
+/// 16 interleaved by k (strip s, channel k at packed[(s * depth + k) * 16]); lanes past `count` are zero. With
+/// `scale` ([batch][inChannels]) each value is multiplied by its image's and channel's factor on the way.
 ///
 /// Channel by channel over each image's run of columns: every input plane is read as one contiguous run (a few
 /// streams the hardware prefetcher follows), where strip by strip read `depth` planes 64 bytes at a time, more
 /// streams than it tracks (MobileNetV2 batch 8: the packing pass was latency-bound). Writes go to the tile in L2.
 private func packPointwiseColumns(_ g: ConvGeometry, input: UnsafePointer<Float>, group: Int, first: Int, count: Int, depth: Int,
-                                  packed: UnsafeMutablePointer<Float>) {
+                                  packed: UnsafeMutablePointer<Float>, scale: UnsafePointer<Float>?) {
     let outPlane = g.outHeight * g.outWidth, inPlane = g.inHeight * g.inWidth
     let strips = (count + stripWidth - 1) / stripWidth
     let firstChannel = group * g.inChannelsPerGroup
@@ -339,21 +359,23 @@ private func packPointwiseColumns(_ g: ConvGeometry, input: UnsafePointer<Float>
         let source = input + (n * g.inChannels + firstChannel) * inPlane + pixel
         for k in 0..<depth {
             let src = source + k * inPlane
+            // x * 1 is x exactly, so unscaled convs keep their values.
+            let factor = scale?[n * g.inChannels + firstChannel + k] ?? 1
             var i = 0
             while i < lead {
                 let q = q0 + i
-                packed[(q / stripWidth) * stripStride + k * stripWidth + q % stripWidth] = src[i]
+                packed[(q / stripWidth) * stripStride + k * stripWidth + q % stripWidth] = src[i] * factor
                 i += 1
             }
             var dst = packed + ((q0 + i) / stripWidth) * stripStride + k * stripWidth
             for _ in 0..<whole {
-                dst.store((src + i).vector(SIMD16<Float>.self))
+                dst.store((src + i).vector(SIMD16<Float>.self) * SIMD16(repeating: factor))
                 dst += stripStride
                 i += stripWidth
             }
             while i < length {
                 let q = q0 + i
-                packed[(q / stripWidth) * stripStride + k * stripWidth + q % stripWidth] = src[i]
+                packed[(q / stripWidth) * stripStride + k * stripWidth + q % stripWidth] = src[i] * factor
                 i += 1
             }
         }

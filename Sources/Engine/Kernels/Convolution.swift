@@ -54,23 +54,43 @@ public final class PackedConvolution: @unchecked Sendable {
     /// Computes the convolution of NCHW `input` into NCHW `output` (batch * outChannels * outHeight * outWidth floats).
     ///
     /// `residual`, when given, has the output's shape and is added before the activation (a fused Add + Relu);
-    /// `activation`, when given, replaces the packed one (the activation after a fused Add).
+    /// `activation`, when given, replaces the packed one (the activation after a fused Add). `outputImageStride`
+    /// (floats from one output image to the next, for a window of a wider Concat buffer) needs `writesStridedOutput`;
+    /// `inputChannelScale` ([batch][inChannels], each input plane multiplied by its factor) needs `scalesInputChannels`.
     public func run(_ geometry: ConvGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
-                    residual: UnsafePointer<Float>? = nil, activation: Activation? = nil) {
+                    residual: UnsafePointer<Float>? = nil, activation: Activation? = nil, outputImageStride: Int? = nil,
+                    inputChannelScale: UnsafePointer<Float>? = nil) {
         let activation = activation ?? self.activation
         let g = geometry
         precondition(shape.matches(g.parts), "geometry does not match the packed convolution")
+        precondition(outputImageStride == nil || writesStridedOutput(g), "this convolution writes compact images only")
+        precondition(inputChannelScale == nil || scalesInputChannels(g), "this convolution takes no input scale")
         guard g.batch > 0, g.outHeight > 0, g.outWidth > 0 else { return }
         if let winograd, winograd.fits(g) {
-            winogradConvolution(g, filters: winograd, residual: residual, activation: activation, input: input, output: output)
+            winogradConvolution(g, filters: winograd, residual: residual, activation: activation, input: input, output: output,
+                                outputImageStride: outputImageStride)
         } else if let filters {
             depthwiseConvolution(g, input: input, weights: filters, bias: bias, residual: residual, activation: activation, output: output)
         } else if let groupedPanels, let layout = g.flatWindowLayout {
             groupedConvolution(g, layout: layout, weights: groupedPanels, bias: bias, residual: residual, activation: activation,
-                               input: input, output: output)
+                               input: input, output: output, outputImageStride: outputImageStride)
         } else if let panels {
-            denseConvolution(g, weights: panels, bias: bias, residual: residual, activation: activation, input: input, output: output)
+            denseConvolution(g, weights: panels, bias: bias, residual: residual, activation: activation, input: input, output: output,
+                             outputImageStride: outputImageStride, inputScale: inputChannelScale)
         }
+    }
+
+    /// Whether `run` can multiply `g`'s input planes by per-image, per-channel factors as it reads them (the dense
+    /// pointwise kernel: it packs every input value once anyway).
+    public func scalesInputChannels(_ g: ConvGeometry) -> Bool {
+        guard panels != nil, filters == nil, g.isPointwise, !(winograd?.fits(g) ?? false) else { return false }
+        return groupedPanels == nil || g.flatWindowLayout == nil
+    }
+
+    /// Whether `run` can write `g`'s output images at a stride of its own (every kernel but the depthwise one).
+    public func writesStridedOutput(_ g: ConvGeometry) -> Bool {
+        if let winograd, winograd.fits(g) { return true }
+        return filters == nil
     }
 }
 

@@ -6,13 +6,15 @@
 /// into its `FlatWindowLayout` (zero border; parity planes at stride 2) and 4 output channels x 16 flat outputs at a
 /// time accumulate sum_c sum_t w[m][c][t] * P_c[j + offset_t] in registers: per tap one 16-lane load feeds 4 FMAs.
 /// Columns past the output width are computed and dropped, as in the depthwise filter. Weights are 4-row panels
-/// (`ConvWeightPanels` with rows 4); groups of images, or their panels, are split across the compute pool.
+/// (`ConvWeightPanels` with rows 4); groups of images, or their panels, are split across the compute pool. Image n of
+/// the output starts `outputImageStride` floats after image n - 1 (default: compact), the residual is compact.
 func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: ConvWeightPanels, bias: UnsafePointer<Float>?,
                         residual: UnsafePointer<Float>?, activation: Activation, input: UnsafePointer<Float>,
-                        output: UnsafeMutablePointer<Float>) {
+                        output: UnsafeMutablePointer<Float>, outputImageStride: Int? = nil) {
     let cg = g.inChannelsPerGroup, mg = g.outChannelsPerGroup
     let taps = g.kernelHeight * g.kernelWidth
     let inPlane = g.inHeight * g.inWidth, outPlane = g.outHeight * g.outWidth
+    let imageStride = outputImageStride ?? g.outChannels * outPlane
     let channelFloats = layout.paddedCount + layout.phaseCount
     let flatCount = layout.flatCount, rows = weights.rows
     // Tap t of input channel c reads from scratch + offsets[c * taps + t] + j.
@@ -39,7 +41,8 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
                     for r in 0..<valid {
                         let plane = (n * g.outChannels + first + r) * outPlane
                         emitRows(flat + r * flatCount, rowWidth: layout.rowWidth, rows: g.outHeight, width: g.outWidth,
-                                 output: output + plane, residual: residual.map { $0 + plane }, activation: activation)
+                                 output: output + n * imageStride + (first + r) * outPlane, residual: residual.map { $0 + plane },
+                                 activation: activation)
                     }
                 }
             }

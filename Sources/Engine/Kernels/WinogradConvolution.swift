@@ -88,8 +88,11 @@ struct WinogradTiling {
 
 /// Runs the 3x3 stride-1 convolution `g` (which `filters.fits`) on NCHW `input` into NCHW `output`; `residual`, when
 /// given, has the output's shape and is added before `activation`. `tilesPerBlock` overrides the block size (tests).
+/// Image n of the output starts `outputImageStride` floats after image n - 1 (default: compact; the residual always is).
 func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: UnsafePointer<Float>?, activation: Activation,
-                         input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, tilesPerBlock: Int? = nil) {
+                         input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, tilesPerBlock: Int? = nil,
+                         outputImageStride: Int? = nil) {
+    let imageStride = outputImageStride ?? g.outChannels * g.outHeight * g.outWidth
     let tiling = WinogradTiling(g)
     let cp = filters.paddedIn, kp = filters.paddedOut
     let imageFloats = tiling.rows * tiling.columns * cp
@@ -108,7 +111,7 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
         parallelFor(blocks) { block in
             let first = block * perBlock, count = min(perBlock, tiling.tiles - first)
             let job = WinogradBlock(g: g, tiling: tiling, filters: filters, first: first, count: count, padded: UnsafePointer(padded),
-                                    residual: residual, activation: activation, output: output)
+                                    residual: residual, activation: activation, output: output, imageStride: imageStride)
             withThreadScratch(Winograd.positions * perBlock * (cp + kp) + 64 * Winograd.lanes) { scratch in
                 job.run(scratch: scratch, stride: perBlock)
             }
@@ -162,6 +165,12 @@ private struct WinogradBlock {
     let residual: UnsafePointer<Float>?
     let activation: Activation
     let output: UnsafeMutablePointer<Float>
+    /// Floats from one image of the output to the next.
+    let imageStride: Int
+
+    /// Clamp bounds when the epilogue is only a clamp (Relu, Clip) and no residual: applied as the output transform
+    /// stores, instead of a second pass over rows of 4-13 outputs (SqueezeNet's expand convs: 6% of the model).
+    var registerClamp: (low: Float, high: Float)? { residual == nil ? activation.clampBounds : nil }
 
     /// `scratch` holds V ([36][stride][paddedIn]), M ([36][stride][paddedOut]) and 64 transform vectors.
     func run(scratch: UnsafeMutablePointer<Float>, stride: Int) {
@@ -221,10 +230,12 @@ private struct WinogradBlock {
     func transformOutput(from m: UnsafePointer<Float>, stride: Int, work: UnsafeMutablePointer<Float>) {
         let kp = filters.paddedOut, k = g.outChannels, oh = g.outHeight, ow = g.outWidth, plane = oh * ow
         let tile = work + 24 * Winograd.lanes
+        let clamp = registerClamp
+        let low = SIMD8<Float>(repeating: clamp?.low ?? -.infinity), high = SIMD8<Float>(repeating: clamp?.high ?? .infinity)
         for t in 0..<count {
             let (n, ty, tx) = position(first + t)
             let rows = min(4, oh - 4 * ty), columns = min(4, ow - 4 * tx)
-            let corner = output + n * k * plane + 4 * ty * ow + 4 * tx
+            let corner = output + n * imageStride + 4 * ty * ow + 4 * tx
             for c in Swift.stride(from: 0, to: k, by: Winograd.lanes) {
                 Winograd.outputTile(m + t * kp + c, positionStride: stride * kp, scratch: work, tile)
                 let bias = UnsafePointer(filters.bias + c).vector(SIMD8<Float>.self)
@@ -232,17 +243,24 @@ private struct WinogradBlock {
                 if rows == 4 && columns == 4 && lanes == Winograd.lanes {
                     // Whole tiles: each lane (channel) is four rows of four contiguous outputs.
                     for r in 0..<4 {
-                        let v0 = UnsafePointer(tile + (r * 4) * 8).vector(SIMD8<Float>.self) + bias
-                        let v1 = UnsafePointer(tile + (r * 4 + 1) * 8).vector(SIMD8<Float>.self) + bias
-                        let v2 = UnsafePointer(tile + (r * 4 + 2) * 8).vector(SIMD8<Float>.self) + bias
-                        let v3 = UnsafePointer(tile + (r * 4 + 3) * 8).vector(SIMD8<Float>.self) + bias
+                        var v0 = UnsafePointer(tile + (r * 4) * 8).vector(SIMD8<Float>.self) + bias
+                        var v1 = UnsafePointer(tile + (r * 4 + 1) * 8).vector(SIMD8<Float>.self) + bias
+                        var v2 = UnsafePointer(tile + (r * 4 + 2) * 8).vector(SIMD8<Float>.self) + bias
+                        var v3 = UnsafePointer(tile + (r * 4 + 3) * 8).vector(SIMD8<Float>.self) + bias
+                        if clamp != nil {
+                            v0 = clamp8(v0, low, high)
+                            v1 = clamp8(v1, low, high)
+                            v2 = clamp8(v2, low, high)
+                            v3 = clamp8(v3, low, high)
+                        }
                         let row = corner + c * plane + r * ow
                         for lane in 0..<8 { (row + lane * plane).store(SIMD4<Float>(v0[lane], v1[lane], v2[lane], v3[lane])) }
                     }
                 } else {
                     for r in 0..<rows {
                         for x in 0..<columns {
-                            let value = UnsafePointer(tile + (r * 4 + x) * 8).vector(SIMD8<Float>.self) + bias
+                            var value = UnsafePointer(tile + (r * 4 + x) * 8).vector(SIMD8<Float>.self) + bias
+                            if clamp != nil { value = clamp8(value, low, high) }
                             let at = corner + c * plane + r * ow + x
                             for lane in 0..<lanes { at[lane * plane] = value[lane] }
                         }
@@ -255,6 +273,7 @@ private struct WinogradBlock {
     /// Residual and activation over the block's output rows, one run of tiles in the same tile row at a time.
     func epilogue() {
         if residual == nil, case .none = activation { return }
+        if registerClamp != nil { return }
         let k = g.outChannels, oh = g.outHeight, ow = g.outWidth, plane = oh * ow
         var t = first
         while t < first + count {
@@ -264,12 +283,22 @@ private struct WinogradBlock {
             for channel in 0..<k {
                 for y in (4 * ty)..<min(oh, 4 * ty + 4) {
                     let offset = (n * k + channel) * plane + y * ow + x0
-                    activation.apply(output + offset, count: x1 - x0, adding: 0, residual: residual.map { $0 + offset })
+                    activation.apply(output + n * imageStride + channel * plane + y * ow + x0, count: x1 - x0, adding: 0,
+                                     residual: residual.map { $0 + offset })
                 }
             }
             t += run
         }
     }
+}
+
+/// Lane-wise min(max(v, lo), hi) as compare + blend (as `clamp` for 16 lanes).
+@_transparent
+private func clamp8(_ v: SIMD8<Float>, _ lo: SIMD8<Float>, _ hi: SIMD8<Float>) -> SIMD8<Float> {
+    var r = v
+    r.replace(with: lo, where: r .< lo)
+    r.replace(with: hi, where: r .> hi)
+    return r
 }
 
 /// Six tiles' rows of V (depth floats each) times one strip of U (depth x 16): 12 AVX2 accumulators kept in

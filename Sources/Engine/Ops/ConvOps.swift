@@ -62,6 +62,18 @@ extension SlidingWindow {
     }
 }
 
+/// Whether `s` is [N, C, 1, 1] for `x` [N, C, H, W]: a per-image, per-channel factor of a squeeze-and-excitation Mul.
+private func isChannelScale(_ s: Tensor, of x: Tensor) -> Bool {
+    x.rank == 4 && s.rank == 4 && s.shape == [x.shape[0], x.shape[1], 1, 1]
+}
+
+/// x * y through the elementwise Mul's own kernel: what the unfused Mul would have produced.
+private func multiplied(_ x: Tensor, _ y: Tensor, _ ctx: OpContext) throws -> Tensor {
+    var pair = KernelInputs(values: [x, y])
+    guard let product = try floatArithmetic(.multiply, &pair, ctx) else { throw ctx.error(.unsupportedDType, "Mul needs float32 operands") }
+    return product
+}
+
 let convOperators: OperatorTable = [
     "Conv": { ctx in
         let attrs = try WindowAttributes(ctx)
@@ -104,9 +116,23 @@ let convOperators: OperatorTable = [
         let weightShape = ctx.constants[1]?.shape
         let prepared = packed
         if fusesResidual && packed == nil { throw ctx.error(.invalidModel, "a fused residual Add needs constant 1-D or 2-D weights") }
+        let fusesScale = ctx.hasInput(fusedChannelScaleInput)
         return PreparedKernel(kernel: { inputs in
-            let x = try inputs.required(0, ctx)
+            var x = try inputs.required(0, ctx)
             guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
+            // A fused Mul (see `fuseChannelScaleIntoConvs`): one operand may scale the other's channels, else multiply now.
+            var channelScale: Tensor?
+            if fusesScale {
+                let other = try inputs.required(fusedChannelScaleInput, ctx)
+                guard other.dtype == .float32 else { throw ctx.error(.unsupportedDType, "Mul operand is \(other.dtype), expected float32") }
+                if isChannelScale(other, of: x) {
+                    channelScale = other
+                } else if isChannelScale(x, of: other) {
+                    (x, channelScale) = (other, x)
+                } else {
+                    x = try multiplied(x, other, ctx)
+                }
+            }
             let wShape = try weightShape ?? inputs.required(1, ctx).shape
             if x.rank == 5 && wShape.count == 5 {
                 // 3-D convolution: direct reference loops (rare in served models).
@@ -141,6 +167,11 @@ let convOperators: OperatorTable = [
                                                                                padBegin: r.padBegin, padEnd: r.padEnd), groups: groups)
             guard g.outHeight > 0, g.outWidth > 0 else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \(kernel)") }
             let outShape = twoD ? [g.batch, g.outChannels, g.outHeight, g.outWidth] : [g.batch, g.outChannels, g.outWidth]
+            if let s = channelScale, !(prepared?.scalesInputChannels(g) ?? false) {
+                x = try multiplied(x, s, ctx)
+                channelScale = nil
+            }
+            let scale = channelScale
             // A fused residual Add: the skip is added in the epilogue when it broadcasts into the conv output.
             var skip: Tensor?
             var lateSkip: Tensor?
@@ -157,15 +188,31 @@ let convOperators: OperatorTable = [
                     lateSkip = r
                 }
             }
+            // The skip, when it has the output's shape: residual and activation both in the kernel's epilogue.
+            func runPacked(_ p: PackedConvolution, _ xp: UnsafePointer<Float>, _ o: UnsafeMutablePointer<Float>, imageStride: Int?) {
+                func run(_ sp: UnsafePointer<Float>?) {
+                    if let skip {
+                        skip.floatPointer {
+                            p.run(g, input: xp, output: o, residual: $0, activation: activation, outputImageStride: imageStride, inputChannelScale: sp)
+                        }
+                    } else {
+                        p.run(g, input: xp, output: o, outputImageStride: imageStride, inputChannelScale: sp)
+                    }
+                }
+                if let scale { scale.floatPointer { run($0) } } else { run(nil) }
+            }
+            // A strided window of a Concat buffer at batch > 1: the kernel writes each image at the buffer's row stride.
+            if let window = inputs.placement, !window.isContiguous, lateSkip == nil, let p = prepared, p.writesStridedOutput(g),
+               window.rows == g.batch, window.byteCount == Tensor.elementCount(outShape) * MemoryLayout<Float>.stride,
+               window.rowStride % MemoryLayout<Float>.stride == 0 {
+                let o = (window.storage.pointer + window.byteOffset).assumingMemoryBound(to: Float.self)
+                x.floatPointer { xp in runPacked(p, xp, o, imageStride: window.rowStride / MemoryLayout<Float>.stride) }
+                return [window.tensor(.float32, shape: outShape)]
+            }
             let out = try Tensor.makeFloat(shape: outShape, placement: inputs.placement) { o in
                 try x.floatPointer { xp in
                     if let p = prepared {
-                        if let skip {
-                            // The skip has the output's shape: residual and activation both in the kernel's epilogue.
-                            skip.floatPointer { p.run(g, input: xp, output: o, residual: $0, activation: activation) }
-                        } else {
-                            p.run(g, input: xp, output: o)
-                        }
+                        runPacked(p, xp, o, imageStride: nil)
                     } else {
                         let w = try inputs.required(1, ctx)
                         let b = inputs[2]

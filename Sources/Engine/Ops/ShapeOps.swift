@@ -249,6 +249,7 @@ let shapeOperators: OperatorTable = [
                 strides[axis] = count > 1 ? base[axis] * step : base[axis]  // a step past the axis would overflow
                 if count > 0 { offset += start * base[axis] }
             }
+            if let view = contiguousView(x, shape: shape, strides: strides, offset: offset) { return [view] }
             return [stridedCopy(x, shape: shape, strides: strides, offset: offset)]
         }
     },
@@ -482,4 +483,14 @@ func padTensor(_ x: Tensor, pads: [Int], mode: String, value: Double, _ ctx: OpC
         }
     } }
     return out
+}
+
+/// `source`'s elements at `offset` with `strides` over `shape` as a view of its storage when they are one contiguous
+/// run covering at least half of it (a channel split at batch 1: ShuffleNet's halves), else nil. A small part of a
+/// large tensor is copied instead, so that the large one can be freed.
+func contiguousView(_ source: Tensor, shape: [Int], strides: [Int], offset: Int) -> Tensor? {
+    guard source.dtype != .string, source.container == nil, Tensor.elementCount(shape) * 2 >= source.count else { return nil }
+    let dense = Tensor.contiguousStrides(shape)
+    guard shape.indices.allSatisfy({ shape[$0] <= 1 || strides[$0] == dense[$0] }) else { return nil }
+    return Tensor(dtype: source.dtype, shape: shape, storage: source.storage, byteOffset: source.byteOffset + offset * source.dtype.byteSize)
 }

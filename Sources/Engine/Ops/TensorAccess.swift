@@ -101,7 +101,8 @@ extension Tensor {
     /// A float32 tensor filled by `body`, written into `placement`'s window when one of the right size is given
     /// (through its raw pointer: the window's buffer is shared, so copy-on-write access would copy it away).
     static func makeFloat(shape: [Int], placement: OutputPlacement?, _ body: (UnsafeMutablePointer<Float>) throws -> Void) rethrows -> Tensor {
-        guard let placement, placement.byteCount == Tensor.elementCount(shape) * MemoryLayout<Float>.stride, placement.byteCount > 0 else {
+        guard let placement, placement.isContiguous, placement.byteCount == Tensor.elementCount(shape) * MemoryLayout<Float>.stride,
+              placement.byteCount > 0 else {
             return try makeFloat(shape: shape, body)
         }
         try body((placement.storage.pointer + placement.byteOffset).assumingMemoryBound(to: Float.self))
