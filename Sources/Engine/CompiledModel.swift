@@ -111,6 +111,7 @@ public final class CompiledModel: Sendable {
             optimizer.fuseNaNReplacement()
             optimizer.foldConstantAffineIntoConvs()
             optimizer.fuseMatMulBias()
+            optimizer.foldLayerScaleIntoMatMuls()
         }
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }

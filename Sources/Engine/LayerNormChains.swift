@@ -127,38 +127,47 @@ let fusedLayerNormKernel: @Sendable (OpContext) throws -> PreparedKernel = { ctx
     }
 }
 
-/// Normalizes each of `rows` rows of `width` floats in place as the decomposed graph does:
+/// Normalizes each of `rows` rows of `width` floats as the decomposed graph does:
 /// d = x - mean(x); y = d / sqrt(mean(d * d) + epsilon) * gamma + beta; 16 lanes at a time.
-func layerNormRows(_ data: UnsafeMutablePointer<Float>, rows: Int, width: Int, gamma: [Float]?, beta: [Float]?, epsilon: Float) {
+///
+/// Reads `source` (default: `data` itself, in place) and writes `data`; with `statistics`, also each row's mean and
+/// 1 / sqrt(variance + epsilon) (LayerNormalization's optional outputs). Large inputs split their rows across threads.
+func layerNormRows(_ data: UnsafeMutablePointer<Float>, rows: Int, width: Int, gamma: [Float]?, beta: [Float]?, epsilon: Float,
+                   source: UnsafePointer<Float>? = nil,
+                   statistics: (means: UnsafeMutablePointer<Float>, inverse: UnsafeMutablePointer<Float>)? = nil) {
     typealias V = FloatVector
     let lanes = V.scalarCount, body = width - width % lanes
     let ones = [Float](repeating: 1, count: width), zeros = [Float](repeating: 0, count: width)
+    let input = source ?? UnsafePointer(data)
     (gamma ?? ones).withUnsafeBufferPointer { g in
         (beta ?? zeros).withUnsafeBufferPointer { b in
             let gp = g.baseAddress!, bp = b.baseAddress!
-            for r in 0..<rows {
-                let row = data + r * width
-                var acc = V(repeating: 0)
-                var i = 0
-                while i < body { acc += (row + i).vector(V.self); i += lanes }
-                var sum = acc.sum()
-                while i < width { sum += row[i]; i += 1 }
-                let mean = sum / Float(width)
-                let m = V(repeating: mean)
-                acc = V(repeating: 0)
-                i = 0
-                while i < body { let d = (row + i).vector(V.self) - m; acc += d * d; i += lanes }
-                var sq = acc.sum()
-                while i < width { let d = row[i] - mean; sq += d * d; i += 1 }
-                let deviation = (sq / Float(width) + epsilon).squareRoot()
-                let s = V(repeating: deviation)
-                i = 0
-                while i < body {
-                    let d = (row + i).vector(V.self) - m
-                    (row + i).store(d / s * UnsafePointer(gp + i).vector(V.self) + UnsafePointer(bp + i).vector(V.self))
-                    i += lanes
+            parallelRanges(rows, minimumChunk: max(1, 32_768 / max(1, width))) { range in
+                for r in range {
+                    let from = input + r * width, row = data + r * width
+                    var acc = V(repeating: 0)
+                    var i = 0
+                    while i < body { acc += (from + i).vector(V.self); i += lanes }
+                    var sum = acc.sum()
+                    while i < width { sum += from[i]; i += 1 }
+                    let mean = sum / Float(width)
+                    let m = V(repeating: mean)
+                    acc = V(repeating: 0)
+                    i = 0
+                    while i < body { let d = (from + i).vector(V.self) - m; acc += d * d; i += lanes }
+                    var sq = acc.sum()
+                    while i < width { let d = from[i] - mean; sq += d * d; i += 1 }
+                    let deviation = (sq / Float(width) + epsilon).squareRoot()
+                    if let statistics { statistics.means[r] = mean; statistics.inverse[r] = 1 / deviation }
+                    let s = V(repeating: deviation)
+                    i = 0
+                    while i < body {
+                        let d = (from + i).vector(V.self) - m
+                        (row + i).store(d / s * UnsafePointer(gp + i).vector(V.self) + UnsafePointer(bp + i).vector(V.self))
+                        i += lanes
+                    }
+                    while i < width { row[i] = (from[i] - mean) / deviation * gp[i] + bp[i]; i += 1 }
                 }
-                while i < width { row[i] = (row[i] - mean) / deviation * gp[i] + bp[i]; i += 1 }
             }
         }
     }

@@ -1,4 +1,5 @@
 import Testing
+import Tensor
 @testable import Engine
 import TestSupport
 
@@ -24,5 +25,64 @@ import TestSupport
                 }
             }
         }
+    }
+
+    /// The packed constant-B product against its triple-loop twin: short last bands and strips, strided A, every
+    /// epilogue combination, one and two threads (band and strip splits).
+    @Test func packedMatmulMatchesReference() {
+        var rng = SeededGenerator(seed: 5)
+        defer { EngineThreads.configure(threads: 2) }
+        for threads in [1, 2] {
+            EngineThreads.configure(threads: threads)
+            for (rows, columns, depth) in [(1, 1, 1), (7, 20, 3), (13, 48, 33), (49, 768, 40), (200, 96, 120), (6, 16, 4096)] {
+                for (withBias, withResidual, activation) in [(false, false, Activation.none), (true, false, .gelu), (true, true, .relu),
+                                                            (false, true, .none)] {
+                    let lda = depth + 3
+                    let a = rng.floats(rows * lda), b = rng.floats(depth * columns)
+                    let bias = withBias ? rng.floats(columns) : nil, residual = withResidual ? rng.floats(rows * columns) : nil
+                    let packed = PackedMatrixB(b, depth: depth, columns: columns)
+                    var fast = [Float](repeating: .nan, count: rows * columns), plain = fast
+                    packedMatmul(a, lda: lda, rows: rows, packed, bias: bias, residual: residual, activation: activation, out: &fast)
+                    packedMatmulReference(a, lda: lda, rows: rows, b: b, depth: depth, columns: columns, bias: bias, residual: residual,
+                                          activation: activation, out: &plain)
+                    expectClose(fast, plain, "packed \(rows)x\(columns)x\(depth) bias \(withBias) residual \(withResidual) \(activation) threads \(threads)")
+                }
+            }
+        }
+    }
+
+    /// Every permutation of rank 2-4 shapes (with size-1 axes) that reads as batched matrices: the tiled transpose (the
+    /// AVX tiles where the CPU has them) and its portable twin equal the generic strided copy; NCHW <-> NHWC are recognised.
+    @Test func blockedTransposeMatchesTheStridedCopy() {
+        var rng = SeededGenerator(seed: 7)
+        EngineThreads.configure(threads: 2)
+        func permutations(_ n: Int) -> [[Int]] {
+            n == 1 ? [[0]] : permutations(n - 1).flatMap { p in (0...p.count).map { i in var q = p; q.insert(n - 1, at: i); return q } }
+        }
+        var recognised = 0
+        for shape in [[37, 70], [1, 96, 9, 11], [2, 40, 3, 33], [3, 1, 5, 64], [2, 5, 7], [1, 1, 50], [2, 16, 24]] {
+            let x = Tensor(shape: shape, scalars: rng.floats(shape.reduce(1, *)))
+            for perm in permutations(shape.count) {
+                guard let m = transposeAsMatrices(shape: shape, perm: perm) else { continue }
+                recognised += 1
+                let expected = stridedCopy(x, shape: perm.map { shape[$0] }, strides: perm.map { x.strides[$0] }, offset: 0)
+                var fast = [UInt32](repeating: 0, count: x.count)
+                x.withUnsafeBytes { src in
+                    blockedTranspose(src.baseAddress!.assumingMemoryBound(to: UInt32.self), &fast, outer: m.outer, rows: m.rows, columns: m.columns)
+                }
+                #expect(fast.map { Float(bitPattern: $0) } == expected.scalars(as: Float.self), "\(shape) perm \(perm)")
+                var portable = [UInt32](repeating: 0, count: x.count)
+                x.withUnsafeBytes { src in
+                    blockedTransposePortable(src.baseAddress!.assumingMemoryBound(to: UInt32.self), &portable, outer: m.outer, rows: m.rows,
+                                             columns: m.columns)
+                }
+                #expect(portable == fast, "portable \(shape) perm \(perm)")
+            }
+        }
+        #expect(recognised > 10)
+        let toChannelsLast = transposeAsMatrices(shape: [1, 96, 56, 56], perm: [0, 2, 3, 1])
+        #expect(toChannelsLast.map { [$0.outer, $0.rows, $0.columns] } == [1, 96, 3136])
+        let toPlanes = transposeAsMatrices(shape: [2, 56, 56, 96], perm: [0, 3, 1, 2])
+        #expect(toPlanes.map { [$0.outer, $0.rows, $0.columns] } == [2, 3136, 96])
     }
 }

@@ -88,4 +88,31 @@ private typealias T = TestSupport
             expectClose(fast, reference, "rows \(rows) width \(width)")
         }
     }
+
+    /// The out-of-place form LayerNormalization uses: rows split across two threads, with each row's mean and inverse
+    /// standard deviation, against the scalar reference.
+    @Test func outOfPlaceRowsWithStatisticsMatchTheReference() {
+        var rng = SeededGenerator(seed: 10)
+        EngineThreads.configure(threads: 2)
+        for (rows, width) in [(2, 7), (300, 96), (130, 384)] {
+            let x = rng.floats(rows * width).map { $0 * 4 - 1 }
+            let gamma = rng.floats(width), beta = rng.floats(width)
+            var fast = [Float](repeating: .nan, count: x.count), reference = x
+            var means = [Float](repeating: .nan, count: rows), inverse = means
+            x.withUnsafeBufferPointer { source in
+                means.withUnsafeMutableBufferPointer { m in inverse.withUnsafeMutableBufferPointer { v in
+                    fast.withUnsafeMutableBufferPointer {
+                        layerNormRows($0.baseAddress!, rows: rows, width: width, gamma: gamma, beta: beta, epsilon: 1e-5,
+                                      source: source.baseAddress!, statistics: (m.baseAddress!, v.baseAddress!))
+                    }
+                } }
+            }
+            let stats = reference.withUnsafeMutableBufferPointer {
+                normalizeRows($0.baseAddress!, rows: rows, width: width, gamma: gamma, beta: beta, epsilon: 1e-5, simplified: false)
+            }
+            expectClose(fast, reference, "rows \(rows) width \(width)")
+            expectClose(means, stats.0, "means \(rows)x\(width)")
+            expectClose(inverse, stats.1, "inverse \(rows)x\(width)")
+        }
+    }
 }

@@ -35,6 +35,56 @@ private typealias T = TestSupport
         #expect(Set(kinds) == ["MatMul+Add+relu", "MatMul"], "\(kinds)")
     }
 
+    /// A constant B runs on the packed kernel: the same answers as B fed at run time (the OpenBLAS path), rank 1 to 3 A.
+    @Test func constantWeightsMatchTheRuntimeOperand() throws {
+        var rng = SeededGenerator(seed: 8)
+        let w = Tensor(shape: [24, 40], scalars: rng.floats(24 * 40))
+        for shape in [[24], [5, 24], [3, 7, 24]] {
+            let node = Node(opType: "MatMul", inputs: ["x", "w"], outputs: ["y"])
+            func model(constant: Bool) -> Model {
+                let x = ValueInfo(name: "x", elementType: .float32, shape: shape.map { .fixed($0) })
+                let inputs = constant ? [x] : [x, ValueInfo(name: "w", elementType: .float32, shape: [.fixed(24), .fixed(40)])]
+                return Model(opsetImports: ["": 17], graph: Graph(name: "mm", nodes: [node], initializers: constant ? [("w", w)] : [],
+                                                                  inputs: inputs, outputs: [ValueInfo(name: "y")]))
+            }
+            let packed = try CompiledModel(model: model(constant: true), baseDirectory: nil)
+            let runtime = try CompiledModel(model: model(constant: false), baseDirectory: nil)
+            let x = Tensor(shape: shape, scalars: rng.floats(shape.reduce(1, *)))
+            let a = try packed.run(["x": x])["y"]!, b = try runtime.run(["x": x, "w": w])["y"]!
+            #expect(a.shape == b.shape, "\(shape)")
+            #expect(T.close(T.floats(a), T.floats(b)), "\(shape)")
+        }
+    }
+
+    /// ConvNeXt's block tail: Mul(Transpose(MatMul(x, W) + b), gamma [C, 1, 1]) + residual, with gamma folded into W and
+    /// b, against the unfused graph; a gamma along another axis is left alone.
+    @Test(arguments: [[8, 1, 1], [1, 8, 1, 1], [1, 1, 5]])
+    func layerScaleFoldsIntoTheLinear(_ gammaShape: [Int]) throws {
+        var rng = SeededGenerator(seed: 11)
+        let inits: [(name: String, tensor: Tensor)] = [("w", Tensor(shape: [12, 8], scalars: rng.floats(96))),
+                                                      ("bias", Tensor(shape: [8], scalars: rng.floats(8))),
+                                                      ("gamma", Tensor(shape: gammaShape, scalars: rng.floats(gammaShape.reduce(1, *))))]
+        let nodes = [Node(opType: "MatMul", inputs: ["x", "w"], outputs: ["p"]),
+                     Node(opType: "Add", inputs: ["p", "bias"], outputs: ["q"]),
+                     Node(opType: "Transpose", inputs: ["q"], outputs: ["t"], attributes: ["perm": .ints([0, 3, 1, 2])]),
+                     Node(opType: "Mul", inputs: ["gamma", "t"], outputs: ["s"]),
+                     Node(opType: "Add", inputs: ["s", "skip"], outputs: ["y"])]
+        let inputs = [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(4), .fixed(5), .fixed(12)]),
+                      ValueInfo(name: "skip", elementType: .float32, shape: [.symbolic("N"), .fixed(8), .fixed(4), .fixed(5)])]
+        let model = Model(opsetImports: ["": 17], graph: Graph(name: "ls", nodes: nodes, initializers: inits, inputs: inputs,
+                                                              outputs: [ValueInfo(name: "y")]))
+        let fused = try CompiledModel(model: model, baseDirectory: nil)
+        let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, fuseChains: false)
+        for batch in [1, 2] {
+            let feeds = ["x": Tensor(shape: [batch, 4, 5, 12], scalars: rng.floats(batch * 240)),
+                         "skip": Tensor(shape: [batch, 8, 4, 5], scalars: rng.floats(batch * 160))]
+            #expect(T.close(T.floats(try fused.run(feeds)["y"]!), T.floats(try plain.run(feeds)["y"]!)), "batch \(batch)")
+        }
+        let kinds = try fused.profile(["x": Tensor(shape: [1, 4, 5, 12], scalars: rng.floats(240)),
+                                       "skip": Tensor(shape: [1, 8, 4, 5], scalars: rng.floats(160))]).map(\.opType)
+        #expect(kinds.contains("Mul") == (gammaShape.last == 5), "\(kinds)")
+    }
+
     /// [B, 12, 128, 32] x [B, 12, 32, 128] style products: the heads split across threads give the single-thread answer.
     @Test func batchedHeadsSplitAcrossThreads() throws {
         var rng = SeededGenerator(seed: 6)

@@ -31,5 +31,7 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 #include "float_activations.h"
 /// The depthwise convolution's plane loop with its epilogue in AVX2 + FMA (depthwise_plane.c).
 #include "depthwise_plane.h"
+/// Batched 2-D transposes of 4-byte elements in 8 x 8 AVX tiles (transpose_tiles.c).
+#include "transpose_tiles.h"
 
 #endif

@@ -98,10 +98,28 @@ func layerNormalization(_ inputs: KernelInputs, axis axisAttr: Int, epsilon: Flo
     let width = normShape.reduce(1, *), rows = x.count / max(width, 1)
     let gamma = try normalizationParameter(scaleT, to: normShape, ctx)
     let beta = simplified ? nil : try inputs[2].map { try normalizationParameter($0, to: normShape, ctx) }
-    var y = stridedCopy(x, shape: x.shape, strides: Tensor.contiguousStrides(x.shape), offset: 0)
-    let (means, inverse) = y.withUnsafeMutableBufferPointer(of: Float.self) { p in
-        guard let base = p.baseAddress else { return ([Float](), [Float]()) }
-        return normalizeRows(base, rows: rows, width: width, gamma: gamma, beta: beta, epsilon: epsilon, simplified: simplified)
+    let (y, means, inverse): (Tensor, [Float], [Float])
+    if simplified {
+        var copy = stridedCopy(x, shape: x.shape, strides: Tensor.contiguousStrides(x.shape), offset: 0)
+        let stats = copy.withUnsafeMutableBufferPointer(of: Float.self) { p in
+            guard let base = p.baseAddress else { return ([Float](), [Float]()) }
+            return normalizeRows(base, rows: rows, width: width, gamma: gamma, beta: beta, epsilon: epsilon, simplified: true)
+        }
+        (y, means, inverse) = (copy, stats.0, stats.1)
+    } else {
+        // The vectorised rows read X in place and write Y (normalizeRows is their reference in the tests).
+        var out = Tensor.pooled(.float32, shape: x.shape)
+        var m = [Float](repeating: 0, count: rows), inv = [Float](repeating: 0, count: rows)
+        out.withUnsafeMutableBufferPointer(of: Float.self) { p in
+            guard let base = p.baseAddress, width > 0 else { return }
+            x.floatPointer { source in
+                m.withUnsafeMutableBufferPointer { mp in inv.withUnsafeMutableBufferPointer { ip in
+                    layerNormRows(base, rows: rows, width: width, gamma: gamma, beta: beta, epsilon: epsilon, source: source,
+                                  statistics: (mp.baseAddress!, ip.baseAddress!))
+                } }
+            }
+        }
+        (y, means, inverse) = (out, m, inv)
     }
     let statShape = x.shape.indices.map { $0 < axis ? x.shape[$0] : 1 }
     return (y, Tensor(shape: statShape, scalars: means), Tensor(shape: statShape, scalars: inverse))

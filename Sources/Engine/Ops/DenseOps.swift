@@ -58,6 +58,7 @@ func matmulFactory(_ ctx: OpContext) throws -> PreparedKernel {
     if ctx.hasInput(2) {
         guard let bias, bias.dtype == .float32 else { throw ctx.error(.invalidModel, "a fused MatMul bias must be a float32 constant") }
     }
+    if let packed = try packedMatmulKernel(ctx, bias: bias, activation: activation) { return packed }
     return PreparedKernel(kernel: { inputs in
         var y = try matmul(inputs.required(0, ctx), inputs.required(1, ctx), ctx)
         if bias == nil, case .none = activation { return [y] }
@@ -78,6 +79,38 @@ func matmulFactory(_ ctx: OpContext) throws -> PreparedKernel {
         }
         return [y]
     }, consumedInputs: bias == nil ? [] : [2])
+}
+
+/// MatMul against a constant 2-D float32 B (a Linear layer): B packed once for `packedMatmul`, which adds the bias
+/// and applies the activation in registers; nil when B is not such a constant.
+private func packedMatmulKernel(_ ctx: OpContext, bias: Tensor?, activation: Activation) throws -> PreparedKernel? {
+    guard let w = ctx.constants[1], w.dtype == .float32, w.rank == 2, w.shape[0] > 0, w.shape[1] > 0 else { return nil }
+    if let bias, bias.count != w.shape[1] { return nil }
+    let depth = w.shape[0], columns = w.shape[1]
+    let packed = w.floatPointer { PackedMatrixB($0, depth: depth, columns: columns) }
+    let biasValues = bias.map { $0.floatPointer { Array(UnsafeBufferPointer(start: $0, count: columns)) } }
+    return PreparedKernel(kernel: { inputs in
+        let a = try inputs.required(0, ctx)
+        guard a.dtype == .float32 else { throw ctx.error(.unsupportedDType, "MatMul needs float32, got \(a.dtype) x float32") }
+        guard a.rank >= 1, a.shape[a.rank - 1] == depth else {
+            throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(depth), \(columns)]")
+        }
+        let rows = a.count / depth
+        var y = Tensor.pooled(.float32, shape: Array(a.shape.dropLast()) + [columns])
+        y.withUnsafeMutableBufferPointer(of: Float.self) { o in
+            guard let op = o.baseAddress, rows > 0 else { return }
+            a.floatPointer { ap in
+                if let biasValues {
+                    biasValues.withUnsafeBufferPointer {
+                        packedMatmul(ap, lda: depth, rows: rows, packed, bias: $0.baseAddress, residual: nil, activation: activation, out: op)
+                    }
+                } else {
+                    packedMatmul(ap, lda: depth, rows: rows, packed, bias: nil, residual: nil, activation: activation, out: op)
+                }
+            }
+        }
+        return [y]
+    }, consumedInputs: bias == nil ? [1] : [1, 2])
 }
 
 /// Pooled output length on one axis (floor or ceil mode; a last window must start inside the padded input).

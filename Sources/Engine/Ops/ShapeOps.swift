@@ -173,7 +173,16 @@ let shapeOperators: OperatorTable = [
                 throw ctx.error(.executionFailed, "perm \(perm) does not match rank \(x.rank)")
             }
             let strides = x.strides
-            return [stridedCopy(x, shape: perm.map { x.shape[$0] }, strides: perm.map { strides[$0] }, offset: 0)]
+            let shape = perm.map { x.shape[$0] }
+            if x.dtype.byteSize == 4, x.count > 0, let m = transposeAsMatrices(shape: x.shape, perm: perm) {
+                var out = Tensor.pooled(x.dtype, shape: shape)
+                x.withUnsafeBytes { src in out.withUnsafeMutableBytes { dst in
+                    blockedTranspose(src.baseAddress!.assumingMemoryBound(to: UInt32.self), dst.baseAddress!.assumingMemoryBound(to: UInt32.self),
+                                     outer: m.outer, rows: m.rows, columns: m.columns)
+                } }
+                return [out]
+            }
+            return [stridedCopy(x, shape: shape, strides: perm.map { strides[$0] }, offset: 0)]
         }
     },
     "Concat": { ctx in

@@ -1,0 +1,178 @@
+import CKernelShim
+
+/// A constant right operand B [k, n] of a row-major product packed once into strips of 16 columns interleaved by k
+/// (strip s, row p at pointer[(s * depth + p) * 16]; columns past n zero), the layout the 6x16 micro-kernel reads.
+///
+/// Transformer and ConvNeXt Linear layers are MatMuls against constant weights. OpenBLAS re-packs both operands
+/// and zeroes C on every call (12-15% of the whole model's time in MiniLM and ConvNeXt-T), then the bias and GELU
+/// need another pass over C; here B is packed at compile time, A is read in place, and bias, activation and a
+/// residual are applied to the accumulators before the single store.
+public final class PackedMatrixB: @unchecked Sendable {
+    /// Rows of B (the product's inner dimension).
+    public let depth: Int
+    /// Columns of B.
+    public let columns: Int
+    /// Strips of 16 columns.
+    let strips: Int
+    /// [strip][depth][16] floats.
+    let pointer: UnsafeMutablePointer<Float>
+
+    /// Packs row-major `b` (depth x columns floats).
+    public init(_ b: UnsafePointer<Float>, depth: Int, columns: Int) {
+        self.depth = depth
+        self.columns = columns
+        strips = (columns + productStrip - 1) / productStrip
+        let count = strips * depth * productStrip
+        pointer = allocateFloats(count)
+        pointer.initialize(repeating: 0, count: count)
+        for s in 0..<strips {
+            let width = min(productStrip, columns - s * productStrip)
+            for p in 0..<depth {
+                (pointer + (s * depth + p) * productStrip).update(from: b + p * columns + s * productStrip, count: width)
+            }
+        }
+    }
+
+    deinit { pointer.deallocate() }
+}
+
+/// Columns per packed strip (the micro-kernel's width).
+private let productStrip = 16
+/// Rows of A per micro-kernel call.
+private let productRows = 6
+
+/// out[i][j] = activation(bias[j] + sum_p a[i * lda + p] * B[p][j] + residual[i * columns + j]) for i < rows, with
+/// B packed; `out` and `residual` are rows x B.columns, row-major and dense.
+///
+/// Columns of B go in blocks small enough to stay in L2 while every 6-row band of A passes over them; the threads
+/// split the bands (or the strips, when there are few rows).
+public func packedMatmul(_ a: UnsafePointer<Float>, lda: Int, rows: Int, _ b: PackedMatrixB, bias: UnsafePointer<Float>?,
+                         residual: UnsafePointer<Float>?, activation: Activation, out: UnsafeMutablePointer<Float>) {
+    let bands = (rows + productRows - 1) / productRows
+    let product = BandProduct(a: a, lda: lda, rows: rows, b: b, bias: bias, residual: residual, activation: activation, out: out)
+    let threads = EngineThreads.threads
+    // Below about a million multiply-adds a second thread's wake-up costs more than it saves.
+    if threads == 1 || rows * b.columns * b.depth < 1 << 20 {
+        product.run(bands: 0..<bands, strips: 0..<b.strips)
+    } else if bands >= 4 * threads || bands >= b.strips {
+        parallelRanges(bands, minimumChunk: 2) { product.run(bands: $0, strips: 0..<b.strips) }
+    } else {
+        parallelRanges(b.strips, minimumChunk: 2) { product.run(bands: 0..<bands, strips: $0) }
+    }
+}
+
+/// One `packedMatmul` call's operands.
+private struct BandProduct {
+    let a: UnsafePointer<Float>
+    let lda: Int, rows: Int
+    let b: PackedMatrixB
+    let bias: UnsafePointer<Float>?
+    let residual: UnsafePointer<Float>?
+    let activation: Activation
+    let out: UnsafeMutablePointer<Float>
+
+    /// Bands of 6 rows of A times strips of B, in column blocks of about 192 KB of packed B.
+    func run(bands: Range<Int>, strips: Range<Int>) {
+        let depth = b.depth
+        let block = max(1, 196_608 / max(1, depth * productStrip * 4))
+        var first = strips.lowerBound
+        while first < strips.upperBound {
+            let last = min(strips.upperBound, first + block)
+            for band in bands {
+                let row = band * productRows, count = min(productRows, rows - row)
+                if count == productRows {
+                    multiply(rowsFrom: a + row * lda, stride: lda, row: row, count: count, strips: first..<last)
+                } else {
+                    // The last, short band: its rows copied under zero rows, so the kernel reads six. (A kernel
+                    // specialised per row count was left out of line by the compiler: twice as slow overall.)
+                    withThreadScratch(productRows * depth) { scratch in
+                        scratch.initialize(repeating: 0, count: productRows * depth)
+                        for r in 0..<count { (scratch + r * depth).update(from: a + (row + r) * lda, count: depth) }
+                        multiply(rowsFrom: UnsafePointer(scratch), stride: depth, row: row, count: count, strips: first..<last)
+                    }
+                }
+            }
+            first = last
+        }
+    }
+
+    /// Six rows of A (at `source`, `stride` apart; output rows `row ..< row + count`) times each strip.
+    @inline(__always)
+    func multiply(rowsFrom source: UnsafePointer<Float>, stride: Int, row: Int, count: Int, strips: Range<Int>) {
+        let depth = b.depth, columns = b.columns
+        for s in strips {
+            let column = s * productStrip
+            var start = SIMD16<Float>()
+            if let bias {
+                if column + productStrip <= columns {
+                    start = bias.advanced(by: column).vector(SIMD16<Float>.self)
+                } else {
+                    for j in 0..<(columns - column) { start[j] = bias[column + j] }
+                }
+            }
+            var c = stridedMicroKernel(depth, source, stride, UnsafePointer(b.pointer + s * depth * productStrip), start)
+            let o = out + row * columns + column
+            if column + productStrip <= columns {
+                if let residual {
+                    let r = residual + row * columns + column
+                    c.0 += r.vector(SIMD16<Float>.self)
+                    if count > 1 { c.1 += (r + columns).vector(SIMD16<Float>.self) }
+                    if count > 2 { c.2 += (r + 2 * columns).vector(SIMD16<Float>.self) }
+                    if count > 3 { c.3 += (r + 3 * columns).vector(SIMD16<Float>.self) }
+                    if count > 4 { c.4 += (r + 4 * columns).vector(SIMD16<Float>.self) }
+                    if count > 5 { c.5 += (r + 5 * columns).vector(SIMD16<Float>.self) }
+                }
+                if case .none = activation {} else {
+                    c = (activation.vector(c.0), activation.vector(c.1), activation.vector(c.2), activation.vector(c.3),
+                         activation.vector(c.4), activation.vector(c.5))
+                }
+                storeRows(c, rows: count, at: o, stride: columns)
+            } else {
+                // A last strip narrower than 16 columns, lane by lane.
+                withUnsafeBytes(of: c) { raw in
+                    let tile = raw.bindMemory(to: Float.self)
+                    for r in 0..<count {
+                        for j in 0..<(columns - column) {
+                            let at = (row + r) * columns + column + j
+                            out[at] = activation(tile[r * productStrip + j] + (residual?[at] ?? 0))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// row r = start + sum_p a[r * stride + p] * b[p * 16 ..< p * 16 + 16]: six rows of A read in place (each value
+/// broadcast), one packed strip of B.
+@inline(__always)
+private func stridedMicroKernel(_ depth: Int, _ a: UnsafePointer<Float>, _ stride: Int, _ b: UnsafePointer<Float>,
+                                _ start: SIMD16<Float>) -> Tile6x16 {
+    var (c0, c1, c2, c3, c4, c5) = (start, start, start, start, start, start)
+    let a0 = a, a3 = a + 3 * stride
+    var bp = b
+    for p in 0..<depth {
+        let v = bp.vector(SIMD16<Float>.self)
+        multiplyAdd(&c0, SIMD16(repeating: a0[p]), v)
+        multiplyAdd(&c1, SIMD16(repeating: a0[stride + p]), v)
+        multiplyAdd(&c2, SIMD16(repeating: a0[2 * stride + p]), v)
+        multiplyAdd(&c3, SIMD16(repeating: a3[p]), v)
+        multiplyAdd(&c4, SIMD16(repeating: a3[stride + p]), v)
+        multiplyAdd(&c5, SIMD16(repeating: a3[2 * stride + p]), v)
+        bp += productStrip
+    }
+    return (c0, c1, c2, c3, c4, c5)
+}
+
+/// `packedMatmul`'s contract on the unpacked row-major B (depth x columns) as a plain triple loop: the twin for tests.
+public func packedMatmulReference(_ a: UnsafePointer<Float>, lda: Int, rows: Int, b: UnsafePointer<Float>, depth: Int, columns: Int,
+                                  bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?, activation: Activation,
+                                  out: UnsafeMutablePointer<Float>) {
+    for i in 0..<rows {
+        for j in 0..<columns {
+            var sum: Float = bias?[j] ?? 0
+            for p in 0..<depth { sum += a[i * lda + p] * b[p * columns + j] }
+            out[i * columns + j] = activation(sum + (residual?[i * columns + j] ?? 0))
+        }
+    }
+}
