@@ -174,7 +174,7 @@ private func dynamicQuantizeMatMul(plan: QuantizedMatMulPlan, a: Tensor, bScale:
         let (scale, zero) = dynamicQuantizationParameters(values)
         let q = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, a.count))
         defer { q.deallocate() }
-        for i in 0..<a.count { q[i] = UInt8(min(max((values[i] / scale).rounded(.toNearestOrEven) + zero, 0), 255)) }
+        quantizeRun(x, count: a.count, scale: scale, zero: zero, signed: false, into: q)
         return runQuantizedMatMul(plan: plan, a: q, signed: false, aZero: Int32(zero), shape: a.shape,
                                   output: .scaled(multipliers: scaledMultipliers(scale, multipliersB), bias: biasValues))
     }
@@ -183,7 +183,7 @@ private func dynamicQuantizeMatMul(plan: QuantizedMatMulPlan, a: Tensor, bScale:
 /// QGemm on the u8 x s8 GEMM: (A - a_zero) B' + C scaled by alpha * a_scale * b_scale[j], requantized with
 /// (y_scale, y_zero) or left as float. Nil when A is not 2-D 8-bit with a per-tensor scale or C is not one int32 per
 /// column (the double-precision path runs those).
-private func qgemm(plan: QuantizedMatMulPlan, gemv: QuantizedGemvPanels?, alpha: Float, _ inputs: KernelInputs, _ ctx: OpContext) throws -> Tensor? {
+private func qgemm(plan: QuantizedMatMulPlan, alpha: Float, _ inputs: KernelInputs, _ ctx: OpContext) throws -> Tensor? {
     let a = try inputs.required(0, ctx), aScale = try inputs.required(1, ctx)
     guard a.rank == 2, a.dtype == .uint8 || a.dtype == .int8, aScale.count == 1, inputs[2].map({ $0.count == 1 && $0.dtype == a.dtype }) ?? true else { return nil }
     var bias: [Int32]?
@@ -206,9 +206,6 @@ private func qgemm(plan: QuantizedMatMulPlan, gemv: QuantizedGemvPanels?, alpha:
     guard a.shape[1] == plan.k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(plan.k), \(plan.n)]") }
     return a.withUnsafeBytes { p in
         let bytes = p.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        if let gemv, a.shape[0] < quantizedGemvMaximumRows {
-            return gemv.run(a: bytes, signed: a.dtype == .int8, aZero: z, shape: a.shape, output: output, columnBias: bias)
-        }
         return runQuantizedMatMul(plan: plan, a: bytes, signed: a.dtype == .int8, aZero: z, shape: a.shape, output: output, columnBias: bias)
     }
 }
@@ -258,9 +255,8 @@ let contribQuantizationOperators: OperatorTable = [
         // Constant B on the u8 x s8 GEMM (A not transposed): C, the scales and the requantization in its epilogue.
         let plan = transA || !(!ctx.hasInput(5) || ctx.constants[5] != nil) ? nil
             : ctx.constants[3].flatMap { QuantizedMatMulPlan($0, zero: ctx.constants[5], transposed: transB) }
-        let gemv = plan.map { QuantizedGemvPanels($0) }
         return PreparedKernel { inputs in
-            if let plan, let fast = try qgemm(plan: plan, gemv: gemv, alpha: alpha, inputs, ctx) { return [fast] }
+            if let plan, let fast = try qgemm(plan: plan, alpha: alpha, inputs, ctx) { return [fast] }
             var a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
             guard a.rank == 2, b.rank == 2 else { throw ctx.error(.executionFailed, "A \(a.shape) and B \(b.shape) must be 2-D") }
             if transA { a = permutedCopy(a, viewShape: a.shape, perm: [1, 0], outShape: [a.shape[1], a.shape[0]]) }
