@@ -7,6 +7,7 @@
 #include "include/quantize_linear.h"
 #include "include/quantized_conv.h"
 #include <math.h>
+#include <stddef.h>
 
 /// One value already divided or scaled: NaN to -zero, clamped to [lo, hi] (the range minus zero), rounded, + zero.
 static inline uint8_t quantize_one(float v, float zero, float lo, float hi) {
@@ -36,30 +37,31 @@ static inline void quantize32_avx2(__m256 v[4], __m256 negzero, __m256 lo, __m25
     _mm256_storeu_si256((__m256i *)out, bytes);
 }
 
-__attribute__((target("avx2")))
-static long quantize_avx2(const float *x, long count, float scale, float zero, float lo, float hi, int is_signed, uint8_t *out) {
-    __m256 s = _mm256_set1_ps(scale), nz = _mm256_set1_ps(-zero), l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
+/// Floats divided by `factor` (`sums` NULL) or int32 sums times `factor`, 32 at a time, to bytes.
+__attribute__((target("avx2"), always_inline))
+static inline long convert_avx2(const float *x, const int32_t *sums, long count, float factor, float zero, float lo, float hi, int is_signed,
+                                uint8_t *out) {
+    __m256 f = _mm256_set1_ps(factor), nz = _mm256_set1_ps(-zero), l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
     __m256i zp = _mm256_set1_epi32((int32_t)zero);
     long i = 0;
     for (; i + 32 <= count; i += 32) {
         __m256 v[4];
-        for (int j = 0; j < 4; j++) v[j] = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * j), s);
+        for (int j = 0; j < 4; j++)
+            v[j] = sums ? _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(sums + i + 8 * j))), f)
+                        : _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * j), f);
         quantize32_avx2(v, nz, l, h, zp, is_signed, out + i);
     }
     return i;
 }
 
 __attribute__((target("avx2")))
+static long quantize_avx2(const float *x, long count, float scale, float zero, float lo, float hi, int is_signed, uint8_t *out) {
+    return convert_avx2(x, NULL, count, scale, zero, lo, hi, is_signed, out);
+}
+
+__attribute__((target("avx2")))
 static long requantize_avx2(const int32_t *sums, long count, float multiplier, float zero, float lo, float hi, int is_signed, uint8_t *out) {
-    __m256 m = _mm256_set1_ps(multiplier), nz = _mm256_set1_ps(-zero), l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
-    __m256i zp = _mm256_set1_epi32((int32_t)zero);
-    long i = 0;
-    for (; i + 32 <= count; i += 32) {
-        __m256 v[4];
-        for (int j = 0; j < 4; j++) v[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(sums + i + 8 * j))), m);
-        quantize32_avx2(v, nz, l, h, zp, is_signed, out + i);
-    }
-    return i;
+    return convert_avx2(NULL, sums, count, multiplier, zero, lo, hi, is_signed, out);
 }
 
 __attribute__((target("avx2")))
@@ -97,22 +99,22 @@ static long range_avx2(const float *x, long count, float *low, float *high) {
 }
 #endif
 
-void osprey_quantize_f32(const float *x, long count, float scale, float zero, int is_signed, uint8_t *out) {
+/// Both conversions to bytes: floats divided by `factor` (`sums` NULL) or int32 sums times `factor`.
+static void convert(const float *x, const int32_t *sums, long count, float factor, float zero, int is_signed, uint8_t *out) {
     float lo = (is_signed ? -128.0f : 0.0f) - zero, hi = (is_signed ? 127.0f : 255.0f) - zero;
     long i = 0;
 #if defined(__x86_64__)
-    if (vector_bodies()) i = quantize_avx2(x, count, scale, zero, lo, hi, is_signed, out);
+    if (vector_bodies()) i = sums ? requantize_avx2(sums, count, factor, zero, lo, hi, is_signed, out) : quantize_avx2(x, count, factor, zero, lo, hi, is_signed, out);
 #endif
-    for (; i < count; i++) out[i] = quantize_one(x[i] / scale, zero, lo, hi);
+    for (; i < count; i++) out[i] = quantize_one(sums ? (float)sums[i] * factor : x[i] / factor, zero, lo, hi);
+}
+
+void osprey_quantize_f32(const float *x, long count, float scale, float zero, int is_signed, uint8_t *out) {
+    convert(x, NULL, count, scale, zero, is_signed, out);
 }
 
 void osprey_requantize_i32(const int32_t *sums, long count, float multiplier, float zero, int is_signed, uint8_t *out) {
-    float lo = (is_signed ? -128.0f : 0.0f) - zero, hi = (is_signed ? 127.0f : 255.0f) - zero;
-    long i = 0;
-#if defined(__x86_64__)
-    if (vector_bodies()) i = requantize_avx2(sums, count, multiplier, zero, lo, hi, is_signed, out);
-#endif
-    for (; i < count; i++) out[i] = quantize_one((float)sums[i] * multiplier, zero, lo, hi);
+    convert(NULL, sums, count, multiplier, zero, is_signed, out);
 }
 
 void osprey_dequantize_u8(const uint8_t *q, long count, float scale, float zero, int is_signed, float *out) {

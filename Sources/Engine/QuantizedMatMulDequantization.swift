@@ -16,16 +16,7 @@ extension GraphOptimizer {
     /// Fuses QLinearMatMul (constant B, constant per-tensor output scale and zero point) -> DequantizeLinear (constant
     /// per-tensor parameters of the same 8-bit type) [-> Add of a constant float32 bias of shape [N]] (see above).
     mutating func fuseQuantizedMatMulDequantization() {
-        var readers: [String: [Int]] = [:]
-        for (i, planned) in nodes.enumerated() {
-            for name in planned.node.inputs where !name.isEmpty { readers[name, default: []].append(i) }
-        }
-        // The single reader of `value` when it is an `op` node in the default domain and the value is no graph output.
-        func only(_ value: String, _ op: String) -> (index: Int, node: Node)? {
-            guard !graphOutputs.contains(value), let r = readers[value], r.count == 1, case let n = nodes[r[0]].node,
-                  n.opType == op, isDefaultDomain(n.domain), n.outputs.count == 1, !n.outputs[0].isEmpty else { return nil }
-            return (r[0], n)
-        }
+        let readers = readingNodes()
         func scalar(_ name: String) -> Tensor? { constants[name].flatMap { $0.count == 1 ? $0 : nil } }
         var removed = Set<Int>()
         for i in nodes.indices {
@@ -33,7 +24,7 @@ extension GraphOptimizer {
             guard product.opType == "QLinearMatMul", isDefaultDomain(product.domain), product.inputs.count == 8, product.outputs.count == 1,
                   let b = constants[product.inputs[3]], b.rank == 2, scalar(product.inputs[6]) != nil,
                   let yZero = scalar(product.inputs[7]), yZero.dtype == .uint8 || yZero.dtype == .int8,
-                  let dq = only(product.outputs[0], "DequantizeLinear"), (2...3).contains(dq.node.inputs.count),
+                  let dq = soleReader(of: product.outputs[0], "DequantizeLinear", readers), (2...3).contains(dq.node.inputs.count),
                   Set(dq.node.attributes.keys).isSubset(of: ["axis"]), let dqScale = scalar(dq.node.inputs[1]), dqScale.dtype == .float32
             else { continue }
             let dqZero = dq.node.inputs.count == 3 ? dq.node.inputs[2] : ""
@@ -41,11 +32,10 @@ extension GraphOptimizer {
             var inputs = product.inputs + [dq.node.inputs[1], dqZero]
             var members = [i, dq.index]
             var output = dq.node.outputs[0]
-            if let add = only(output, "Add"), add.node.inputs.count == 2, let biasName = add.node.inputs.first(where: { $0 != output }),
-               let bias = constants[biasName], bias.dtype == .float32, bias.rank == 1, bias.count == b.shape[1] {
-                inputs.append(biasName)
+            if let add = biasAdd(after: output, columns: b.shape[1], readers) {
+                inputs.append(add.bias)
                 members.append(add.index)
-                output = add.node.outputs[0]
+                output = add.output
             }
             // The fused node takes the last member's place: every input it reads is available there.
             let last = members.max()!
