@@ -1,8 +1,9 @@
-// Few rows of 8-bit activations times a constant u8 x s8 weight matrix (a Gemm or MatMul at batch 1). The MatMul
-// GEMM computes C^T = W^T x A^T with A's rows as the 16-column panels, which leaves 15 of 16 lanes idle when A has
-// one row; here the activations are the broadcast operand (u8 quads, vpmaddubsw's unsigned side) and the weights
-// the panels packed once (s8, |w| <= 64 so a pair of products cannot saturate), so every lane is an output column.
-// The portable body is the reference twin the tests compare with.
+// Rows of 8-bit activations times a constant u8 x s8 weight matrix (MatMul, Gemm, the dynamic-quantization
+// products). The activations are the broadcast operand (u8 quads, vpmaddubsw's unsigned side: read in place, no
+// packing per call) and the weights the panels packed once (s8, |w| <= 64 so a pair of products cannot saturate), so
+// every lane is an output column, at batch 1 as on 128 tokens: tiles of 6 rows x 16 columns, the bias starting the
+// sums and a per-column vector epilogue writing each output row in order. The portable body is the reference twin
+// the tests compare with.
 #include "include/quantized_conv.h"
 #include <math.h>
 #include <string.h>
@@ -20,22 +21,27 @@ static inline int32_t quad_at(const uint8_t *x, int k, int q, uint8_t flip) {
 
 static inline int32_t clamp(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/// Element c of a row: acc + bias[c] through the epilogue's kind with column c's parameters.
-static inline void store_column(const osprey_qepilogue *ep, int c, int32_t acc, void *o) {
+/// Element c of a row: acc + bias[c] through the epilogue's kind with column c's parameters; with `dq`, the 8-bit
+/// value is dequantized (and biased) into a float instead of stored.
+static inline void store_column(const osprey_qepilogue *ep, const osprey_qdequantize *dq, int c, int32_t acc, void *o) {
     int32_t v = acc + (ep->bias ? ep->bias[c] : 0);
     switch (ep->kind) {
     case OSPREY_QOUT_INT32: *(int32_t *)o = v; break;
     case OSPREY_QOUT_F32: *(float *)o = (float)v * ep->scale[c] + (ep->float_bias ? ep->float_bias[c] : 0.0f); break;
     default: {
         int32_t q = (int32_t)nearbyintf((float)v * ep->scale[c]) + ep->zero_point;
-        if (ep->kind == OSPREY_QOUT_U8) *(uint8_t *)o = (uint8_t)clamp(q, 0, 255);
-        else *(int8_t *)o = (int8_t)clamp(q, -128, 127);
+        q = ep->kind == OSPREY_QOUT_U8 ? clamp(q, 0, 255) : clamp(q, -128, 127);
+        if (dq) {
+            float y = ((float)q - dq->zero) * dq->scale;
+            *(float *)o = dq->bias ? y + dq->bias[c] : y;
+        } else if (ep->kind == OSPREY_QOUT_U8) *(uint8_t *)o = (uint8_t)q;
+        else *(int8_t *)o = (int8_t)q;
     }
     }
 }
 
 static void gemv_portable(int m, int n, int k, const uint8_t *x, int ldx, uint8_t flip, const uint8_t *packed,
-                          const osprey_qepilogue *ep, void *out, int ldo, int size) {
+                          const osprey_qepilogue *ep, const osprey_qdequantize *dq, void *out, int ldo, int size) {
     int kquads = (k + 3) / 4;
     for (int r = 0; r < m; r++)
         for (int c = 0; c < n; c++) {
@@ -46,62 +52,147 @@ static void gemv_portable(int m, int n, int k, const uint8_t *x, int ldx, uint8_
                 const uint8_t *xb = (const uint8_t *)&four;
                 for (int t = 0; t < 4; t++) acc += (int32_t)xb[t] * (int8_t)panel[(size_t)q * 64 + t];
             }
-            store_column(ep, c, acc, (char *)out + ((size_t)r * ldo + c) * size);
+            store_column(ep, dq, c, acc, (char *)out + ((size_t)r * ldo + c) * size);
         }
 }
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-__attribute__((target("avx2")))
-static void gemv_avx2(int m, int n, int k, const uint8_t *x, int ldx, uint8_t flip, const uint8_t *packed,
-                      const osprey_qepilogue *ep, void *out, int ldo, int size) {
-    int kquads = (k + 3) / 4, whole = k / 4;
+#define TILE_ROWS 6
+
+/// `rows` (<= TILE_ROWS) rows of x times one 16-column panel, every k quad: acc[r] = sums of columns 0-7, 8-15.
+/// Constant `rows` and `flip` specialise the inlined body (unrolled rows, no XOR for uint8 activations).
+__attribute__((target("avx2"), always_inline))
+static inline void tile_avx2(int rows, int kquads, int k, const uint8_t *x, size_t ldx, uint8_t flip, const uint8_t *panel,
+                             __m256i init0, __m256i init1, __m256i acc[TILE_ROWS][2]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const uint32_t flip4 = flip * 0x01010101u;
-    for (int r = 0; r < m; r++) {
-        const uint8_t *row = x + (size_t)r * ldx;
-        for (int j = 0; j * PANEL < n; j++) {
-            int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL, c0 = j * PANEL;
-            const uint8_t *panel = packed + (size_t)j * kquads * 64;
-            // Two accumulator pairs over alternate quads shorten the add chains.
-            __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256(), b0 = a0, b1 = a0;
-            int q = 0;
-            for (; q + 1 < whole; q += 2) {
-                uint32_t f0, f1;
-                memcpy(&f0, row + 4 * q, 4);
-                memcpy(&f1, row + 4 * q + 4, 4);
-                __m256i x0 = _mm256_set1_epi32((int32_t)(f0 ^ flip4)), x1 = _mm256_set1_epi32((int32_t)(f1 ^ flip4));
-                const uint8_t *p = panel + (size_t)q * 64;
-                a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, _mm256_loadu_si256((const __m256i *)p)), ones));
-                a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, _mm256_loadu_si256((const __m256i *)(p + 32))), ones));
-                b0 = _mm256_add_epi32(b0, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, _mm256_loadu_si256((const __m256i *)(p + 64))), ones));
-                b1 = _mm256_add_epi32(b1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, _mm256_loadu_si256((const __m256i *)(p + 96))), ones));
-            }
-            for (; q < kquads; q++) {
-                __m256i x0 = _mm256_set1_epi32(quad_at(row, k, q, flip));
-                const uint8_t *p = panel + (size_t)q * 64;
-                a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, _mm256_loadu_si256((const __m256i *)p)), ones));
-                a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, _mm256_loadu_si256((const __m256i *)(p + 32))), ones));
-            }
-            _Alignas(32) int32_t acc[PANEL];
-            _mm256_store_si256((__m256i *)acc, _mm256_add_epi32(a0, b0));
-            _mm256_store_si256((__m256i *)(acc + 8), _mm256_add_epi32(a1, b1));
-            // One output row per call: the per-column epilogue is a small share, kept scalar (the portable one).
-            char *o = (char *)out + ((size_t)r * ldo + c0) * size;
-            for (int c = 0; c < cols; c++) store_column(ep, c0 + c, acc[c], o + (size_t)c * size);
+    for (int r = 0; r < rows; r++) { acc[r][0] = init0; acc[r][1] = init1; }
+    int whole = k / 4;
+    int q = 0;
+    for (; q < whole; q++) {
+        const uint8_t *p = panel + (size_t)q * 64;
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)p), w1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+        for (int r = 0; r < rows; r++) {
+            int32_t four;
+            memcpy(&four, x + (size_t)r * ldx + 4 * q, 4);
+            __m256i v = _mm256_set1_epi32(four);
+            if (flip) v = _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
+            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(v, w0), ones));
+            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(v, w1), ones));
+        }
+    }
+    for (; q < kquads; q++) {
+        const uint8_t *p = panel + (size_t)q * 64;
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)p), w1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+        for (int r = 0; r < rows; r++) {
+            __m256i v = _mm256_set1_epi32(quad_at(x + (size_t)r * ldx, k, q, flip));
+            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(v, w0), ones));
+            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(v, w1), ones));
         }
     }
 }
+
+/// One row's 16 sums (bias included) through the epilogue with the panel's per-column scale and float bias
+/// (`scale`, `fbias`: 16 lanes each), `cols` valid, to `o` in the output type. `dequant` (8-bit kinds only): the
+/// saturated values become floats (q - dzero) * dscale, plus `dbias` (16 lanes) when `has_dbias`.
+__attribute__((target("avx2"), always_inline))
+static inline void store16_avx2(int kind, int32_t zero_point, const float *scale, const float *fbias, int dequant, float dscale,
+                                float dzero, int has_dbias, const float *dbias, __m256i v0, __m256i v1, int cols, void *o) {
+    _Alignas(32) char tmp[PANEL * 4];
+    int size = (kind == OSPREY_QOUT_U8 || kind == OSPREY_QOUT_S8) && !dequant ? 1 : 4;
+    void *dst = cols == PANEL ? o : tmp;
+    if (kind == OSPREY_QOUT_INT32) {
+        _mm256_storeu_si256((__m256i *)dst, v0);
+        _mm256_storeu_si256((__m256i *)((int32_t *)dst + 8), v1);
+    } else {
+        __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(v0), _mm256_load_ps(scale));
+        __m256 f1 = _mm256_mul_ps(_mm256_cvtepi32_ps(v1), _mm256_load_ps(scale + 8));
+        if (kind == OSPREY_QOUT_F32) {
+            _mm256_storeu_ps((float *)dst, _mm256_add_ps(f0, _mm256_load_ps(fbias)));
+            _mm256_storeu_ps((float *)dst + 8, _mm256_add_ps(f1, _mm256_load_ps(fbias + 8)));
+        } else if (dequant) {
+            // The scalar path's int32 arithmetic: rounded, + zero point (wrapping as the scalar add does), clamped.
+            __m256i zp = _mm256_set1_epi32(zero_point);
+            __m256i lo = _mm256_set1_epi32(kind == OSPREY_QOUT_U8 ? 0 : -128), hi = _mm256_set1_epi32(kind == OSPREY_QOUT_U8 ? 255 : 127);
+            __m256i q0 = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(f0), zp), lo), hi);
+            __m256i q1 = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(f1), zp), lo), hi);
+            __m256 s = _mm256_set1_ps(dscale), z = _mm256_set1_ps(dzero);
+            __m256 y0 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q0), z), s), y1 = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q1), z), s);
+            if (has_dbias) { y0 = _mm256_add_ps(y0, _mm256_load_ps(dbias)); y1 = _mm256_add_ps(y1, _mm256_load_ps(dbias + 8)); }
+            _mm256_storeu_ps((float *)dst, y0);
+            _mm256_storeu_ps((float *)dst + 8, y1);
+        } else {
+            // cvtps2dq rounds half to even (default MXCSR) and gives INT32_MIN where the scalar cast does; packs saturate.
+            __m256i zp = _mm256_set1_epi32(zero_point);
+            __m256i q0 = _mm256_add_epi32(_mm256_cvtps_epi32(f0), zp), q1 = _mm256_add_epi32(_mm256_cvtps_epi32(f1), zp);
+            __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+            __m128i lo = _mm256_castsi256_si128(p16), hi = _mm256_extracti128_si256(p16, 1);
+            _mm_storeu_si128((__m128i *)dst, kind == OSPREY_QOUT_U8 ? _mm_packus_epi16(lo, hi) : _mm_packs_epi16(lo, hi));
+        }
+    }
+    if (cols < PANEL) memcpy(o, tmp, (size_t)cols * size);
+}
+
+/// Row tiles of TILE_ROWS rows (then the rest) of x against every panel, each stored through the vector epilogue.
+__attribute__((target("avx2"), always_inline))
+static inline void gemm_rows_avx2(int m, int n, int k, const uint8_t *x, int ldx, uint8_t flip, const uint8_t *packed,
+                                  const osprey_qepilogue *ep, const osprey_qdequantize *dq, void *out, int ldo, int size) {
+    int kquads = (k + 3) / 4;
+    for (int j = 0; j * PANEL < n; j++) {
+        int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL, c0 = j * PANEL;
+        const uint8_t *panel = packed + (size_t)j * kquads * 64;
+        // The panel's epilogue parameters as 16 lanes (zero past N); the bias starts the sums.
+        _Alignas(32) int32_t bias[PANEL] = {0};
+        _Alignas(32) float scale[PANEL] = {0}, fbias[PANEL] = {0}, dbias[PANEL] = {0};
+        for (int c = 0; c < cols; c++) {
+            if (ep->bias) bias[c] = ep->bias[c0 + c];
+            if (ep->kind != OSPREY_QOUT_INT32) scale[c] = ep->scale[c0 + c];
+            if (ep->kind == OSPREY_QOUT_F32 && ep->float_bias) fbias[c] = ep->float_bias[c0 + c];
+            if (dq && dq->bias) dbias[c] = dq->bias[c0 + c];
+        }
+        __m256i b0 = _mm256_load_si256((const __m256i *)bias), b1 = _mm256_load_si256((const __m256i *)(bias + 8));
+        for (int i = 0; i < m; i += TILE_ROWS) {
+            int rows = m - i < TILE_ROWS ? m - i : TILE_ROWS;
+            const uint8_t *xr = x + (size_t)i * ldx;
+            __m256i acc[TILE_ROWS][2];
+            if (rows == TILE_ROWS) tile_avx2(TILE_ROWS, kquads, k, xr, (size_t)ldx, flip, panel, b0, b1, acc);
+            else tile_avx2(rows, kquads, k, xr, (size_t)ldx, flip, panel, b0, b1, acc);
+            for (int r = 0; r < rows; r++)
+                store16_avx2(ep->kind, ep->zero_point, scale, fbias, dq != NULL, dq ? dq->scale : 0, dq ? dq->zero : 0, dq && dq->bias, dbias,
+                             acc[r][0], acc[r][1], cols, (char *)out + ((size_t)(i + r) * ldo + c0) * size);
+        }
+    }
+}
+
+__attribute__((target("avx2")))
+static void gemv_avx2(int m, int n, int k, const uint8_t *x, int ldx, uint8_t flip, const uint8_t *packed,
+                      const osprey_qepilogue *ep, const osprey_qdequantize *dq, void *out, int ldo, int size) {
+    // Separate bodies for int8 (flipped) and uint8 activations.
+    if (flip) gemm_rows_avx2(m, n, k, x, ldx, 0x80, packed, ep, dq, out, ldo, size);
+    else gemm_rows_avx2(m, n, k, x, ldx, 0, packed, ep, dq, out, ldo, size);
+}
 #endif
+
+/// Both entry points: `dq` NULL stores the epilogue's kind, else (8-bit kinds) the dequantized floats.
+static void gemm_rows(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed, const osprey_qepilogue *ep,
+                      const osprey_qdequantize *dq, void *out, int ldo) {
+    if (m <= 0 || n <= 0) return;
+    int size = (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8) && !dq ? 1 : 4;
+    uint8_t f = flip ? 0x80 : 0;
+#if defined(__x86_64__)
+    if (!osprey_qkernels_portable_forced() && osprey_qconv_uses_avx2()) { gemv_avx2(m, n, k, x, ldx, f, packed, ep, dq, out, ldo, size); return; }
+#endif
+    gemv_portable(m, n, k, x, ldx, f, packed, ep, dq, out, ldo, size);
+}
 
 void osprey_qgemv_u8s8(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed, const osprey_qepilogue *ep,
                        void *out, int ldo) {
-    if (m <= 0 || n <= 0) return;
-    int size = ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8 ? 1 : 4;
-    uint8_t f = flip ? 0x80 : 0;
-#if defined(__x86_64__)
-    if (!osprey_qkernels_portable_forced() && osprey_qconv_uses_avx2()) { gemv_avx2(m, n, k, x, ldx, f, packed, ep, out, ldo, size); return; }
-#endif
-    gemv_portable(m, n, k, x, ldx, f, packed, ep, out, ldo, size);
+    gemm_rows(m, n, k, x, ldx, flip, packed, ep, NULL, out, ldo);
+}
+
+void osprey_qgemv_u8s8_dequantized(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed,
+                                   const osprey_qepilogue *ep, const osprey_qdequantize *dq, float *out, int ldo) {
+    if (ep->kind != OSPREY_QOUT_U8 && ep->kind != OSPREY_QOUT_S8) return;
+    gemm_rows(m, n, k, x, ldx, flip, packed, ep, dq, out, ldo);
 }

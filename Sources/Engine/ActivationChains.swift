@@ -186,4 +186,5 @@ let fusedOperatorTable: OperatorTable = [
     replaceNaNOp: replaceNaNKernel,
     softmaxReplaceNaNOp: softmaxReplaceNaNKernel,
     fusedLayerNormOp: fusedLayerNormKernel,
+    dequantizedQLinearMatMulOp: dequantizedQLinearMatMulKernel,
 ]

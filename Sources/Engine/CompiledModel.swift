@@ -106,6 +106,7 @@ public final class CompiledModel: Sendable {
         optimizer.foldBatchNormalization()
         if fuseChains {
             optimizer.fuseDynamicQuantizedMatMuls()
+            optimizer.fuseQuantizedMatMulDequantization()
             optimizer.fuseLayerNormChains()
             optimizer.fuseActivationChains()
             optimizer.fuseNaNReplacement()

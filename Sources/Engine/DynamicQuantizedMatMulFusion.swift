@@ -14,18 +14,12 @@ import Tensor
 extension GraphOptimizer {
     /// Rewrites `Mul(Cast(MatMulInteger(...)), Mul(a_scale, b_scale))` [+ bias] into MatMulIntegerToFloat (see above).
     mutating func fuseDynamicQuantizedMatMuls() {
-        var readers: [String: [Int]] = [:]
+        let readers = readingNodes()
         var producer: [String: Int] = [:]
         for (i, planned) in nodes.enumerated() {
             for o in planned.node.outputs where !o.isEmpty { producer[o] = i }
-            for name in planned.node.inputs where !name.isEmpty { readers[name, default: []].append(i) }
         }
-        // The single reader of `value` when it is an `op` node in the default domain and the value is no graph output.
-        func only(_ value: String, _ op: String) -> (index: Int, node: Node)? {
-            guard !graphOutputs.contains(value), let r = readers[value], r.count == 1, case let n = nodes[r[0]].node,
-                  n.opType == op, isDefaultDomain(n.domain), n.outputs.count == 1, !n.outputs[0].isEmpty else { return nil }
-            return (r[0], n)
-        }
+        func only(_ value: String, _ op: String) -> (index: Int, node: Node)? { soleReader(of: value, op, readers) }
         var removed = Set<Int>()
         for i in nodes.indices {
             let product = nodes[i].node
@@ -43,11 +37,10 @@ extension GraphOptimizer {
                           product.inputs.count > 2 ? product.inputs[2] : "", product.inputs.count > 3 ? product.inputs[3] : ""]
             var members = [i, cast.index, scaling.index]
             var output = scaling.node.outputs[0]
-            if let add = only(output, "Add"), add.node.inputs.count == 2, let biasName = add.node.inputs.first(where: { $0 != output }),
-               let bias = constants[biasName], bias.dtype == .float32, bias.rank == 1, bias.count == b.shape[1] {
-                inputs.append(biasName)
+            if let add = biasAdd(after: output, columns: b.shape[1], readers) {
+                inputs.append(add.bias)
                 members.append(add.index)
-                output = add.node.outputs[0]
+                output = add.output
             }
             while inputs.last == "" { inputs.removeLast() }
             // The fused node takes the last member's place: every input it reads is available there.
@@ -59,5 +52,33 @@ extension GraphOptimizer {
             if readers[scaleName]?.count == 1, !graphOutputs.contains(scaleName) { removed.insert(scaleIndex) }
         }
         nodes = nodes.indices.filter { !removed.contains($0) }.map { nodes[$0] }
+    }
+}
+
+extension GraphOptimizer {
+    /// The nodes reading each value, one entry per input slot.
+    func readingNodes() -> [String: [Int]] {
+        var readers: [String: [Int]] = [:]
+        for (i, planned) in nodes.enumerated() {
+            for name in planned.node.inputs where !name.isEmpty { readers[name, default: []].append(i) }
+        }
+        return readers
+    }
+
+    /// The single reader of `value` when it is an `op` node in the default domain with one output and the value is
+    /// no graph output.
+    func soleReader(of value: String, _ op: String, _ readers: [String: [Int]]) -> (index: Int, node: Node)? {
+        guard !graphOutputs.contains(value), let r = readers[value], r.count == 1, case let n = nodes[r[0]].node,
+              n.opType == op, isDefaultDomain(n.domain), n.outputs.count == 1, !n.outputs[0].isEmpty else { return nil }
+        return (r[0], n)
+    }
+
+    /// The Add that alone reads a product's float `output` with a constant float32 bias of shape [columns]: its index,
+    /// the bias and the Add's output (what a fused product with a bias epilogue takes over).
+    func biasAdd(after output: String, columns: Int, _ readers: [String: [Int]]) -> (index: Int, bias: String, output: String)? {
+        guard let add = soleReader(of: output, "Add", readers), add.node.inputs.count == 2,
+              let biasName = add.node.inputs.first(where: { $0 != output }), let bias = constants[biasName],
+              bias.dtype == .float32, bias.rank == 1, bias.count == columns else { return nil }
+        return (add.index, biasName, add.node.outputs[0])
     }
 }

@@ -1,3 +1,4 @@
+import CKernelShim
 import Testing
 import Tensor
 @testable import Engine
@@ -51,6 +52,65 @@ import TestSupport
             var back = [Float](repeating: 0, count: count)
             bytes.withUnsafeBytes { dequantizeRun($0.baseAddress!, count: count, scale: 0.25, zero: signed ? -7 : 100, signed: signed, into: &back) }
             #expect(back == expected.map { (Float($0) - (signed ? -7 : 100)) * 0.25 }, "count \(count)")
+        }
+    }
+}
+
+/// The AVX2 bodies of quantize_linear.c against their portable twins, bit for bit, on values that reach every branch:
+/// ties, both saturation bounds, infinities, NaN, and counts that leave every tail length.
+@Suite(.serialized) struct QuantizeLinearKernelTests {
+    /// Runs `body` with the AVX2 bodies, then with the portable ones.
+    private func both<T: Equatable>(_ body: () -> T) -> (fast: T, portable: T) {
+        let fast = body()
+        osprey_qkernels_force_portable(1)
+        defer { osprey_qkernels_force_portable(0) }
+        return (fast, body())
+    }
+
+    private func awkward(_ count: Int, _ rng: inout SeededGenerator) -> [Float] {
+        let special: [Float] = [.nan, .infinity, -.infinity, 0.5, 1.5, 2.5, -0.5, -2.5, 1e30, -1e30, 0, -0.0]
+        return (0..<count).map { i in i % 7 == 3 ? special[(i / 7) % special.count] : (Float.random(in: -1...1, using: &rng) * 200).rounded() / 4 }
+    }
+
+    @Test(arguments: [false, true]) func quantizeRequantizeAndDequantizeMatchTheirPortableBodies(_ signed: Bool) {
+        var rng = SeededGenerator(seed: 48)
+        let zero: Float = signed ? -7 : 100
+        for count in [0, 1, 15, 16, 31, 32, 33, 63, 100, 257] {
+            let x = awkward(count, &rng)
+            let q = both { () -> [UInt8] in
+                var out = [UInt8](repeating: 0, count: count)
+                osprey_quantize_f32(x, count, 0.25, zero, signed ? 1 : 0, &out)
+                return out
+            }
+            #expect(q.fast == q.portable, "quantize count \(count)")
+            // The scalar definition: NaN to 0, else round half to even of x / scale plus zero, saturated.
+            let expected = x.map { v -> UInt8 in
+                guard !v.isNaN else { return 0 }
+                let r = Swift.min(Swift.max((v / 0.25).rounded(.toNearestOrEven) + zero, signed ? -128 : 0), signed ? 127 : 255)
+                return signed ? UInt8(bitPattern: Int8(r)) : UInt8(r)
+            }
+            #expect(q.fast == expected, "quantize vs definition, count \(count)")
+            let sums = (0..<count).map { i in i % 5 == 0 ? [Int32.max, Int32.min, 0, 77, -77][(i / 5) % 5] : Int32.random(in: -90_000...90_000, using: &rng) }
+            let r = both { () -> [UInt8] in
+                var out = [UInt8](repeating: 0, count: count)
+                osprey_requantize_i32(sums, count, 0.0031, zero, signed ? 1 : 0, &out)
+                return out
+            }
+            #expect(r.fast == r.portable, "requantize count \(count)")
+            let d = both { () -> [Float] in
+                var out = [Float](repeating: 0, count: count)
+                osprey_dequantize_u8(q.fast, count, 0.37, zero, signed ? 1 : 0, &out)
+                return out
+            }
+            #expect(d.fast == d.portable, "dequantize count \(count)")
+            #expect(d.fast == q.fast.map { ((signed ? Float(Int8(bitPattern: $0)) : Float($0)) - zero) * 0.37 }, "dequantize vs definition")
+            let range = both { () -> [Float] in
+                var low: Float = 1, high: Float = -1
+                osprey_range_with_zero_f32(x, count, &low, &high)
+                return [low, high]
+            }
+            let finite = x.filter { !$0.isNaN }
+            #expect(range.fast == range.portable && range.fast == [Swift.min(0, finite.min() ?? 0), Swift.max(0, finite.max() ?? 0)], "range count \(count)")
         }
     }
 }

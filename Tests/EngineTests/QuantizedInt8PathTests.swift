@@ -6,7 +6,7 @@ import ONNX
 import TestSupport
 
 /// The int8 paths (u8 x s8 GEMM with fused requantization, int16 GEMM with the same epilogue, depthwise kernel,
-/// transposed MatMul epilogue) against the exact reference paths, and each AVX2 body against its portable twin.
+/// row GEMM of the MatMuls) against the exact reference paths, and each AVX2 body against its portable twin.
 /// Constant weights take the integer kernels; the same weights fed as graph inputs take the reference loops.
 @Suite(.serialized) struct QuantizedInt8PathTests {
     private func bytes<T: FixedWidthInteger & TensorScalar>(_ shape: [Int], _ rng: inout SeededGenerator, _ range: ClosedRange<T>) -> Tensor {
@@ -68,9 +68,10 @@ import TestSupport
         }
     }
 
-    @Test func matMulsOnTheTransposedEpilogueMatchTheReference() throws {
+    /// The row GEMM (6-row tiles, 16-column panels): partial tiles and panels, K off and on whole quads, int8 and uint8 A.
+    @Test func matMulsOnTheRowGemmMatchTheReference() throws {
         var rng = SeededGenerator(seed: 22)
-        for (aShape, bShape) in [([3, 7], [7, 5]), ([2, 19, 33], [33, 40]), ([1, 300], [300, 17]), ([6], [6, 3])] {
+        for (aShape, bShape) in [([3, 7], [7, 5]), ([2, 19, 33], [33, 40]), ([1, 300], [300, 17]), ([6], [6, 3]), ([5, 26, 64], [64, 48])] {
             for signedInput in [false, true] {
                 let a: Tensor = signedInput ? bytes(aShape, &rng, Int8(-128)...127) : bytes(aShape, &rng, UInt8(0)...255)
                 let az = signedInput ? Tensor(scalar: Int8(9)) : Tensor(scalar: UInt8(131))
@@ -107,7 +108,7 @@ import TestSupport
         same(fast, reference, "DynamicQuantizeMatMul")
     }
 
-    /// QGemm at batch 1 to 3 takes the column-panel kernel (`osprey_qgemv_u8s8`), at 9 rows the transposed GEMM: each
+    /// QGemm at batch 1 to 3 and at 9 rows (a partial and a whole 6-row tile of `osprey_qgemv_u8s8`): each
     /// AVX2 body equals its portable twin, and both stay within the double-precision path's rounding (float output)
     /// or one step (8-bit output).
     @Test func qgemmOnFewRowsMatchesTheDoublePath() throws {

@@ -25,6 +25,8 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 #include "quantized_gemm.h"
 /// The fused-epilogue integer kernels of QLinearConv / ConvInteger / QLinearMatMul and the quantized elementwise ops.
 #include "quantized_conv.h"
+/// QuantizeLinear / DequantizeLinear / requantization bodies and DynamicQuantizeLinear's range (quantize_linear.c).
+#include "quantize_linear.h"
 /// SHA-256 block compression with the x86 SHA extensions (the response cache's key, upload digests).
 #include "sha256_blocks.h"
 /// SiLU and Sigmoid epilogues of the float kernels in AVX2 + FMA (float_activations.c).

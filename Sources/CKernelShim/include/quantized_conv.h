@@ -114,13 +114,26 @@ void osprey_qlinear_binary(int is_mul, int is_signed, long count, const uint8_t 
 /// Sums of `planes` planes of `size` 8-bit values (int32, exact).
 void osprey_qplane_sums(const uint8_t *x, int is_signed, long planes, long size, int32_t *sums);
 
-/// out[r * ldo + c] = epilogue(sum_k x[r][k] * w[k][c]) for M (few) rows of activations and a constant weight matrix,
-/// every lane an output column (quantized_gemv.c). x: M rows of K bytes (row stride ldx; `flip` XORs each with 0x80:
+/// out[r * ldo + c] = epilogue(sum_k x[r][k] * w[k][c]) for M rows of activations and a constant weight matrix,
+/// every lane an output column, 6-row tiles (quantized_gemv.c). x: M rows of K bytes (row stride ldx; `flip` XORs each with 0x80:
 /// int8 read as uint8 + 128, its zero point moving by 128 too); packed: the weights as N rows of K int8 centred values
 /// (|w| <= 64) through `osprey_qpack_u8_rows`. The epilogue's bias, scale and float_bias are per column c here;
 /// `transposed` is ignored. The caller folds the activations' zero point into the bias (-zero * column sum).
 void osprey_qgemv_u8s8(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed, const osprey_qepilogue *ep,
                        void *out, int ldo);
+
+/// DequantizeLinear (and a bias Add) applied to an 8-bit product's saturated values: (q - zero) * scale [+ bias[c]].
+typedef struct {
+    float scale;
+    float zero;
+    /// float per output column added after dequantizing (NULL: none).
+    const float *bias;
+} osprey_qdequantize;
+
+/// `osprey_qgemv_u8s8` with a U8 / S8 epilogue whose saturated values are dequantized by `dq` into float outputs:
+/// the same floats as storing the bytes, then DequantizeLinear, then the bias Add (QLinearMatMul -> DQ -> Add).
+void osprey_qgemv_u8s8_dequantized(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed,
+                                   const osprey_qepilogue *ep, const osprey_qdequantize *dq, float *out, int ldo);
 
 /// 1 while `osprey_qkernels_force_portable(1)` is in effect.
 int osprey_qkernels_portable_forced(void);

@@ -174,7 +174,7 @@ private func dynamicQuantizeMatMul(plan: QuantizedMatMulPlan, a: Tensor, bScale:
         let (scale, zero) = dynamicQuantizationParameters(values)
         let q = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, a.count))
         defer { q.deallocate() }
-        for i in 0..<a.count { q[i] = UInt8(min(max((values[i] / scale).rounded(.toNearestOrEven) + zero, 0), 255)) }
+        quantizeRun(x, count: a.count, scale: scale, zero: zero, signed: false, into: q)
         return runQuantizedMatMul(plan: plan, a: q, signed: false, aZero: Int32(zero), shape: a.shape,
                                   output: .scaled(multipliers: scaledMultipliers(scale, multipliersB), bias: biasValues))
     }
@@ -184,7 +184,7 @@ private func dynamicQuantizeMatMul(plan: QuantizedMatMulPlan, a: Tensor, bScale:
 /// (y_scale, y_zero) or left as float. Nil when A is not 2-D 8-bit with a per-tensor scale or C is not one int32 per
 /// column (the double-precision path runs those).
 /// `pieces` > 1: the plan is a `SplitQuantizedMatMulPlan`'s (full-range B), A's values are repeated to match.
-private func qgemm(plan: QuantizedMatMulPlan, pieces: Int = 1, gemv: QuantizedGemvPanels?, alpha: Float, _ inputs: KernelInputs,
+private func qgemm(plan: QuantizedMatMulPlan, pieces: Int = 1, alpha: Float, _ inputs: KernelInputs,
                    _ ctx: OpContext) throws -> Tensor? {
     let a = try inputs.required(0, ctx), aScale = try inputs.required(1, ctx)
     guard a.rank == 2, a.dtype == .uint8 || a.dtype == .int8, aScale.count == 1, inputs[2].map({ $0.count == 1 && $0.dtype == a.dtype }) ?? true else { return nil }
@@ -207,10 +207,7 @@ private func qgemm(plan: QuantizedMatMulPlan, pieces: Int = 1, gemv: QuantizedGe
     let z = Int32(inputs[2]?.doubleValue(at: 0) ?? 0)
     guard a.shape[1] * pieces == plan.k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(plan.k / pieces), \(plan.n)]") }
     func product(_ bytes: UnsafePointer<UInt8>, _ shape: [Int]) -> Tensor {
-        if let gemv, shape[0] < quantizedGemvMaximumRows {
-            return gemv.run(a: bytes, signed: a.dtype == .int8, aZero: z, shape: shape, output: output, columnBias: bias)
-        }
-        return runQuantizedMatMul(plan: plan, a: bytes, signed: a.dtype == .int8, aZero: z, shape: shape, output: output, columnBias: bias)
+        runQuantizedMatMul(plan: plan, a: bytes, signed: a.dtype == .int8, aZero: z, shape: shape, output: output, columnBias: bias)
     }
     return a.withUnsafeBytes { p in
         let bytes = p.baseAddress!.assumingMemoryBound(to: UInt8.self)
@@ -268,10 +265,9 @@ let contribQuantizationOperators: OperatorTable = [
         let plan = fits ? ctx.constants[3].flatMap { QuantizedMatMulPlan($0, zero: ctx.constants[5], transposed: transB) } : nil
         // Full-range B (the plan refuses it): split into parts the u8 x s8 kernels multiply exactly.
         let split = fits && plan == nil ? ctx.constants[3].flatMap { SplitQuantizedMatMulPlan($0, zero: ctx.constants[5], transposed: transB) } : nil
-        let gemv = (plan ?? split?.plan).map { QuantizedGemvPanels($0) }
         return PreparedKernel { inputs in
             if let plan = plan ?? split?.plan,
-               let fast = try qgemm(plan: plan, pieces: split?.pieces ?? 1, gemv: gemv, alpha: alpha, inputs, ctx) { return [fast] }
+               let fast = try qgemm(plan: plan, pieces: split?.pieces ?? 1, alpha: alpha, inputs, ctx) { return [fast] }
             var a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
             guard a.rank == 2, b.rank == 2 else { throw ctx.error(.executionFailed, "A \(a.shape) and B \(b.shape) must be 2-D") }
             if transA { a = permutedCopy(a, viewShape: a.shape, perm: [1, 0], outShape: [a.shape[1], a.shape[0]]) }

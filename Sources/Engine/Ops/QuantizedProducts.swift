@@ -114,27 +114,29 @@ func quantizedMatMulPlan(_ ctx: OpContext, b: Int, zero: Int) -> QuantizedMatMul
 }
 
 /// A (8-bit, [..., K], scalar zero point) times the plan's B through `runQuantizedMatMul`; nil when A does not fit.
-func quantizedMatMul(plan: QuantizedMatMulPlan, a: Tensor, aZero: Tensor?, output: QuantizedMatMulOutput, _ ctx: OpContext) throws -> Tensor? {
+func quantizedMatMul(plan: QuantizedMatMulPlan, a: Tensor, aZero: Tensor?, output: QuantizedMatMulOutput, dequantize: QuantizedMatMulDequantization? = nil,
+                     _ ctx: OpContext) throws -> Tensor? {
     guard a.rank >= 1, isEightBit(a.dtype), aZero.map({ $0.count == 1 && $0.dtype == a.dtype }) ?? true else { return nil }
     guard a.shape[a.rank - 1] == plan.k else { throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(plan.k), \(plan.n)]") }
     let z = Int32(aZero?.doubleValue(at: 0) ?? 0)
     return a.withUnsafeBytes { p in
         runQuantizedMatMul(plan: plan, a: p.baseAddress!.assumingMemoryBound(to: UInt8.self), signed: a.dtype == .int8, aZero: z,
-                           shape: a.shape, output: output)
+                           shape: a.shape, output: output, dequantize: dequantize)
     }
 }
 
 /// QLinearMatMul (a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero) with the requantization fused: multiplier
 /// a_scale * b_scale[j] / y_scale in float, as onnxruntime computes it. Nil when the scales are not per tensor (A, Y)
 /// and per tensor or per column (B), or A does not fit.
-func qlinearMatMul(plan: QuantizedMatMulPlan, _ inputs: KernelInputs, _ ctx: OpContext) throws -> Tensor? {
+func qlinearMatMul(plan: QuantizedMatMulPlan, _ inputs: KernelInputs, dequantize: QuantizedMatMulDequantization? = nil, _ ctx: OpContext) throws -> Tensor? {
     let a = try inputs.required(0, ctx), aScale = try inputs.required(1, ctx), bScale = try inputs.required(4, ctx)
     let yScale = try inputs.required(6, ctx), yZero = try inputs.required(7, ctx)
     guard aScale.count == 1, yScale.count == 1, yZero.count == 1, isEightBit(yZero.dtype), bScale.count == 1 || bScale.count == plan.n else { return nil }
     let ratio = Float(aScale.doubleValue(at: 0)), ys = Float(yScale.doubleValue(at: 0)), bs = bScale.doubles
     let multipliers = (0..<plan.n).map { ratio * Float(bs[bs.count == 1 ? 0 : $0]) / ys }
     return try quantizedMatMul(plan: plan, a: a, aZero: inputs[2],
-                               output: .requantized(multipliers: multipliers, zero: Int32(yZero.doubleValue(at: 0)), dtype: yZero.dtype), ctx)
+                               output: .requantized(multipliers: multipliers, zero: Int32(yZero.doubleValue(at: 0)), dtype: yZero.dtype),
+                               dequantize: dequantize, ctx)
 }
 
 /// int32 MatMul sums [..., M, N] requantized to y_zero's 8-bit dtype: saturate(round_half_even(float(sum) *

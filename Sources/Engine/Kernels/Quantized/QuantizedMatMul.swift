@@ -2,21 +2,25 @@ import CKernelShim
 import Tensor
 
 // Quantized MatMuls with a constant 8-bit B (QLinearMatMul, MatMulInteger, DynamicQuantizeMatMul,
-// MatMulIntegerToFloat) on the u8 x s8 GEMM, computed as C^T = B^T x A^T: B^T's rows are the broadcast operand
-// (packed once), A's rows the packed panels (per call), and the epilogue writes C transposed, requantized or scaled
-// to float, so no intermediate int32 or float tensor exists. `integerMatMul` stays the reference twin.
+// MatMulIntegerToFloat, QGemm) on the u8 x s8 row GEMM (`osprey_qgemv_u8s8`): A's rows are the broadcast operand,
+// read in place, and B is packed once into 16-column panels of s8, so each output row is written in order through a
+// per-column vector epilogue (requantized, int32, or scaled to float + bias) and no intermediate int32 or float
+// tensor exists. `integerMatMul` stays the reference twin.
 
 /// A constant B (K x N) whose centred values all lie in [-64, 64] (what vpmaddubsw multiplies exactly), as N rows of K
-/// int8 (padded to quads), with each row's sum for A's zero point.
+/// int8 (padded to quads) packed into the row GEMM's panels, with each column's sum for A's zero point.
 struct QuantizedMatMulPlan: @unchecked Sendable {
     /// B's rows (reduction length) and columns.
     let k: Int, n: Int
-    /// N rows of `rowStride` int8 values, B^T minus B's zero points.
-    let rows: [Int8]
+    /// B minus its zero points as `osprey_qgemv_u8s8` panels: per 16 columns and k quad, 16 columns x 4 int8.
+    let panels: [UInt8]
     /// Per column of B: the sum of its centred values.
     let sums: [Int32]
     /// Bytes per row (K rounded up to 4).
     let rowStride: Int
+
+    /// Bytes of one 16-column panel.
+    var panelBytes: Int { rowStride / 4 * 64 }
 
     /// Nil when B is not 2-D 8-bit, the zero point is not a scalar or per column, or a centred value leaves [-64, 64].
     /// `transposed`: b holds B^T (N x K, Gemm's transB).
@@ -37,7 +41,11 @@ struct QuantizedMatMulPlan: @unchecked Sendable {
                 sums[c] += v
             }
         }
-        self.rows = rows
+        var panels = [UInt8](repeating: 0, count: max(1, (n + 15) / 16 * stride / 4 * 64))
+        rows.withUnsafeBytes { r in
+            osprey_qpack_u8_rows(Int32(k), Int32(n), r.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(stride), 0, &panels)
+        }
+        self.panels = panels
         self.sums = sums
         rowStride = stride
     }
@@ -73,43 +81,60 @@ func foldedColumnBias(sums: [Int32], signed: Bool, aZero: Int32, columnBias: [In
 /// dims, the C epilogue (bias with A's zero point folded in, multipliers, zero point) and the output's bytes; an empty
 /// product skips `body`.
 func quantizedProduct(plan: QuantizedMatMulPlan, signed: Bool, aZero: Int32, shape: [Int], output: QuantizedMatMulOutput,
-                      columnBias: [Int32]?, transposed: Bool,
+                      columnBias: [Int32]?, outputDType: DType? = nil,
                       _ body: (_ rows: Int, _ epilogue: osprey_qepilogue, _ out: UnsafeMutableRawBufferPointer) -> Void) -> Tensor {
     let rows = shape.dropLast().reduce(1, *)
     let (dtype, kind, zero, multipliers, floatBias) = output.epilogue
-    var out = Tensor.pooled(dtype, shape: Array(shape.dropLast()) + [plan.n])
+    var out = Tensor.pooled(outputDType ?? dtype, shape: Array(shape.dropLast()) + [plan.n])
     guard rows > 0, plan.n > 0 else { return out }
     let bias = foldedColumnBias(sums: plan.sums, signed: signed, aZero: aZero, columnBias: columnBias)
     out.withUnsafeMutableBytes { o in
         bias.withUnsafeBufferPointer { bp in multipliers.withUnsafeBufferPointer { mp in (floatBias ?? []).withUnsafeBufferPointer { fb in
             body(rows, osprey_qepilogue(bias: bp.baseAddress, scale: mp.baseAddress, float_bias: floatBias == nil ? nil : fb.baseAddress,
-                                        zero_point: zero, kind: kind, transposed: transposed ? 1 : 0), o)
+                                        zero_point: zero, kind: kind, transposed: 0), o)
         } } }
     }
     return out
 }
 
+/// DequantizeLinear (per tensor) and an optional bias Add per column applied to a requantized product's bytes.
+struct QuantizedMatMulDequantization {
+    /// The DequantizeLinear's scale and zero point.
+    let scale: Float, zero: Float
+    /// The float added per output column afterwards, or nil.
+    let bias: [Float]?
+}
+
 /// A [..., M, K] (uint8 / int8 bytes, zero point `aZero`) times the plan's B: [..., M, N] as `output` says.
-/// `columnBias` (int32 per column, Gemm's C) is added to the sums before the epilogue scales them.
+/// `columnBias` (int32 per column, Gemm's C) is added to the sums before the epilogue scales them. With `dequantize`
+/// (a `.requantized` output only) the result is float32: the requantized bytes dequantized and biased.
 func runQuantizedMatMul(plan: QuantizedMatMulPlan, a: UnsafePointer<UInt8>, signed: Bool, aZero: Int32, shape: [Int],
-                        output: QuantizedMatMulOutput, columnBias: [Int32]? = nil) -> Tensor {
+                        output: QuantizedMatMulOutput, columnBias: [Int32]? = nil, dequantize: QuantizedMatMulDequantization? = nil) -> Tensor {
     let (k, n) = (plan.k, plan.n)
     let panel = Int(OSPREY_QU8_PANEL)
-    let panelBytes = (plan.rowStride / 4) * 4 * panel
-    let outBytes = output.epilogue.dtype.byteSize
+    let outBytes = dequantize != nil ? 4 : output.epilogue.dtype.byteSize
     return quantizedProduct(plan: plan, signed: signed, aZero: aZero, shape: shape, output: output, columnBias: columnBias,
-                            transposed: true) { rows, ep, o in
-        let panels = (rows + panel - 1) / panel
-        plan.rows.withUnsafeBufferPointer { w in
+                            outputDType: dequantize != nil ? .float32 : nil) { rows, ep, o in
+        let panels = (n + panel - 1) / panel
+        plan.panels.withUnsafeBufferPointer { w in
             // About 64K multiply-adds per chunk: below that a hand-off to another thread costs more than it saves.
-            parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, n * k * panel))) { range in
-                let first = range.lowerBound * panel, count = min(rows, range.upperBound * panel) - first
-                let packed = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, range.count * panelBytes))
-                defer { packed.deallocate() }
+            parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, rows * k * panel))) { range in
+                let first = range.lowerBound * panel, count = min(n, range.upperBound * panel) - first
+                // The epilogue's per-column arrays and the output start at this range's first column.
                 var e = ep
-                osprey_qpack_u8_rows(Int32(k), Int32(count), a + first * k, Int32(k), signed ? 1 : 0, packed)
-                osprey_qgemm_u8s8(Int32(n), Int32(count), Int32(plan.rowStride / 4), w.baseAddress!, Int32(plan.rowStride), packed, &e,
-                                  o.baseAddress! + first * n * outBytes, Int32(n))
+                e.bias = ep.bias.map { $0 + first }
+                e.scale = ep.scale.map { $0 + first }
+                e.float_bias = ep.float_bias.map { $0 + first }
+                let weights = w.baseAddress! + range.lowerBound * plan.panelBytes, start = o.baseAddress! + first * outBytes
+                guard let dequantize else {
+                    osprey_qgemv_u8s8(Int32(rows), Int32(count), Int32(k), a, Int32(k), signed ? 1 : 0, weights, &e, start, Int32(n))
+                    return
+                }
+                (dequantize.bias ?? []).withUnsafeBufferPointer { bias in
+                    var dq = osprey_qdequantize(scale: dequantize.scale, zero: dequantize.zero, bias: dequantize.bias == nil ? nil : bias.baseAddress! + first)
+                    osprey_qgemv_u8s8_dequantized(Int32(rows), Int32(count), Int32(k), a, Int32(k), signed ? 1 : 0, weights, &e, &dq,
+                                                  start.assumingMemoryBound(to: Float.self), Int32(n))
+                }
             }
         }
     }
