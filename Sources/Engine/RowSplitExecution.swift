@@ -1,3 +1,5 @@
+import Infrastructure
+import Synchronization
 import Tensor
 
 extension CompiledModel {
@@ -10,7 +12,11 @@ extension CompiledModel {
     /// keep one row per input row), this is `run(feeds)`.
     public func runSplittingRows(_ feeds: [String: Tensor], parts requested: Int? = nil) throws -> [String: Tensor] {
         guard let rows = Self.commonRows(feeds) else { return try run(feeds) }
-        let parts = min(requested ?? Self.defaultParts(rows: rows, threads: EngineThreads.threads), rows)
+        var parts = min(requested ?? Self.defaultParts(rows: rows, threads: EngineThreads.threads), rows)
+        // A light model (a few microseconds a row) loses more to waking the other threads than the split gains.
+        if requested == nil && !rowCost.worthSplitting(rows: rows, parts: parts) { parts = 1 }
+        let started = SystemClock.nanoseconds()
+        defer { rowCost.record(rows: rows, parallel: min(parts, EngineThreads.threads), nanoseconds: SystemClock.nanoseconds() &- started) }
         guard parts >= 2 else { return try run(feeds) }
         let ranges = (0..<parts).map { (rows * $0 / parts)..<(rows * ($0 + 1) / parts) }
         let partFeeds = ranges.map { range in feeds.mapValues { $0.rows(range) } }
@@ -44,5 +50,25 @@ extension CompiledModel {
         guard let first = feeds.values.first, first.rank > 0 else { return nil }
         let rows = first.shape[0]
         return feeds.values.allSatisfy({ $0.rank > 0 && $0.shape[0] == rows && $0.dtype != .string }) ? rows : nil
+    }
+}
+
+/// The last batch run's wall time per row, scaled to one thread: whether splitting a batch into parts pays.
+final class RowCostEstimate: Sendable {
+    /// Estimated single-thread nanoseconds per row; 0 until a batch ran.
+    private let nanosecondsPerRow = Atomic<Int>(0)
+    /// Least estimated work of one part (1 ms) for the split to pay for the other threads' wake-up and the stitching.
+    static let minimumPartNanoseconds = 1_000_000
+
+    /// True until measured, then when each of `parts` parts would compute at least `minimumPartNanoseconds`.
+    func worthSplitting(rows: Int, parts: Int) -> Bool {
+        let perRow = nanosecondsPerRow.load(ordering: .relaxed)
+        return perRow == 0 || perRow * rows >= parts * Self.minimumPartNanoseconds
+    }
+
+    /// Records a run of `rows` rows on `parallel` threads that took `nanoseconds` of wall time.
+    func record(rows: Int, parallel: Int, nanoseconds: UInt64) {
+        guard rows > 0 else { return }
+        nanosecondsPerRow.store(max(1, Int(nanoseconds) * max(1, parallel) / rows), ordering: .relaxed)
     }
 }

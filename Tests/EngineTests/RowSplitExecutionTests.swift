@@ -69,6 +69,16 @@ import Tensor
         #expect(CompiledModel.defaultParts(rows: 12, threads: 3) == 6)
     }
 
+    @Test func lightBatchesAreNotSplitOnceMeasured() {
+        let cost = RowCostEstimate()
+        #expect(cost.worthSplitting(rows: 8, parts: 4), "unmeasured: split")
+        cost.record(rows: 8, parallel: 1, nanoseconds: 80_000)  // 10 us a row: parts of 20 us
+        #expect(!cost.worthSplitting(rows: 8, parts: 4))
+        cost.record(rows: 8, parallel: 4, nanoseconds: 30_000_000)  // 15 ms a row on one thread
+        #expect(cost.worthSplitting(rows: 8, parts: 4))
+        #expect(!cost.worthSplitting(rows: 1_000, parts: 1_000_000))
+    }
+
     @Test func kernelsInsideAPartPlanForOneThread() {
         let seen = Tally(2)
         parallelParts(2) { part in if EngineThreads.threads == 1 { seen.hit(part) } }
