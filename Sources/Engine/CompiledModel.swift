@@ -27,6 +27,8 @@ public final class CompiledModel: Sendable {
     private let declaredShapes: [String: [DeclaredDimension]]
     /// Bytes of the constants the plan keeps plus those its kernels consumed (packed), counted at their source size.
     public let retainedConstantBytes: Int
+    /// Cost per row of recent batch runs, which decides whether `runSplittingRows` splits.
+    let rowCost = RowCostEstimate()
 
     /// Compiles `model`; `baseDirectory` is where external tensor data would be resolved (the decoder already inlined it).
     public convenience init(model: consuming ONNX.Model, baseDirectory: String? = nil) throws {

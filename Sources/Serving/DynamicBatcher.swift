@@ -37,6 +37,8 @@ final class DynamicBatcher: @unchecked Sendable {
     private let gate: ComputeGate
     private let instruments: VersionInstruments
     private let inputNames: [String]
+    /// The config declares a batch axis (more than one row per execution): rows are independent.
+    private let rowsAreIndependent: Bool
     private let compute: BlockingExecutor
     private let lock = Lock()
     private let wake = Condition()
@@ -58,6 +60,7 @@ final class DynamicBatcher: @unchecked Sendable {
         self.version = version
         self.runtime = runtime
         self.inputNames = inputNames.sorted()
+        rowsAreIndependent = policy.maxBatchRows > 1
         self.gate = gate
         self.instruments = instruments
         machine = BatchingMachine(policy: policy)
@@ -235,7 +238,7 @@ final class DynamicBatcher: @unchecked Sendable {
             for name in inputNames { feeds[name] = Tensor.pooledBatch(concatenating: batch.compactMap { $0.feeds[name] }) }
         }
         timing.concatenated = SystemClock.nanoseconds()
-        let outcome = runGuarded(runtime, feeds)
+        let outcome = runGuarded(runtime, feeds, rowsAreIndependent: rowsAreIndependent && totalRows > 1)
         timing.computed = SystemClock.nanoseconds()
         switch outcome {
         case .failure(let error):
@@ -251,9 +254,10 @@ final class DynamicBatcher: @unchecked Sendable {
         }
     }
 
-    private func runGuarded(_ runtime: any ModelRuntime, _ feeds: [String: Tensor]) -> Result<[String: Tensor], Error> {
+    private func runGuarded(_ runtime: any ModelRuntime, _ feeds: [String: Tensor],
+                            rowsAreIndependent: Bool = false) -> Result<[String: Tensor], Error> {
         do {
-            return .success(try runtime.run(feeds))
+            return .success(try rowsAreIndependent ? runtime.runBatch(feeds) : runtime.run(feeds))
         } catch let error as ServingError {
             return .failure(error)
         } catch {

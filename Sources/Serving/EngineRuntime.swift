@@ -9,6 +9,9 @@ extension CompiledModel: ModelRuntime {
     /// Initializers kept by the plan plus the constants its kernels packed.
     public var constantBytes: Int { retainedConstantBytes }
 
+    /// One row range per compute thread, each running the whole plan on its rows: one barrier per run, not per operator.
+    public func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try runSplittingRows(feeds) }
+
     /// The engine's own measurement of one run.
     public func peakActivationBytes(_ feeds: [String: Tensor]) throws -> Int { try measurePeakActivationBytes(feeds) }
 }

@@ -9,6 +9,9 @@ public protocol ModelRuntime: Sendable {
     var outputs: [TensorSpec] { get }
     /// Runs the model once; blocking, called only on Serving's dedicated threads.
     func run(_ feeds: [String: Tensor]) throws -> [String: Tensor]
+    /// Runs a batch whose rows are independent (what dynamic batching assumes), in whatever schedule is fastest; the
+    /// results are those of `run`.
+    func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor]
     /// Key-value metadata stored in the model file (ONNX `metadata_props`), in file order.
     var metadata: [(key: String, value: String)] { get }
     /// Bytes the runtime keeps for as long as it is loaded: weights and packed constants.
@@ -20,6 +23,8 @@ public protocol ModelRuntime: Sendable {
 extension ModelRuntime {
     /// No metadata unless the runtime has some.
     public var metadata: [(key: String, value: String)] { [] }
+    /// `run`, unless the runtime can use the rows' independence.
+    public func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try run(feeds) }
     /// Unknown (0) unless the runtime can tell.
     public var constantBytes: Int { 0 }
     /// Runs the model; 0 unless the runtime can measure its activations.

@@ -9,7 +9,7 @@ let predictCommand = Command(
     summary: "Run an ONNX model on .npy inputs and write .npy outputs",
     help: """
         Usage: osprey predict MODEL.onnx --input [NAME=]FILE.npy ... (--output OUT.npy | --output-dir DIR)
-                              [--repeat N] [--threads N] [--profile]
+                              [--repeat N] [--threads N] [--row-parts N] [--profile]
 
         Inputs are NumPy .npy files (v1-v3, C order, little-endian; float32, float64, float16,
         int8-64, uint8-64, bool). With one model input, NAME= may be left out.
@@ -20,10 +20,13 @@ let predictCommand = Command(
           --output-dir DIR      Write every output as DIR/<name>.npy (unsafe characters become _)
           --repeat N            Run N times and print the median milliseconds per run (default 1)
           --threads N           Compute threads (default and maximum: the number of cores)
+          --row-parts N         Run the batch as N row ranges, each thread running the whole model on one range
+                                at a time (rows must be independent, as a served batch's are; `osprey serve` uses
+                                one range per thread); default 1, the batch whole, each operator split across threads
           --profile             Also print time per operator type over the runs
         """
 ) { args in
-    let arguments = try Arguments(args, valueFlags: ["input", "output", "output-dir", "repeat", "threads"], booleanFlags: ["profile"])
+    let arguments = try Arguments(args, valueFlags: ["input", "output", "output-dir", "repeat", "threads", "row-parts"], booleanFlags: ["profile"])
     guard arguments.positionals.count == 1, let modelPath = arguments.positionals.first else {
         throw UsageError(description: "expected exactly one model path, got \(arguments.positionals.count)")
     }
@@ -44,12 +47,13 @@ let predictCommand = Command(
         throw UsageError(description: "the model has \(model.outputs.count) outputs (\(model.outputs.map(\.name).joined(separator: ", "))); use --output-dir")
     }
 
+    let rowParts = try arguments.int("row-parts", default: 1, minimum: 1)
     var results: [String: Tensor] = [:]
     var timings: [Double] = []
     var cpuTimings: [Double] = []
     for _ in 0..<repeats {
         let start = SystemClock.seconds(), cpuStart = PredictInputs.threadCPU()
-        results = try model.run(feeds)
+        results = try rowParts > 1 ? model.runSplittingRows(feeds, parts: rowParts) : model.run(feeds)
         timings.append(SystemClock.seconds() - start)
         cpuTimings.append(PredictInputs.threadCPU() - cpuStart)
     }

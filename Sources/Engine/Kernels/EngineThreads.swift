@@ -13,8 +13,23 @@ public enum EngineThreads {
         ComputePool.shared.resize(threads: max(1, threads))
     }
 
-    /// Compute threads currently configured for Osprey's kernel pool (the caller's thread included).
-    public static var threads: Int { ComputePool.shared.threads }
+    /// Compute threads a kernel may split its work across: the configured budget, or 1 inside a part of
+    /// `parallelParts` (that thread runs its part alone, so its kernels plan for one thread, as a 1-thread engine does).
+    public static var threads: Int { ComputePool.runsPartAlone ? 1 : ComputePool.shared.threads }
+}
+
+/// Runs `body(0..<count)` on the compute threads like `parallelFor`, but each call runs single-threaded inside: kernels
+/// it calls see `EngineThreads.threads == 1`, plan their work for one thread and never wait on the others.
+///
+/// A coarse schedule (whole chains of steps per part, one barrier at the end) instead of one split and one barrier
+/// per operator; each part computes exactly what a 1-thread engine computes.
+public func parallelParts(_ count: Int, _ body: (Int) -> Void) {
+    ComputePool.shared.run(count) { index in
+        let outer = ComputePool.runsPartAlone
+        ComputePool.runsPartAlone = true
+        defer { ComputePool.runsPartAlone = outer }
+        body(index)
+    }
 }
 
 /// Runs `body(0..<count)` split across the engine's compute threads, the caller's thread included; returns when all ran.
@@ -73,6 +88,19 @@ final class ComputePool: @unchecked Sendable {
 
     private init() {}
 
+    /// Thread-specific key set while the thread runs a part of `parallelParts`.
+    private static let partKey: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
+        return key
+    }()
+
+    /// True while the calling thread runs a part of `parallelParts` (its kernels then plan for one thread).
+    static var runsPartAlone: Bool {
+        get { pthread_getspecific(partKey) != nil }
+        set { pthread_setspecific(partKey, newValue ? UnsafeRawPointer(bitPattern: 1) : nil) }
+    }
+
     /// Threads that take part in a run, the caller included.
     var threads: Int { threadCount.load(ordering: .relaxed) }
 
@@ -91,7 +119,8 @@ final class ComputePool: @unchecked Sendable {
     }
 
     func run(_ count: Int, _ body: (Int) -> Void) {
-        let workers = min(threads - 1, count - 1)
+        // Inside a part of `parallelParts` the thread computes alone: its kernels never take the pool.
+        let workers = Self.runsPartAlone ? 0 : min(threads - 1, count - 1)
         if workers <= 0 || !submitMutex.tryLock() {
             for index in 0..<count { body(index) }
             return
