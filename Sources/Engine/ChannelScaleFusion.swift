@@ -18,7 +18,7 @@ extension GraphOptimizer {
             guard mul.opType == "Mul", isDefaultDomain(mul.domain), mul.inputs.count == 2, mul.outputs.count == 1,
                   mul.inputs[0] != mul.inputs[1], mul.inputs.allSatisfy({ !$0.isEmpty && constants[$0] == nil }),
                   let out = mul.outputs.first, !graphOutputs.contains(out) else { continue }
-            let users = nodes.indices.filter { nodes[$0].node.inputs.contains(out) }
+            let users = consumers(of: out)
             guard users.count == 1, users[0] > index else { continue }
             let conv = nodes[users[0]].node
             guard conv.opType == "Conv", isDefaultDomain(conv.domain), conv.inputs.count >= 2, conv.inputs.count <= fusedChannelScaleInput,

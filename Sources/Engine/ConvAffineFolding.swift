@@ -18,7 +18,7 @@ extension GraphOptimizer {
         guard conv.opType == "Conv", isDefaultDomain(conv.domain), case .none = nodes[index].activation, !nodes[index].residual,
               conv.inputs.count >= 2, conv.inputs.count <= 3, conv.outputs.count == 1, let out = conv.outputs.first, !graphOutputs.contains(out),
               let w = constants[conv.inputs[1]], w.dtype == .float32, w.rank >= 3 else { return false }
-        let users = nodes.indices.filter { nodes[$0].node.inputs.contains(out) }
+        let users = consumers(of: out)
         guard users.count == 1 else { return false }
         let op = nodes[users[0]].node
         guard ["Mul", "Div", "Add", "Sub"].contains(op.opType), isDefaultDomain(op.domain), op.inputs.count == 2, op.outputs.count == 1,

@@ -83,7 +83,8 @@ struct GraphOptimizer {
         nodes = kept
     }
 
-    private func consumers(of value: String) -> [Int] {
+    /// Indices of the nodes that read `value`.
+    func consumers(of value: String) -> [Int] {
         nodes.indices.filter { nodes[$0].node.inputs.contains(value) }
     }
 

@@ -13,7 +13,7 @@ extension GraphOptimizer {
             let matmul = nodes[index].node
             guard matmul.opType == "MatMul", isDefaultDomain(matmul.domain), matmul.inputs.count == 2, let out = matmul.outputs.first,
                   !graphOutputs.contains(out), let w = constants[matmul.inputs[1]], w.dtype == .float32, w.rank == 2 else { continue }
-            let users = nodes.indices.filter { nodes[$0].node.inputs.contains(out) }
+            let users = consumers(of: out)
             guard users.count == 1, users[0] > index else { continue }
             let add = nodes[users[0]].node
             guard add.opType == "Add", isDefaultDomain(add.domain), add.inputs.count == 2, add.inputs[0] != add.inputs[1],
