@@ -28,13 +28,14 @@ import TestSupport
     }
 
     /// The packed constant-B product against its triple-loop twin: short last bands and strips, strided A, every
-    /// epilogue combination, one and two threads (band and strip splits).
+    /// epilogue combination, long depths, one and two threads (band and strip splits).
     @Test func packedMatmulMatchesReference() {
         var rng = SeededGenerator(seed: 5)
         defer { EngineThreads.configure(threads: 2) }
         for threads in [1, 2] {
             EngineThreads.configure(threads: threads)
-            for (rows, columns, depth) in [(1, 1, 1), (7, 20, 3), (13, 48, 33), (49, 768, 40), (200, 96, 120), (6, 16, 4096)] {
+            for (rows, columns, depth) in [(1, 1, 1), (7, 20, 3), (13, 48, 33), (49, 768, 40), (200, 96, 120), (6, 16, 4096),
+                                           (9, 17, 2), (10, 33, 17), (11, 64, 5), (128, 32, 9), (20, 48, 1000), (13, 32, 600)] {
                 for (withBias, withResidual, activation) in [(false, false, Activation.none), (true, false, .gelu), (true, true, .relu),
                                                             (false, true, .none)] {
                     let lda = depth + 3
@@ -48,6 +49,23 @@ import TestSupport
                     expectClose(fast, plain, "packed \(rows)x\(columns)x\(depth) bias \(withBias) residual \(withResidual) \(activation) threads \(threads)")
                 }
             }
+        }
+    }
+
+    /// The in-place small product (attention heads) against sgemm's triple-loop twin: every short band (1-5 rows),
+    /// narrow last strips, strided operands and C, odd and zero depths; columns of C past n stay untouched.
+    @Test func smallMatmulMatchesReference() {
+        var rng = SeededGenerator(seed: 11)
+        for (m, n, k) in [(1, 1, 1), (2, 16, 3), (3, 17, 8), (4, 5, 31), (5, 40, 2), (6, 32, 64), (13, 128, 32), (128, 32, 128),
+                          (7, 48, 0), (20, 15, 257)] {
+            let lda = k + 3, ldb = n + 5, ldc = n + 2
+            let a = rng.floats(m * lda), b = rng.floats(max(1, k) * ldb)
+            let c = rng.floats(m * ldc)
+            var fast = c, plain = c
+            smallMatmul(m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: &fast, ldc: ldc)
+            sgemmReference(transposeA: false, transposeB: false, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb,
+                           beta: 0, c: &plain, ldc: ldc)
+            expectClose(fast, plain, "small \(m)x\(n)x\(k)")
         }
     }
 

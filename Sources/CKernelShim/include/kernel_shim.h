@@ -35,5 +35,9 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 #include "depthwise_plane.h"
 /// Batched 2-D transposes of 4-byte elements in 8 x 8 AVX tiles (transpose_tiles.c).
 #include "transpose_tiles.h"
+/// The packed-B float product's micro-kernel in AVX2 + FMA (packed_sgemm.c).
+#include "packed_sgemm.h"
+/// Softmax rows and the erf GELU in AVX2 + FMA (float_rows.c).
+#include "float_rows.h"
 
 #endif

@@ -61,6 +61,17 @@ public func packedMatmul(_ a: UnsafePointer<Float>, lda: Int, rows: Int, _ b: Pa
     }
 }
 
+/// Rows `row ..< row + count` of band `band` (of `(rows + 5) / 6`): six each, except that a remainder of one to three
+/// rows is evened out with the band before it (7 -> 4 + 3, 8 -> 4 + 4, 9 -> 5 + 4): the strip kernel runs four to six
+/// rows at the full FMA rate, fewer at a fraction of it.
+@inline(__always)
+func bandRows(_ band: Int, rows: Int) -> (row: Int, count: Int) {
+    let whole = rows / 6, rest = rows - whole * 6
+    guard (1...3).contains(rest), whole >= 1, band >= whole - 1 else { return (band * 6, min(6, rows - band * 6)) }
+    let first = (6 + rest + 1) / 2, start = (whole - 1) * 6
+    return band == whole - 1 ? (start, first) : (start + first, 6 + rest - first)
+}
+
 /// One `packedMatmul` call's operands.
 private struct BandProduct {
     let a: UnsafePointer<Float>
@@ -79,27 +90,20 @@ private struct BandProduct {
         while first < strips.upperBound {
             let last = min(strips.upperBound, first + block)
             for band in bands {
-                let row = band * productRows, count = min(productRows, rows - row)
-                if count == productRows {
-                    multiply(rowsFrom: a + row * lda, stride: lda, row: row, count: count, strips: first..<last)
-                } else {
-                    // The last, short band: its rows copied under zero rows, so the kernel reads six. (A kernel
-                    // specialised per row count was left out of line by the compiler: twice as slow overall.)
-                    withThreadScratch(productRows * depth) { scratch in
-                        scratch.initialize(repeating: 0, count: productRows * depth)
-                        for r in 0..<count { (scratch + r * depth).update(from: a + (row + r) * lda, count: depth) }
-                        multiply(rowsFrom: UnsafePointer(scratch), stride: depth, row: row, count: count, strips: first..<last)
-                    }
-                }
+                let (row, count) = bandRows(band, rows: rows)
+                multiply(row: row, count: count, strips: first..<last)
             }
             first = last
         }
     }
 
-    /// Six rows of A (at `source`, `stride` apart; output rows `row ..< row + count`) times each strip.
+    /// Up to six rows of A (output rows `row ..< row + count`) times each strip.
     @inline(__always)
-    func multiply(rowsFrom source: UnsafePointer<Float>, stride: Int, row: Int, count: Int, strips: Range<Int>) {
+    func multiply(row: Int, count: Int, strips: Range<Int>) {
         let depth = b.depth, columns = b.columns
+        let source = a + row * lda
+        // GELU in the C kernel's registers (its AVX2 body), the rest through `Activation.vector` here.
+        let directGelu = activation == .gelu && hasFastLogisticKernel
         for s in strips {
             let column = s * productStrip
             var start = SIMD16<Float>()
@@ -110,9 +114,25 @@ private struct BandProduct {
                     for j in 0..<(columns - column) { start[j] = bias[column + j] }
                 }
             }
-            var c = stridedMicroKernel(depth, source, stride, UnsafePointer(b.pointer + s * depth * productStrip), start)
             let o = out + row * columns + column
-            if column + productStrip <= columns {
+            let strip = UnsafePointer(b.pointer + s * depth * productStrip)
+            let whole = column + productStrip <= columns
+            if whole && residual == nil && (directGelu || activation == .none) {
+                // Nothing left to apply in Swift: the kernel stores straight into the output rows.
+                withUnsafeBytes(of: start) { first in
+                    osprey_sgemm_strip(count, depth, source, lda, strip, productStrip, first.baseAddress!.assumingMemoryBound(to: Float.self),
+                                       o, columns, directGelu ? 1 : 0)
+                }
+                continue
+            }
+            var c = Tile6x16(start, start, start, start, start, start)
+            withUnsafeMutableBytes(of: &c) { tile in
+                withUnsafeBytes(of: start) { first in
+                    osprey_sgemm_strip(count, depth, source, lda, strip, productStrip, first.baseAddress!.assumingMemoryBound(to: Float.self),
+                                       tile.baseAddress!.assumingMemoryBound(to: Float.self), productStrip, 0)
+                }
+            }
+            if whole {
                 if let residual {
                     let r = residual + row * columns + column
                     c.0 += r.vector(SIMD16<Float>.self)
@@ -141,27 +161,6 @@ private struct BandProduct {
             }
         }
     }
-}
-
-/// row r = start + sum_p a[r * stride + p] * b[p * 16 ..< p * 16 + 16]: six rows of A read in place (each value
-/// broadcast), one packed strip of B.
-@inline(__always)
-private func stridedMicroKernel(_ depth: Int, _ a: UnsafePointer<Float>, _ stride: Int, _ b: UnsafePointer<Float>,
-                                _ start: SIMD16<Float>) -> Tile6x16 {
-    var (c0, c1, c2, c3, c4, c5) = (start, start, start, start, start, start)
-    let a0 = a, a3 = a + 3 * stride
-    var bp = b
-    for p in 0..<depth {
-        let v = bp.vector(SIMD16<Float>.self)
-        multiplyAdd(&c0, SIMD16(repeating: a0[p]), v)
-        multiplyAdd(&c1, SIMD16(repeating: a0[stride + p]), v)
-        multiplyAdd(&c2, SIMD16(repeating: a0[2 * stride + p]), v)
-        multiplyAdd(&c3, SIMD16(repeating: a3[p]), v)
-        multiplyAdd(&c4, SIMD16(repeating: a3[stride + p]), v)
-        multiplyAdd(&c5, SIMD16(repeating: a3[2 * stride + p]), v)
-        bp += productStrip
-    }
-    return (c0, c1, c2, c3, c4, c5)
 }
 
 /// `packedMatmul`'s contract on the unpacked row-major B (depth x columns) as a plain triple loop: the twin for tests.

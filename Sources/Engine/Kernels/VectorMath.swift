@@ -1,3 +1,4 @@
+import CKernelShim
 import Foundation
 
 /// e^x lane-wise (Cephes expf: range reduction by ln 2, degree-6 polynomial, 2^n built in the exponent bits);
@@ -67,56 +68,71 @@ func vectorMish(_ x: FloatVector) -> FloatVector {
     return x * m / (m + FloatVector(repeating: 2))
 }
 
-/// Softmax over each row of a rows x columns row-major matrix, in place: e^(x - max) / sum, vectorised.
+/// Softmax over each row of a rows x columns row-major matrix, in place: e^(x - max) / sum, vectorised (the C shim's
+/// AVX2 + FMA body where the CPU has it). With `source`, the rows are read from there instead (no copy first).
 /// With `nanFill`, a row that comes out NaN (a NaN or +inf input, or every input -inf: exactly the rows whose sum
 /// is NaN, and then every element is) is written as `nanFill` instead, as `Where(IsNaN(p), fill, p)` would.
-public func softmaxRows(_ data: UnsafeMutablePointer<Float>, rows: Int, columns: Int, nanFill: Float? = nil) {
+public func softmaxRows(_ data: UnsafeMutablePointer<Float>, rows: Int, columns: Int, nanFill: Float? = nil,
+                        from source: UnsafePointer<Float>? = nil) {
+    guard columns > 0 else { return }
+    parallelRanges(rows, minimumChunk: max(1, 65_536 / columns)) { range in
+        let offset = range.lowerBound * columns
+        if hasFastLogisticKernel {
+            osprey_softmax_rows_f32(source.map { $0 + offset } ?? UnsafePointer(data + offset), data + offset, range.count, columns,
+                                    nanFill == nil ? 0 : 1, nanFill ?? 0)
+            return
+        }
+        if let source { (data + offset).update(from: source + offset, count: range.count * columns) }
+        softmaxRowsPortable(data + offset, rows: range.count, columns: columns, nanFill: nanFill)
+    }
+}
+
+/// `softmaxRows` in Swift SIMD on one thread: the path of CPUs without AVX2 + FMA, and the C kernel's test twin.
+func softmaxRowsPortable(_ data: UnsafeMutablePointer<Float>, rows: Int, columns: Int, nanFill: Float?) {
     guard columns > 0 else { return }
     let width = FloatVector.scalarCount
-    parallelRanges(rows, minimumChunk: max(1, 65_536 / columns)) { range in
-        for r in range {
-            let row = data + r * columns
-            var best = -Float.infinity
-            var j = 0
-            if columns >= width {
-                var lanes = FloatVector(repeating: -.infinity)
-                while j + width <= columns {
-                    let v = (row + j).vector(FloatVector.self)
-                    lanes.replace(with: v, where: v .> lanes)
-                    j += width
-                }
-                best = lanes.max()
-            }
-            while j < columns { best = Swift.max(best, row[j]); j += 1 }
-            let shift = FloatVector(repeating: best)
-            var sums = FloatVector()
-            j = 0
+    for r in 0..<rows {
+        let row = data + r * columns
+        var best = -Float.infinity
+        var j = 0
+        if columns >= width {
+            var lanes = FloatVector(repeating: -.infinity)
             while j + width <= columns {
-                let e = vectorExp((row + j).vector(FloatVector.self) - shift)
-                (row + j).store(e)
-                sums += e
+                let v = (row + j).vector(FloatVector.self)
+                lanes.replace(with: v, where: v .> lanes)
                 j += width
             }
-            var sum = sums.sum()
-            if j < columns {
-                // The tail goes through a zero-padded vector so every element sees the same exp.
-                var tail = FloatVector(repeating: -.infinity)
-                for i in j..<columns { tail[i - j] = row[i] }
-                let e = vectorExp(tail - shift)
-                for i in j..<columns { row[i] = e[i - j]; sum += e[i - j] }
-            }
-            if let nanFill, sum.isNaN {
-                row.update(repeating: nanFill, count: columns)
-                continue
-            }
-            let scale = FloatVector(repeating: 1 / sum)
-            j = 0
-            while j + width <= columns {
-                (row + j).store((row + j).vector(FloatVector.self) * scale)
-                j += width
-            }
-            while j < columns { row[j] *= 1 / sum; j += 1 }
+            best = lanes.max()
         }
+        while j < columns { best = Swift.max(best, row[j]); j += 1 }
+        let shift = FloatVector(repeating: best)
+        var sums = FloatVector()
+        j = 0
+        while j + width <= columns {
+            let e = vectorExp((row + j).vector(FloatVector.self) - shift)
+            (row + j).store(e)
+            sums += e
+            j += width
+        }
+        var sum = sums.sum()
+        if j < columns {
+            // The tail goes through a zero-padded vector so every element sees the same exp.
+            var tail = FloatVector(repeating: -.infinity)
+            for i in j..<columns { tail[i - j] = row[i] }
+            let e = vectorExp(tail - shift)
+            for i in j..<columns { row[i] = e[i - j]; sum += e[i - j] }
+        }
+        if let nanFill, sum.isNaN {
+            row.update(repeating: nanFill, count: columns)
+            continue
+        }
+        let scale = FloatVector(repeating: 1 / sum)
+        j = 0
+        while j + width <= columns {
+            (row + j).store((row + j).vector(FloatVector.self) * scale)
+            j += width
+        }
+        while j < columns { row[j] *= 1 / sum; j += 1 }
     }
 }
 

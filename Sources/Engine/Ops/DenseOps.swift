@@ -27,6 +27,8 @@ func matmul(_ a: Tensor, _ b: Tensor, _ ctx: OpContext) throws -> Tensor {
             }
             let aStrides = broadcastStrides(aBatch, to: batch), bStrides = broadcastStrides(bBatch, to: batch)
             let batchStrides = Tensor.contiguousStrides(batch)
+            // Per-head products whose B fits in L2 skip OpenBLAS's packing (smallMatmul).
+            let small = k <= 512 && k * n <= 1 << 16
             let product = { (i: Int) in
                 var rem = i, ao = 0, bo = 0
                 for d in 0..<batch.count {
@@ -34,8 +36,12 @@ func matmul(_ a: Tensor, _ b: Tensor, _ ctx: OpContext) throws -> Tensor {
                     rem %= batchStrides[d]
                     ao += c * aStrides[d]; bo += c * bStrides[d]
                 }
-                sgemm(transposeA: false, transposeB: false, m: m, n: n, k: k, alpha: 1, a: ap + ao * m * k, lda: k,
-                      b: bp + bo * k * n, ldb: n, beta: 0, c: op + i * m * n, ldc: n)
+                if small {
+                    smallMatmul(m: m, n: n, k: k, a: ap + ao * m * k, lda: k, b: bp + bo * k * n, ldb: n, c: op + i * m * n, ldc: n)
+                } else {
+                    sgemm(transposeA: false, transposeB: false, m: m, n: n, k: k, alpha: 1, a: ap + ao * m * k, lda: k,
+                          b: bp + bo * k * n, ldb: n, beta: 0, c: op + i * m * n, ldc: n)
+                }
             }
             // Attention heads: each product is too small for sgemm to split, so the threads take whole heads.
             if EngineThreads.threads > 1 && batchCount > 1 && m * n * k < 1 << 20 && batchCount * m * n * k >= 1 << 18 {

@@ -10,8 +10,7 @@ func softmaxFast(_ x: Tensor, outer: Int, dim: Int, inner: Int, nanFill: Float? 
     x.withUnsafeBufferPointer(of: Float.self) { src in out.withUnsafeMutableBufferPointer(of: Float.self) { dst in
         let s = src.baseAddress!, d = dst.baseAddress!
         if inner == 1 {
-            d.update(from: s, count: outer * dim)
-            softmaxRows(d, rows: outer, columns: dim, nanFill: nanFill)
+            softmaxRows(d, rows: outer, columns: dim, nanFill: nanFill, from: s)
             return
         }
         let width = FloatVector.scalarCount

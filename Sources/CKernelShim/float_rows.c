@@ -1,0 +1,118 @@
+// Softmax rows and erf GELU in AVX2 + FMA, chosen at run time. Swift's SIMD16 spelling of e^x and erf (VectorMath.swift)
+// compiles to an out-of-line call per 16 floats with separate multiplies and adds: attention's Softmax and the GELU
+// epilogue of the transformer MLPs spent most of their time there. The Swift versions stay the portable path and the
+// tests' reference.
+#include "include/float_rows.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include "avx2_logistic.h"
+#include "avx2_gelu.h"
+
+/// Largest lane of v.
+__attribute__((target("avx2,fma"), always_inline))
+static inline float max8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+/// Sum of the lanes of v.
+__attribute__((target("avx2,fma"), always_inline))
+static inline float sum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/// The first n (< 8) lanes of p, the rest `pad`.
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 load_tail(const float *p, long n, float pad) {
+    float lanes[8];
+    for (int i = 0; i < 8; i++) lanes[i] = i < n ? p[i] : pad;
+    return _mm256_loadu_ps(lanes);
+}
+
+__attribute__((target("avx2,fma")))
+void osprey_softmax_rows_f32(const float *source, float *data, long rows, long columns, int fill, float fill_value) {
+    if (columns <= 0) return;
+    const long whole = columns & ~7L, rest = columns - whole;
+    for (long r = 0; r < rows; r++) {
+        const float *in = source + r * columns;
+        float *row = data + r * columns;
+        __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, nan = _mm256_setzero_ps();
+        long j = 0;
+        for (; j + 16 <= whole; j += 16) {
+            const __m256 v0 = _mm256_loadu_ps(in + j), v1 = _mm256_loadu_ps(in + j + 8);
+            m0 = _mm256_max_ps(v0, m0);
+            m1 = _mm256_max_ps(v1, m1);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+        }
+        for (; j < whole; j += 8) {
+            const __m256 v = _mm256_loadu_ps(in + j);
+            m0 = _mm256_max_ps(v, m0);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
+        float best = max8(_mm256_max_ps(m0, m1));
+        int broken = _mm256_movemask_ps(nan) != 0;
+        for (long i = whole; i < columns; i++) {
+            if (isnan(in[i])) broken = 1;
+            best = in[i] > best ? in[i] : best;
+        }
+        // A NaN or +inf input, or every input -inf, makes the whole row NaN (as e^(x - max) / sum does in the
+        // reference): exp8's clamps would hide it, so such rows are settled here.
+        if (broken || isinf(best)) {
+            const float value = fill ? fill_value : NAN;
+            for (long i = 0; i < columns; i++) row[i] = value;
+            continue;
+        }
+        const __m256 shift = _mm256_set1_ps(best);
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+        j = 0;
+        for (; j + 16 <= whole; j += 16) {
+            const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(in + j), shift));
+            const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(in + j + 8), shift));
+            _mm256_storeu_ps(row + j, e0);
+            _mm256_storeu_ps(row + j + 8, e1);
+            s0 = _mm256_add_ps(s0, e0);
+            s1 = _mm256_add_ps(s1, e1);
+        }
+        for (; j < whole; j += 8) {
+            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(in + j), shift));
+            _mm256_storeu_ps(row + j, e);
+            s0 = _mm256_add_ps(s0, e);
+        }
+        float sum = sum8(_mm256_add_ps(s0, s1));
+        if (rest) {
+            // -inf pads: their exp is 0.
+            float lanes[8];
+            _mm256_storeu_ps(lanes, exp8(_mm256_sub_ps(load_tail(in + whole, rest, -INFINITY), shift)));
+            for (long i = 0; i < rest; i++) { row[whole + i] = lanes[i]; sum += lanes[i]; }
+        }
+        const float inverse = 1.0f / sum;
+        const __m256 scale = _mm256_set1_ps(inverse);
+        for (j = 0; j < whole; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), scale));
+        for (long i = whole; i < columns; i++) row[i] *= inverse;
+    }
+}
+
+__attribute__((target("avx2,fma")))
+void osprey_gelu_f32(float *data, long count) {
+    long i = 0;
+    for (; i + 8 <= count; i += 8) _mm256_storeu_ps(data + i, gelu8(_mm256_loadu_ps(data + i)));
+    if (i < count) {
+        float lanes[8];
+        _mm256_storeu_ps(lanes, gelu8(load_tail(data + i, count - i, 0.0f)));
+        for (long j = 0; i + j < count; j++) data[i + j] = lanes[j];
+    }
+}
+
+#else
+void osprey_softmax_rows_f32(const float *source, float *data, long rows, long columns, int fill, float fill_value) {
+    (void)source; (void)data; (void)rows; (void)columns; (void)fill; (void)fill_value;
+}
+void osprey_gelu_f32(float *data, long count) { (void)data; (void)count; }
+#endif
