@@ -4,19 +4,12 @@
 // the depth loop goes two steps at a time. B's rows may also be `ldb` apart in place (attention's per-head products:
 // no packing).
 #include "include/packed_sgemm.h"
+#include "include/float_activations.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include "avx2_gelu.h"
 
-int osprey_sgemm_fast(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
-    }
-    return cached;
-}
 
 // One depth step for row R into accumulator pair D: broadcast a[R][p] and fold it into both halves.
 #define STEP(R, D, P)                                                              \
@@ -81,8 +74,6 @@ STRIP_KERNEL(4)
 STRIP_KERNEL(5)
 STRIP_KERNEL(6)
 
-#else
-int osprey_sgemm_fast(void) { return 0; }
 #endif
 
 static void strip_portable(long rows, long depth, const float *a, long lda, const float *b, long ldb, const float *start, float *tile, long ldt) {
@@ -97,7 +88,7 @@ static void strip_portable(long rows, long depth, const float *a, long lda, cons
 
 void osprey_sgemm_strip(long rows, long depth, const float *a, long lda, const float *b, long ldb, const float *start, float *tile, long ldt, int gelu) {
 #if defined(__x86_64__)
-    if (osprey_sgemm_fast()) {
+    if (osprey_float_activations_fast()) {
         switch (rows) {
         case 6: strip_6(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
         case 5: strip_5(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;

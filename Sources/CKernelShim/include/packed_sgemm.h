@@ -1,10 +1,7 @@
 #ifndef OSPREY_PACKED_SGEMM_H
 #define OSPREY_PACKED_SGEMM_H
 
-/// 1 when this CPU runs the AVX2 + FMA body of `osprey_sgemm_strip` (cpuid, checked once); it falls back to a plain
-/// loop otherwise.
-int osprey_sgemm_fast(void);
-
+/// Runs its AVX2 + FMA body when `osprey_float_activations_fast()` is 1, a plain loop otherwise.
 /// tile[r * ldt + j] = (start ? start[j] : 0) + sum_p a[r * lda + p] * b[p * ldb + j] for r < rows (1...6), j < 16:
 /// up to six rows of A read in place times one 16-column strip of B (a packed strip has ldb 16; every row p must
 /// have 16 readable floats). With `gelu` 1 each result x becomes 0.5 x (1 + erf(x / sqrt 2)) before the store (the
