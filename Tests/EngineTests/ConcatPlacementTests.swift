@@ -131,6 +131,25 @@ private typealias T = TestSupport
         #expect(model.concatGroupCount == 1 && model.stridedConcatGroupCount == 1)
     }
 
+    /// ShuffleNetV2's split: a channel half of one value goes to the Concat and the other through a conv; at batch 8
+    /// the first half is copied once, straight into its strided window.
+    @Test func channelSliceWritesIntoItsStridedWindow() throws {
+        var g = GraphBuilder()
+        g.conv("x", "p", 6, kernel: 1)
+        for (name, values) in [("lo", [0]), ("mid", [3]), ("hi", [6]), ("axis", [1])] {
+            g.inits.append((name: name, tensor: Tensor.int64(values)))
+        }
+        g.nodes.append(Node(opType: "Slice", inputs: ["p", "lo", "mid", "axis"], outputs: ["half"]))
+        g.nodes.append(Node(opType: "Slice", inputs: ["p", "mid", "hi", "axis"], outputs: ["rest"]))
+        g.channels["half"] = 3
+        g.channels["rest"] = 3
+        g.conv("rest", "b2", 3, kernel: 1, relu: true)
+        g.concat(["half", "b2"], "cat")
+        g.conv("cat", "y", 2, kernel: 1)
+        let (model, _) = try Self.check(g.model(outputs: ["y"]))
+        #expect(model.concatGroupCount == 1 && model.stridedConcatGroupCount == 1)
+    }
+
     /// A strided window's rows written from a compact value and gathered back.
     @Test func stridedWindowWritesAndGathersRows() {
         let buffer = Tensor(shape: [2, 5, 2], scalars: [Float](repeating: -1, count: 20))

@@ -74,6 +74,9 @@ public final class PackedConvolution: @unchecked Sendable {
         } else if let groupedPanels, let layout = g.flatWindowLayout {
             groupedConvolution(g, layout: layout, weights: groupedPanels, bias: bias, residual: residual, activation: activation,
                                input: input, output: output, outputImageStride: outputImageStride)
+        } else if let panels, g.isStridedPointwise {
+            stridedPointwiseConvolution(g, weights: panels, bias: bias, residual: residual, activation: activation, input: input,
+                                        output: output, outputImageStride: outputImageStride)
         } else if let panels {
             denseConvolution(g, weights: panels, bias: bias, residual: residual, activation: activation, input: input, output: output,
                              outputImageStride: outputImageStride, inputScale: inputChannelScale)

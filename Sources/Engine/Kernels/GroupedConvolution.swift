@@ -22,27 +22,30 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
     // Fewer groups of images than threads (an ungrouped stem at batch 1): the threads share out each group's panels.
     let threads = EngineThreads.threads
     let chunks = g.batch * g.groups < threads ? min(weights.panels, threads) : 1
-    parallelFor(g.batch * g.groups * chunks) { task in
-        let chunk = task % chunks, n = task / chunks / g.groups, group = task / chunks % g.groups
+    // Each thread's range of tasks shares one scratch: its zero borders are filled once, and every task's `load`
+    // rewrites only the interior (the fill per task and channel cost as much as the products on 7x7 planes).
+    parallelRanges(g.batch * g.groups * chunks) { tasks in
         withThreadScratch(cg * channelFloats + rows * flatCount + vectorReadSlack) { scratch in
-            for c in 0..<cg {
-                let planeScratch = scratch + c * channelFloats
-                layout.prepare(planeScratch, fill: 0)
-                layout.load(input + (n * g.inChannels + group * cg + c) * inPlane, into: planeScratch)
-            }
-            let flat = scratch + cg * channelFloats
-            offsets.withUnsafeBufferPointer { offsets in
-                for block in (weights.panels * chunk / chunks)..<(weights.panels * (chunk + 1) / chunks) {
-                    let first = group * mg + block * rows, valid = min(rows, mg - block * rows)
-                    var start = SIMD4<Float>()
-                    if let bias { for r in 0..<valid { start[r] = bias[first + r] } }
-                    filterBlock(UnsafePointer(scratch), offsets: offsets, panel: weights.panel(group: group, index: block), start: start,
-                                count: flatCount, output: flat)
-                    for r in 0..<valid {
-                        let plane = (n * g.outChannels + first + r) * outPlane
-                        emitRows(flat + r * flatCount, rowWidth: layout.rowWidth, rows: g.outHeight, width: g.outWidth,
-                                 output: output + n * imageStride + (first + r) * outPlane, residual: residual.map { $0 + plane },
-                                 activation: activation)
+            for c in 0..<cg { layout.prepare(scratch + c * channelFloats, fill: 0) }
+            for task in tasks {
+                let chunk = task % chunks, n = task / chunks / g.groups, group = task / chunks % g.groups
+                for c in 0..<cg {
+                    layout.load(input + (n * g.inChannels + group * cg + c) * inPlane, into: scratch + c * channelFloats)
+                }
+                let flat = scratch + cg * channelFloats
+                offsets.withUnsafeBufferPointer { offsets in
+                    for block in (weights.panels * chunk / chunks)..<(weights.panels * (chunk + 1) / chunks) {
+                        let first = group * mg + block * rows, valid = min(rows, mg - block * rows)
+                        var start = SIMD4<Float>()
+                        if let bias { for r in 0..<valid { start[r] = bias[first + r] } }
+                        filterBlock(UnsafePointer(scratch), offsets: offsets, panel: weights.panel(group: group, index: block), start: start,
+                                    count: flatCount, output: flat)
+                        for r in 0..<valid {
+                            let plane = (n * g.outChannels + first + r) * outPlane
+                            emitRows(flat + r * flatCount, rowWidth: layout.rowWidth, rows: g.outHeight, width: g.outWidth,
+                                     output: output + n * imageStride + (first + r) * outPlane, residual: residual.map { $0 + plane },
+                                     activation: activation)
+                        }
                     }
                 }
             }

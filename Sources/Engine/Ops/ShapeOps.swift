@@ -182,6 +182,13 @@ let shapeOperators: OperatorTable = [
                 } }
                 return [out]
             }
+            if x.dtype.byteSize == 4, x.count > 0, let b = transposeAsBlockMatrices(shape: x.shape, perm: perm) {
+                var out = Tensor.pooled(x.dtype, shape: shape)
+                x.withUnsafeBytes { src in out.withUnsafeMutableBytes { dst in
+                    blockPermute(src.baseAddress!, dst.baseAddress!, outer: b.outer, rows: b.rows, columns: b.columns, block: b.block)
+                } }
+                return [out]
+            }
             return [stridedCopy(x, shape: shape, strides: perm.map { strides[$0] }, offset: 0)]
         }
     },
@@ -259,6 +266,9 @@ let shapeOperators: OperatorTable = [
                 if count > 0 { offset += start * base[axis] }
             }
             if let view = contiguousView(x, shape: shape, strides: strides, offset: offset) { return [view] }
+            if let window = inputs.placement, let placed = sliceIntoWindow(x, shape: shape, strides: strides, offset: offset, window: window) {
+                return [placed]
+            }
             return [stridedCopy(x, shape: shape, strides: strides, offset: offset)]
         }
     },
@@ -502,4 +512,24 @@ func contiguousView(_ source: Tensor, shape: [Int], strides: [Int], offset: Int)
     let dense = Tensor.contiguousStrides(shape)
     guard shape.indices.allSatisfy({ shape[$0] <= 1 || strides[$0] == dense[$0] }) else { return nil }
     return Tensor(dtype: source.dtype, shape: shape, storage: source.storage, byteOffset: source.byteOffset + offset * source.dtype.byteSize)
+}
+
+/// A slice written straight into a strided Concat window (one row per image at batch > 1), when each image of the
+/// slice is one contiguous run of `source` (a channel half of NCHW, as ShuffleNet splits): the run is copied once into
+/// its row instead of into a fresh tensor that the Concat placement then copies again. Returns the window's stand-in.
+func sliceIntoWindow(_ source: Tensor, shape: [Int], strides: [Int], offset: Int, window: OutputPlacement) -> Tensor? {
+    guard !window.isContiguous, source.dtype != .string, source.container == nil, shape.count > 1, window.rows == shape[0] else { return nil }
+    let size = source.dtype.byteSize, count = Tensor.elementCount(shape)
+    guard count > 0, window.byteCount == count * size else { return nil }
+    let inner = Array(shape.dropFirst()), dense = Tensor.contiguousStrides(inner)
+    guard inner.indices.allSatisfy({ inner[$0] <= 1 || strides[$0 + 1] == dense[$0] }) else { return nil }
+    let rowBytes = count / shape[0] * size
+    source.withUnsafeBytes { src in
+        guard let base = src.baseAddress else { return }
+        let destination = window.storage.pointer + window.byteOffset
+        for n in 0..<shape[0] {
+            (destination + n * window.rowStride).copyMemory(from: base + (offset + n * strides[0]) * size, byteCount: rowBytes)
+        }
+    }
+    return window.tensor(source.dtype, shape: shape)
 }
