@@ -10,22 +10,15 @@
 #include "avx2_logistic.h"
 #include "avx2_gelu.h"
 
-/// Largest lane of v.
+/// The largest lane of v (`largest` 1) or the sum of its lanes (0): halves folded three times.
 __attribute__((target("avx2,fma"), always_inline))
-static inline float max8(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-    return _mm_cvtss_f32(m);
-}
-
-/// Sum of the lanes of v.
-__attribute__((target("avx2,fma"), always_inline))
-static inline float sum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
+static inline float fold8(__m256 v, int largest) {
+    __m128 low = _mm256_castps256_ps128(v), high = _mm256_extractf128_ps(v, 1);
+    __m128 f = largest ? _mm_max_ps(low, high) : _mm_add_ps(low, high);
+    __m128 g = _mm_movehl_ps(f, f);
+    f = largest ? _mm_max_ps(f, g) : _mm_add_ps(f, g);
+    g = _mm_shuffle_ps(f, f, 1);
+    return _mm_cvtss_f32(largest ? _mm_max_ss(f, g) : _mm_add_ss(f, g));
 }
 
 /// The first n (< 8) lanes of p, the rest `pad`.
@@ -56,7 +49,7 @@ void osprey_softmax_rows_f32(const float *source, float *data, long rows, long c
             m0 = _mm256_max_ps(v, m0);
             nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
         }
-        float best = max8(_mm256_max_ps(m0, m1));
+        float best = fold8(_mm256_max_ps(m0, m1), 1);
         int broken = _mm256_movemask_ps(nan) != 0;
         for (long i = whole; i < columns; i++) {
             if (isnan(in[i])) broken = 1;
@@ -85,7 +78,7 @@ void osprey_softmax_rows_f32(const float *source, float *data, long rows, long c
             _mm256_storeu_ps(row + j, e);
             s0 = _mm256_add_ps(s0, e);
         }
-        float sum = sum8(_mm256_add_ps(s0, s1));
+        float sum = fold8(_mm256_add_ps(s0, s1), 0);
         if (rest) {
             // -inf pads: their exp is 0.
             float lanes[8];

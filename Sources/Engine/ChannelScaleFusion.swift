@@ -17,19 +17,17 @@ extension GraphOptimizer {
             let mul = nodes[index].node
             guard mul.opType == "Mul", isDefaultDomain(mul.domain), mul.inputs.count == 2, mul.outputs.count == 1,
                   mul.inputs[0] != mul.inputs[1], mul.inputs.allSatisfy({ !$0.isEmpty && constants[$0] == nil }),
-                  let out = mul.outputs.first, !graphOutputs.contains(out) else { continue }
-            let users = consumers(of: out)
-            guard users.count == 1, users[0] > index else { continue }
-            let conv = nodes[users[0]].node
+                  let out = mul.outputs.first, let user = soleReader(of: out), user > index else { continue }
+            let conv = nodes[user].node
             guard conv.opType == "Conv", isDefaultDomain(conv.domain), conv.inputs.count >= 2, conv.inputs.count <= fusedChannelScaleInput,
                   conv.inputs[0] == out, !conv.inputs.dropFirst().contains(out), let w = constants[conv.inputs[1]], w.dtype == .float32,
                   w.rank == 4, w.shape[2] == 1, w.shape[3] == 1 else { continue }
             if case .int(let groups)? = conv.attributes["group"], groups != 1 { continue }
-            var fused = nodes[users[0]]
+            var fused = nodes[user]
             fused.node.inputs[0] = mul.inputs[0]
             while fused.node.inputs.count < fusedChannelScaleInput { fused.node.inputs.append("") }
             fused.node.inputs.append(mul.inputs[1])
-            nodes[users[0]] = fused
+            nodes[user] = fused
             nodes.remove(at: index)
             index -= 1
         }

@@ -16,11 +16,9 @@ extension GraphOptimizer {
     private mutating func foldAffine(intoConvAt index: Int) -> Bool {
         let conv = nodes[index].node
         guard conv.opType == "Conv", isDefaultDomain(conv.domain), case .none = nodes[index].activation, !nodes[index].residual,
-              conv.inputs.count >= 2, conv.inputs.count <= 3, conv.outputs.count == 1, let out = conv.outputs.first, !graphOutputs.contains(out),
-              let w = constants[conv.inputs[1]], w.dtype == .float32, w.rank >= 3 else { return false }
-        let users = consumers(of: out)
-        guard users.count == 1 else { return false }
-        let op = nodes[users[0]].node
+              conv.inputs.count >= 2, conv.inputs.count <= 3, conv.outputs.count == 1, let out = conv.outputs.first,
+              let w = constants[conv.inputs[1]], w.dtype == .float32, w.rank >= 3, let user = soleReader(of: out) else { return false }
+        let op = nodes[user].node
         guard ["Mul", "Div", "Add", "Sub"].contains(op.opType), isDefaultDomain(op.domain), op.inputs.count == 2, op.outputs.count == 1,
               op.inputs[0] != op.inputs[1] else { return false }
         let k = op.inputs[0] == out ? 1 : 0
@@ -56,7 +54,7 @@ extension GraphOptimizer {
         let dropped = [conv.inputs[1]] + (conv.inputs.count > 2 ? [conv.inputs[2]] : []) + [op.inputs[k]]
         nodes[index].node.inputs = [conv.inputs[0], wName, bName]
         nodes[index].node.outputs = [result]
-        nodes.remove(at: users[0])
+        nodes.remove(at: user)
         for name in dropped where !name.isEmpty && !graphOutputs.contains(name) && !nodes.contains(where: { $0.node.inputs.contains(name) }) {
             constants[name] = nil
         }

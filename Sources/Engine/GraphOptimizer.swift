@@ -88,6 +88,14 @@ struct GraphOptimizer {
         nodes.indices.filter { nodes[$0].node.inputs.contains(value) }
     }
 
+    /// The index of the one node that reads `value` when nothing else does (nor the graph's outputs): a fusion may
+    /// then drop `value` as an intermediate.
+    func soleReader(of value: String) -> Int? {
+        guard !graphOutputs.contains(value) else { return nil }
+        let users = consumers(of: value)
+        return users.count == 1 ? users[0] : nil
+    }
+
     /// Folds an inference BatchNormalization into the Conv or ConvTranspose before it when that output feeds nothing else.
     mutating func foldBatchNormalization() {
         var index = 0
@@ -95,15 +103,14 @@ struct GraphOptimizer {
             defer { index += 1 }
             let conv = nodes[index].node
             let transposed = conv.opType == "ConvTranspose"
-            guard conv.opType == "Conv" || transposed, conv.domain.isEmpty, let out = conv.outputs.first, !graphOutputs.contains(out),
+            guard conv.opType == "Conv" || transposed, conv.domain.isEmpty, let out = conv.outputs.first,
                   conv.inputs.count >= 2, let w = constants[conv.inputs[1]], w.dtype == .float32, w.rank >= 3 else { continue }
             // Output channels: weights' axis 0 for Conv; groups x axis 1 for ConvTranspose ([C, M / group, k...]).
             var groups = 1
             if transposed, case .int(let g)? = conv.attributes["group"] { groups = Int(g) }
             let outChannels = transposed ? groups * w.shape[1] : w.shape[0]
-            let users = consumers(of: out)
-            guard users.count == 1 else { continue }
-            let bn = nodes[users[0]].node
+            guard let user = soleReader(of: out) else { continue }
+            let bn = nodes[user].node
             guard bn.opType == "BatchNormalization", bn.inputs.first == out, bn.inputs.count >= 5,
                   bn.outputs.dropFirst().allSatisfy({ $0.isEmpty }),
                   case let params = bn.inputs[1...4].compactMap({ constants[$0] }), params.count == 4,
@@ -147,8 +154,8 @@ struct GraphOptimizer {
             fused.inputs = [conv.inputs[0], wName, bName]
             fused.outputs = [bn.outputs[0]]
             nodes[index].node = fused
-            nodes.remove(at: users[0])
-            if users[0] < index { index -= 1 }
+            nodes.remove(at: user)
+            if user < index { index -= 1 }
             // Drop the unfolded operands no other node reads, so their memory goes now, not after compilation.
             for name in [conv.inputs[1]] + (conv.inputs.count > 2 ? [conv.inputs[2]] : []) + bn.inputs[1...4]
             where !name.isEmpty && !graphOutputs.contains(name) && !nodes.contains(where: { $0.node.inputs.contains(name) }) {
@@ -219,12 +226,10 @@ struct GraphOptimizer {
             fused.node.outputs = add.outputs
             fused.residual = true
             let out = add.outputs[0]
-            let users = consumers(of: out)
-            if !graphOutputs.contains(out), users.count == 1, let act = fusableActivation(nodes[users[0]]),
-               nodes[users[0]].node.inputs.first == out {
+            if let user = soleReader(of: out), let act = fusableActivation(nodes[user]), nodes[user].node.inputs.first == out {
                 fused.activation = act
-                fused.node.outputs = [nodes[users[0]].node.outputs[0]]
-                nodes.remove(at: users[0])
+                fused.node.outputs = [nodes[user].node.outputs[0]]
+                nodes.remove(at: user)
             }
             nodes[index] = fused
             nodes.remove(at: convIndex)
@@ -249,13 +254,12 @@ struct GraphOptimizer {
             defer { index += 1 }
             let node = nodes[index].node
             guard ["Conv", "Gemm", "ConvTranspose", "BatchNormalization", "MatMul"].contains(node.opType), node.domain.isEmpty, case .none = nodes[index].activation,
-                  let out = node.outputs.first, !graphOutputs.contains(out) else { continue }
-            let users = consumers(of: out)
-            guard users.count == 1, let act = fusableActivation(nodes[users[0]]), nodes[users[0]].node.inputs.first == out else { continue }
+                  let out = node.outputs.first, let user = soleReader(of: out), let act = fusableActivation(nodes[user]),
+                  nodes[user].node.inputs.first == out else { continue }
             nodes[index].activation = act
-            nodes[index].node.outputs = [nodes[users[0]].node.outputs[0]]
-            nodes.remove(at: users[0])
-            if users[0] < index { index -= 1 }
+            nodes[index].node.outputs = [nodes[user].node.outputs[0]]
+            nodes.remove(at: user)
+            if user < index { index -= 1 }
         }
     }
 }

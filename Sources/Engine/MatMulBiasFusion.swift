@@ -12,16 +12,15 @@ extension GraphOptimizer {
             defer { index += 1 }
             let matmul = nodes[index].node
             guard matmul.opType == "MatMul", isDefaultDomain(matmul.domain), matmul.inputs.count == 2, let out = matmul.outputs.first,
-                  !graphOutputs.contains(out), let w = constants[matmul.inputs[1]], w.dtype == .float32, w.rank == 2 else { continue }
-            let users = consumers(of: out)
-            guard users.count == 1, users[0] > index else { continue }
-            let add = nodes[users[0]].node
+                  let w = constants[matmul.inputs[1]], w.dtype == .float32, w.rank == 2,
+                  let user = soleReader(of: out), user > index else { continue }
+            let add = nodes[user].node
             guard add.opType == "Add", isDefaultDomain(add.domain), add.inputs.count == 2, add.inputs[0] != add.inputs[1],
                   let biasName = add.inputs.first(where: { $0 != out }), let bias = constants[biasName], bias.dtype == .float32,
                   bias.count == w.shape[1], bias.shape.dropLast().allSatisfy({ $0 == 1 }), bias.rank <= 2 else { continue }
             nodes[index].node.inputs.append(biasName)
             nodes[index].node.outputs = add.outputs
-            nodes.remove(at: users[0])
+            nodes.remove(at: user)
         }
     }
 }

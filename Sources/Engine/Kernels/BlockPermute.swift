@@ -32,15 +32,7 @@ private func copyBlock(_ from: UnsafeRawPointer, _ to: UnsafeMutableRawPointer, 
 /// adjacent and in order are merged: output groups (outer?, B, A, L) of source groups (outer?, A, B, L), L last in
 /// both and more than one value; nil otherwise (`transposeAsMatrices` takes the permutes without such an L).
 func transposeAsBlockMatrices(shape: [Int], perm: [Int]) -> (outer: Int, rows: Int, columns: Int, block: Int)? {
-    let kept = perm.filter { shape[$0] != 1 }
-    var groups: [[Int]] = []
-    for axis in kept {
-        if let last = groups.last?.last, axis == nextKeptAxis(after: last, shape: shape) {
-            groups[groups.count - 1].append(axis)
-        } else {
-            groups.append([axis])
-        }
-    }
+    let groups = consecutiveSourceRuns(shape: shape, perm: perm)
     let size = { (group: [Int]) in group.reduce(1) { $0 * shape[$1] } }
     let bySource = groups.sorted { $0[0] < $1[0] }
     guard groups.count >= 3, groups.last == bySource.last else { return nil }
@@ -52,11 +44,4 @@ func transposeAsBlockMatrices(shape: [Int], perm: [Int]) -> (outer: Int, rows: I
     default:
         return nil
     }
-}
-
-/// The next source axis after `axis` with more than one element, or -1.
-private func nextKeptAxis(after axis: Int, shape: [Int]) -> Int {
-    var next = axis + 1
-    while next < shape.count && shape[next] == 1 { next += 1 }
-    return next < shape.count ? next : -1
 }

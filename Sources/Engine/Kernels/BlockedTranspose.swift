@@ -50,18 +50,8 @@ func blockedTransposePortable(_ src: UnsafePointer<UInt32>, _ dst: UnsafeMutable
 /// The (outer, rows, columns) of a permutation that is a batched 2-D transpose once runs of source axes that stay
 /// adjacent and in order are merged (perm [0, 2, 3, 1] of NCHW is [N][C][HW] -> [N][HW][C]); nil otherwise.
 func transposeAsMatrices(shape: [Int], perm: [Int]) -> (outer: Int, rows: Int, columns: Int)? {
-    // Drop size-1 axes: they never change the memory order.
-    let kept = perm.filter { shape[$0] != 1 }
-    guard !kept.isEmpty else { return nil }
-    // Runs of output axes whose source axes are consecutive.
-    var groups: [[Int]] = []
-    for axis in kept {
-        if let last = groups.last?.last, axis == nextKept(after: last, shape: shape) {
-            groups[groups.count - 1].append(axis)
-        } else {
-            groups.append([axis])
-        }
-    }
+    let groups = consecutiveSourceRuns(shape: shape, perm: perm)
+    guard !groups.isEmpty else { return nil }
     let size = { (group: [Int]) in group.reduce(1) { $0 * shape[$1] } }
     // Output group order must be (outer?, B, A) where the source order is (outer?, A, B).
     let bySource = groups.sorted { $0[0] < $1[0] }
@@ -73,6 +63,20 @@ func transposeAsMatrices(shape: [Int], perm: [Int]) -> (outer: Int, rows: Int, c
     default:
         return nil
     }
+}
+
+/// The output axes of `perm` in runs whose source axes are consecutive, size-1 axes dropped (they never change the
+/// memory order): the merged axes of a permutation that `transposeAsMatrices` and `transposeAsBlockMatrices` classify.
+func consecutiveSourceRuns(shape: [Int], perm: [Int]) -> [[Int]] {
+    var groups: [[Int]] = []
+    for axis in perm where shape[axis] != 1 {
+        if let last = groups.last?.last, axis == nextKept(after: last, shape: shape) {
+            groups[groups.count - 1].append(axis)
+        } else {
+            groups.append([axis])
+        }
+    }
+    return groups
 }
 
 /// The next source axis after `axis` with more than one element, or -1.

@@ -277,7 +277,7 @@ typealias Tile6x8 = Tile6<SIMD8<Float>>
 
 /// `c` plus the first `rows` (1...6) rows at `r`, row i at `r + i * stride` (rows past them unchanged, unread).
 @inline(__always)
-private func addingRows(_ c: Tile6x16, rows: Int, at r: UnsafePointer<Float>, stride: Int) -> Tile6x16 {
+func addingRows(_ c: Tile6x16, rows: Int, at r: UnsafePointer<Float>, stride: Int) -> Tile6x16 {
     var c = c
     c.0 += r.vector(SIMD16<Float>.self)
     if rows > 1 { c.1 += (r + stride).vector(SIMD16<Float>.self) }

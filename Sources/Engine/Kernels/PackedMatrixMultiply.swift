@@ -133,15 +133,7 @@ private struct BandProduct {
                 }
             }
             if whole {
-                if let residual {
-                    let r = residual + row * columns + column
-                    c.0 += r.vector(SIMD16<Float>.self)
-                    if count > 1 { c.1 += (r + columns).vector(SIMD16<Float>.self) }
-                    if count > 2 { c.2 += (r + 2 * columns).vector(SIMD16<Float>.self) }
-                    if count > 3 { c.3 += (r + 3 * columns).vector(SIMD16<Float>.self) }
-                    if count > 4 { c.4 += (r + 4 * columns).vector(SIMD16<Float>.self) }
-                    if count > 5 { c.5 += (r + 5 * columns).vector(SIMD16<Float>.self) }
-                }
+                if let residual { c = addingRows(c, rows: count, at: residual + row * columns + column, stride: columns) }
                 if case .none = activation {} else {
                     c = (activation.vector(c.0), activation.vector(c.1), activation.vector(c.2), activation.vector(c.3),
                          activation.vector(c.4), activation.vector(c.5))
