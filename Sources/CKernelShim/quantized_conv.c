@@ -148,25 +148,17 @@ static void panel_avx2(int wide, int m, int steps, const uint8_t *a, size_t lda,
         __m256i acc[TILE_ROWS][2];
         // Constant arguments specialise the inlined tile (operand kind, unrolled full-tile row loop).
         // Every row count its own body: a run-time count would keep the accumulators in memory.
-        if (wide) {
-            switch (rows) {
-            case 6: gemm_tile(1, 6, steps, rows_a, lda, panel, bias, acc); break;
-            case 5: gemm_tile(1, 5, steps, rows_a, lda, panel, bias, acc); break;
-            case 4: gemm_tile(1, 4, steps, rows_a, lda, panel, bias, acc); break;
-            case 3: gemm_tile(1, 3, steps, rows_a, lda, panel, bias, acc); break;
-            case 2: gemm_tile(1, 2, steps, rows_a, lda, panel, bias, acc); break;
-            default: gemm_tile(1, 1, steps, rows_a, lda, panel, bias, acc); break;
-            }
-        } else {
-            switch (rows) {
-            case 6: gemm_tile(0, 6, steps, rows_a, lda, panel, bias, acc); break;
-            case 5: gemm_tile(0, 5, steps, rows_a, lda, panel, bias, acc); break;
-            case 4: gemm_tile(0, 4, steps, rows_a, lda, panel, bias, acc); break;
-            case 3: gemm_tile(0, 3, steps, rows_a, lda, panel, bias, acc); break;
-            case 2: gemm_tile(0, 2, steps, rows_a, lda, panel, bias, acc); break;
-            default: gemm_tile(0, 1, steps, rows_a, lda, panel, bias, acc); break;
-            }
+#define TILE_BODIES(W)                                                                   \
+        switch (rows) {                                                                  \
+        case 6: gemm_tile(W, 6, steps, rows_a, lda, panel, bias, acc); break;            \
+        case 5: gemm_tile(W, 5, steps, rows_a, lda, panel, bias, acc); break;            \
+        case 4: gemm_tile(W, 4, steps, rows_a, lda, panel, bias, acc); break;            \
+        case 3: gemm_tile(W, 3, steps, rows_a, lda, panel, bias, acc); break;            \
+        case 2: gemm_tile(W, 2, steps, rows_a, lda, panel, bias, acc); break;            \
+        default: gemm_tile(W, 1, steps, rows_a, lda, panel, bias, acc); break;           \
         }
+        if (wide) { TILE_BODIES(1) } else { TILE_BODIES(0) }
+#undef TILE_BODIES
         int r = 0;
         if (bytes)
             for (; r + 1 < rows; r += 2)
@@ -555,30 +547,6 @@ static inline __m256i depthwise_load16(const uint8_t *p, int sw, int is_signed) 
     return is_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8) : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
 }
 
-__attribute__((target("avx2"), always_inline))
-static inline void depthwise_rows_avx2(const uint8_t *padded, int row_bytes, int is_signed, int sw, int sh, int taps, const int *offsets,
-                                       const int32_t *pairs, int oh, int ow, const osprey_qepilogue *ep, void *out) {
-    const __m256i zero = _mm256_setzero_si256();
-    for (int oy = 0; oy < oh; oy++) {
-        const uint8_t *base = padded + (size_t)oy * sh * row_bytes;
-        for (int ox = 0; ox < ow; ox += PANEL) {
-            const uint8_t *at = base + (size_t)ox * sw;
-            __m256i lo = zero, hi = zero;
-            for (int t = 0; t < taps; t += 2) {
-                __m256i a = depthwise_load16(at + offsets[t], sw, is_signed), b = depthwise_load16(at + offsets[t + 1], sw, is_signed);
-                __m256i wp = _mm256_set1_epi32(pairs[t / 2]);
-                lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), wp));
-                hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), wp));
-            }
-            // lo holds outputs 0-3 and 8-11, hi 4-7 and 12-15.
-            __m256i v0 = _mm256_permute2x128_si256(lo, hi, 0x20), v1 = _mm256_permute2x128_si256(lo, hi, 0x31);
-            // A whole vector may spill into the next output row (rewritten right after), never past the plane.
-            int at_out = oy * ow + ox;
-            store_row_avx2(ep, 0, at_out, at_out + PANEL <= oh * ow ? PANEL : ow - ox, v0, v1, out, 0);
-        }
-    }
-}
-
 /// The window sums of 16 consecutive outputs from `at` (bias first): lo holds outputs 0-3 and 8-11, hi 4-7 and 12-15.
 __attribute__((target("avx2"), always_inline))
 static inline void depthwise_sums16(const uint8_t *at, int sw, int is_signed, int taps, const int *offsets, const int32_t *pairs,
@@ -592,6 +560,23 @@ static inline void depthwise_sums16(const uint8_t *at, int sw, int is_signed, in
     }
     *lo = l;
     *hi = h;
+}
+
+__attribute__((target("avx2"), always_inline))
+static inline void depthwise_rows_avx2(const uint8_t *padded, int row_bytes, int is_signed, int sw, int sh, int taps, const int *offsets,
+                                       const int32_t *pairs, int oh, int ow, const osprey_qepilogue *ep, void *out) {
+    const __m256i zero = _mm256_setzero_si256();
+    for (int oy = 0; oy < oh; oy++) {
+        const uint8_t *base = padded + (size_t)oy * sh * row_bytes;
+        for (int ox = 0; ox < ow; ox += PANEL) {
+            __m256i lo, hi;
+            depthwise_sums16(base + (size_t)ox * sw, sw, is_signed, taps, offsets, pairs, zero, &lo, &hi);
+            __m256i v0 = _mm256_permute2x128_si256(lo, hi, 0x20), v1 = _mm256_permute2x128_si256(lo, hi, 0x31);
+            // A whole vector may spill into the next output row (rewritten right after), never past the plane.
+            int at_out = oy * ow + ox;
+            store_row_avx2(ep, 0, at_out, at_out + PANEL <= oh * ow ? PANEL : ow - ox, v0, v1, out, 0);
+        }
+    }
 }
 
 /// 16 outputs' int32 sums in `depthwise_sums16`'s order, requantized with one scale and zero point (int16 lanes, the
