@@ -147,13 +147,18 @@ static void panel_avx2(int wide, int m, int steps, const uint8_t *a, size_t lda,
         const int32_t *bias = ep->bias ? ep->bias + i : NULL;
         __m256i acc[TILE_ROWS][2];
         // Constant arguments specialise the inlined tile (operand kind, unrolled full-tile row loop).
-        if (wide) {
-            if (rows == TILE_ROWS) gemm_tile(1, TILE_ROWS, steps, rows_a, lda, panel, bias, acc);
-            else gemm_tile(1, rows, steps, rows_a, lda, panel, bias, acc);
-        } else {
-            if (rows == TILE_ROWS) gemm_tile(0, TILE_ROWS, steps, rows_a, lda, panel, bias, acc);
-            else gemm_tile(0, rows, steps, rows_a, lda, panel, bias, acc);
+        // Every row count its own body: a run-time count would keep the accumulators in memory.
+#define TILE_BODIES(W)                                                                   \
+        switch (rows) {                                                                  \
+        case 6: gemm_tile(W, 6, steps, rows_a, lda, panel, bias, acc); break;            \
+        case 5: gemm_tile(W, 5, steps, rows_a, lda, panel, bias, acc); break;            \
+        case 4: gemm_tile(W, 4, steps, rows_a, lda, panel, bias, acc); break;            \
+        case 3: gemm_tile(W, 3, steps, rows_a, lda, panel, bias, acc); break;            \
+        case 2: gemm_tile(W, 2, steps, rows_a, lda, panel, bias, acc); break;            \
+        default: gemm_tile(W, 1, steps, rows_a, lda, panel, bias, acc); break;           \
         }
+        if (wide) { TILE_BODIES(1) } else { TILE_BODIES(0) }
+#undef TILE_BODIES
         int r = 0;
         if (bytes)
             for (; r + 1 < rows; r += 2)
@@ -542,6 +547,21 @@ static inline __m256i depthwise_load16(const uint8_t *p, int sw, int is_signed) 
     return is_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8) : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
 }
 
+/// The window sums of 16 consecutive outputs from `at` (bias first): lo holds outputs 0-3 and 8-11, hi 4-7 and 12-15.
+__attribute__((target("avx2"), always_inline))
+static inline void depthwise_sums16(const uint8_t *at, int sw, int is_signed, int taps, const int *offsets, const int32_t *pairs,
+                                    __m256i bias, __m256i *lo, __m256i *hi) {
+    __m256i l = bias, h = bias;
+    for (int t = 0; t < taps; t += 2) {
+        __m256i a = depthwise_load16(at + offsets[t], sw, is_signed), b = depthwise_load16(at + offsets[t + 1], sw, is_signed);
+        __m256i wp = _mm256_set1_epi32(pairs[t / 2]);
+        l = _mm256_add_epi32(l, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), wp));
+        h = _mm256_add_epi32(h, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), wp));
+    }
+    *lo = l;
+    *hi = h;
+}
+
 __attribute__((target("avx2"), always_inline))
 static inline void depthwise_rows_avx2(const uint8_t *padded, int row_bytes, int is_signed, int sw, int sh, int taps, const int *offsets,
                                        const int32_t *pairs, int oh, int ow, const osprey_qepilogue *ep, void *out) {
@@ -549,19 +569,59 @@ static inline void depthwise_rows_avx2(const uint8_t *padded, int row_bytes, int
     for (int oy = 0; oy < oh; oy++) {
         const uint8_t *base = padded + (size_t)oy * sh * row_bytes;
         for (int ox = 0; ox < ow; ox += PANEL) {
-            const uint8_t *at = base + (size_t)ox * sw;
-            __m256i lo = zero, hi = zero;
-            for (int t = 0; t < taps; t += 2) {
-                __m256i a = depthwise_load16(at + offsets[t], sw, is_signed), b = depthwise_load16(at + offsets[t + 1], sw, is_signed);
-                __m256i wp = _mm256_set1_epi32(pairs[t / 2]);
-                lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), wp));
-                hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), wp));
-            }
-            // lo holds outputs 0-3 and 8-11, hi 4-7 and 12-15.
+            __m256i lo, hi;
+            depthwise_sums16(base + (size_t)ox * sw, sw, is_signed, taps, offsets, pairs, zero, &lo, &hi);
             __m256i v0 = _mm256_permute2x128_si256(lo, hi, 0x20), v1 = _mm256_permute2x128_si256(lo, hi, 0x31);
             // A whole vector may spill into the next output row (rewritten right after), never past the plane.
             int at_out = oy * ow + ox;
             store_row_avx2(ep, 0, at_out, at_out + PANEL <= oh * ow ? PANEL : ow - ox, v0, v1, out, 0);
+        }
+    }
+}
+
+/// 16 outputs' int32 sums in `depthwise_sums16`'s order, requantized with one scale and zero point (int16 lanes, the
+/// saturating add as in `requantize_pair_avx2`), as int16s: lane 0 outputs 0-7, lane 1 outputs 8-15.
+__attribute__((target("avx2"), always_inline))
+static inline __m256i depthwise_requantize16(__m256i lo, __m256i hi, __m256 scale, __m256i zp16) {
+    __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), scale));
+    __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_cvtepi32_ps(hi), scale));
+    return _mm256_adds_epi16(_mm256_packs_epi32(a, b), zp16);
+}
+
+/// `depthwise_rows_avx2` for 8-bit outputs (`kind` U8 / S8) of one channel: the bias starts the sums, 32 outputs a
+/// step where the row has them (one requantization pack and one 32-byte store for both halves), then 16.
+__attribute__((target("avx2"), always_inline))
+static inline void depthwise_rows_q8_avx2(const uint8_t *padded, int row_bytes, int is_signed, int sw, int sh, int taps, const int *offsets,
+                                          const int32_t *pairs, int oh, int ow, int kind, int32_t bias, float scale, int32_t zero,
+                                          uint8_t *out) {
+    const __m256i b = _mm256_set1_epi32(bias), zp = _mm256_set1_epi16((short)zero);
+    const __m256 s = _mm256_set1_ps(scale);
+    int total = oh * ow;
+    for (int oy = 0; oy < oh; oy++) {
+        const uint8_t *base = padded + (size_t)oy * sh * row_bytes;
+        uint8_t *o = out + (size_t)oy * ow;
+        int ox = 0;
+        for (; ox + 32 <= ow; ox += 32) {
+            __m256i l0, h0, l1, h1;
+            depthwise_sums16(base + (size_t)ox * sw, sw, is_signed, taps, offsets, pairs, b, &l0, &h0);
+            depthwise_sums16(base + (size_t)(ox + 16) * sw, sw, is_signed, taps, offsets, pairs, b, &l1, &h1);
+            __m256i p0 = depthwise_requantize16(l0, h0, s, zp), p1 = depthwise_requantize16(l1, h1, s, zp);
+            // Bytes as 64-bit units: [0-7, 16-23 | 8-15, 24-31].
+            __m256i q = kind == OSPREY_QOUT_U8 ? _mm256_packus_epi16(p0, p1) : _mm256_packs_epi16(p0, p1);
+            _mm256_storeu_si256((__m256i *)(o + ox), _mm256_permute4x64_epi64(q, 0xD8));
+        }
+        for (; ox < ow; ox += PANEL) {
+            __m256i l0, h0;
+            depthwise_sums16(base + (size_t)ox * sw, sw, is_signed, taps, offsets, pairs, b, &l0, &h0);
+            __m256i p0 = depthwise_requantize16(l0, h0, s, zp);
+            __m256i q = _mm256_permute4x64_epi64(kind == OSPREY_QOUT_U8 ? _mm256_packus_epi16(p0, p0) : _mm256_packs_epi16(p0, p0), 0xD8);
+            // A whole vector may spill into the next output row (rewritten right after), never past the plane.
+            if (oy * ow + ox + PANEL <= total) _mm_storeu_si128((__m128i *)(o + ox), _mm256_castsi256_si128(q));
+            else {
+                _Alignas(16) uint8_t tmp[PANEL];
+                _mm_store_si128((__m128i *)tmp, _mm256_castsi256_si128(q));
+                memcpy(o + ox, tmp, (size_t)(ow - ox));
+            }
         }
     }
 }
@@ -591,6 +651,16 @@ static int depthwise_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int h
     e.bias = &bias;
     // Separate bodies for the common cases (3 x 3 u8 at stride 1 and 2) let the compiler fold sw and the widening and
     // unroll the taps.
+    if (ep->kind == OSPREY_QOUT_U8 && taps == 9 && !is_signed && (sw == 1 || sw == 2)) {
+        // The common case (uint8 in and out, 3 x 3, stride 1 or 2) with the 8-bit epilogue in the row loop.
+        if (sw == 1) depthwise_rows_q8_avx2(padded, row_bytes, 0, 1, sh, 9, offsets, pairs, oh, ow, OSPREY_QOUT_U8, bias, ep->scale[0], ep->zero_point, out);
+        else depthwise_rows_q8_avx2(padded, row_bytes, 0, 2, sh, 9, offsets, pairs, oh, ow, OSPREY_QOUT_U8, bias, ep->scale[0], ep->zero_point, out);
+        return 1;
+    }
+    if (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8) {
+        depthwise_rows_q8_avx2(padded, row_bytes, is_signed, sw, sh, taps, offsets, pairs, oh, ow, ep->kind, bias, ep->scale[0], ep->zero_point, out);
+        return 1;
+    }
     if (taps == 9 && sw == 1 && !is_signed) depthwise_rows_avx2(padded, row_bytes, 0, 1, sh, 9, offsets, pairs, oh, ow, &e, out);
     else if (taps == 9 && sw == 2 && !is_signed) depthwise_rows_avx2(padded, row_bytes, 0, 2, sh, 9, offsets, pairs, oh, ow, &e, out);
     else depthwise_rows_avx2(padded, row_bytes, is_signed, sw, sh, taps, offsets, pairs, oh, ow, &e, out);
@@ -654,7 +724,9 @@ void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, i
                               const int32_t *weights, const int32_t *channel_weights, int kh, int kw, int sh, int sw, int dh, int dw,
                               int pt, int pl, int oh, int ow, const osprey_qepilogue *ep, void *out, int32_t *scratch) {
 #if defined(__x86_64__)
-    if (channel_weights && !force_portable && cpu_has_avx2() && osprey_qdepthwise_channels_fits(kh, kw, oh, ow)) {
+    // At stride 2 a plane nearly as wide as the planar kernel's vectors (14 of 16 lanes) runs faster planar: the
+    // channel kernel transposes four input pixels per output there.
+    if (channel_weights && !force_portable && cpu_has_avx2() && osprey_qdepthwise_channels_fits(kh, kw, oh, ow) && !(sw > 1 && ow >= 12)) {
         osprey_qdepthwise_channels_avx2(x, is_signed, x_zero, first, count, channels, h, w, channel_weights, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow,
                                         ep, out, scratch);
         return;

@@ -41,10 +41,12 @@ import TestSupport
         // with stride 1 and 2 and dilation, on planes narrower and wider than the kernels' 16-output vectors (narrow
         // ones take the channel kernel: 40 and 20 channels give whole and partial 16-channel blocks, across images), a
         // pointwise K of 7 over 8 full panels (the two-panel packing and a partial quad), a stride-2 im2col 20 wide.
+        // Columns past the last full panel (9 x 10, 11 x 12, grouped 8 x 9) take the row-panel tail; a stride-2
+        // depthwise 14 wide the planar kernel.
         let shapes = [(16, 24, 1, 1, 1, 0, 1, 9), (3, 20, 1, 3, 2, 1, 1, 13), (8, 12, 2, 3, 1, 1, 1, 8), (12, 12, 12, 3, 1, 1, 1, 11),
                       (10, 10, 10, 3, 2, 1, 1, 14), (6, 6, 6, 5, 2, 2, 1, 12), (5, 5, 5, 3, 1, 2, 2, 9), (4, 4, 4, 3, 1, 1, 1, 37),
                       (3, 3, 3, 3, 2, 1, 1, 41), (40, 40, 40, 3, 1, 1, 1, 6), (20, 20, 20, 3, 2, 1, 1, 13), (18, 18, 18, 5, 1, 2, 1, 7),
-                      (7, 9, 1, 1, 1, 0, 1, 11), (3, 8, 1, 3, 2, 1, 1, 40)]
+                      (7, 9, 1, 1, 1, 0, 1, 11), (3, 8, 1, 3, 2, 1, 1, 40), (6, 6, 6, 3, 2, 1, 1, 26)]
         for (c, m, g, kernel, stride, pad, dilation, size) in shapes {
             let attributes: [String: Attribute] = ["kernel_shape": .ints([Int64(kernel), Int64(kernel)]), "strides": .ints([Int64(stride), Int64(stride)]),
                                                    "pads": .ints([Int64(pad), Int64(pad), Int64(pad), Int64(pad)]),

@@ -135,6 +135,17 @@ typedef struct {
 void osprey_qgemv_u8s8_dequantized(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed,
                                    const osprey_qepilogue *ep, const osprey_qdequantize *dq, float *out, int ldo);
 
+/// The last `t` (< 16) columns of a u8 x s8 convolution GEMM (quantized_conv_tail.c): columns [0, t) of `matrix`
+/// (K rows of `ldm` bytes; `flip` as for `osprey_qgemv_u8s8`) gathered into rows and multiplied by the M x K weights
+/// packed through `osprey_qpack_u8_rows` (|w| <= 64), the epilogue per output channel c (bias[c], scale[c]), element
+/// (c, j) stored to out[c * ldo + j]. Costs t columns' work where a padded panel costs 16. `scratch`:
+/// osprey_qconv_column_tail_scratch(m, k, t) bytes.
+void osprey_qconv_column_tail(int m, int k, int t, const uint8_t *matrix, int ldm, int flip, const uint8_t *packed_rows,
+                              const osprey_qepilogue *ep, void *out, int ldo, uint8_t *scratch);
+
+/// Bytes of scratch `osprey_qconv_column_tail` needs.
+long osprey_qconv_column_tail_scratch(int m, int k, int t);
+
 /// 1 while `osprey_qkernels_force_portable(1)` is in effect.
 int osprey_qkernels_portable_forced(void);
 

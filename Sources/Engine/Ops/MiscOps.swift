@@ -131,12 +131,14 @@ let miscOperators: OperatorTable = [
         let groups = try ctx.int("group", 1)
         guard groups >= 1 else { throw ctx.error(.invalidModel, "group must be at least 1") }
         let plan = quantizedConvolutionPlan(ctx, weights: 3, zero: 5, groups: groups)
+        let epilogue = plan.flatMap { qlinearConvolutionEpilogue(ctx, plan: $0) }
         // Weights the integer kernels cannot take (non-2-D) are centred once for the double-precision path.
         var centered: [Double]?
         if plan == nil, let w = ctx.constants[3], !ctx.hasInput(5) || ctx.constants[5] != nil { centered = centeredConvolutionWeights(w, zero: ctx.constants[5]) }
         let prepared = centered
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), w = try inputs.required(3, ctx)
+            if let plan, let epilogue, let fast = try runQuantizedConvolution(ctx, attrs, plan: plan, x: x, epilogue: epilogue) { return [fast] }
             if let plan, let fast = try qlinearConvolution(ctx, attrs, plan: plan, inputs) { return [fast] }
             let xScale = try inputs.required(1, ctx).doubleValue(at: 0), wScale = try inputs.required(4, ctx).doubles
             let yScale = try inputs.required(6, ctx).doubleValue(at: 0), yZeroT = try inputs.required(7, ctx)

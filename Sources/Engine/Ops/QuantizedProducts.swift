@@ -95,15 +95,35 @@ func quantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: Qua
 /// requantization fused: multiplier x_scale * w_scale[c] / y_scale in float, as onnxruntime computes it. Nil when
 /// the scales are not per tensor / per channel or the input does not fit (the caller falls back).
 func qlinearConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: QuantizedConvolutionPlan, _ inputs: KernelInputs) throws -> Tensor? {
-    let x = try inputs.required(0, ctx), xScale = try inputs.required(1, ctx), wScale = try inputs.required(4, ctx)
-    let yScale = try inputs.required(6, ctx), yZero = try inputs.required(7, ctx)
+    let x = try inputs.required(0, ctx)
+    guard let output = qlinearConvolutionOutput(xScale: try inputs.required(1, ctx), wScale: try inputs.required(4, ctx),
+                                                yScale: try inputs.required(6, ctx), yZero: try inputs.required(7, ctx), channels: plan.m) else { return nil }
+    return try quantizedConvolution(ctx, attrs, plan: plan, x: x, xZero: inputs[2], bias: inputs[8], output: output)
+}
+
+/// QLinearConv's requantization: multiplier x_scale * w_scale[c] / y_scale per output channel in float, as
+/// onnxruntime computes it. Nil when the scales are not per tensor / per channel or y_zero is not one 8-bit value.
+private func qlinearConvolutionOutput(xScale: Tensor, wScale: Tensor, yScale: Tensor, yZero: Tensor, channels: Int) -> QuantizedOutput? {
     guard xScale.count == 1, yScale.count == 1, yZero.count == 1, yZero.dtype == .uint8 || yZero.dtype == .int8,
-          wScale.count == 1 || wScale.count == plan.m else { return nil }
+          wScale.count == 1 || wScale.count == channels else { return nil }
     let ratio = Float(xScale.doubleValue(at: 0)), ys = Float(yScale.doubleValue(at: 0))
     let ws = wScale.doubles
-    let multipliers = (0..<plan.m).map { ratio * Float(ws[ws.count == 1 ? 0 : $0]) / ys }
-    return try quantizedConvolution(ctx, attrs, plan: plan, x: x, xZero: inputs[2], bias: inputs[8],
-                                    output: .requantized(multipliers: multipliers, zero: Int32(yZero.doubleValue(at: 0)), dtype: yZero.dtype))
+    let multipliers = (0..<channels).map { ratio * Float(ws[ws.count == 1 ? 0 : $0]) / ys }
+    return .requantized(multipliers: multipliers, zero: Int32(yZero.doubleValue(at: 0)), dtype: yZero.dtype)
+}
+
+/// QLinearConv's epilogue folded once when x_scale, x_zero, w_scale, y_scale, y_zero and the bias (if any) are
+/// constants, as quantizers write them; nil otherwise (`qlinearConvolution` then folds it per call).
+func qlinearConvolutionEpilogue(_ ctx: OpContext, plan: QuantizedConvolutionPlan) -> QuantizedConvolutionEpilogue? {
+    guard let xScale = ctx.constants[1], let xZero = ctx.constants[2], let wScale = ctx.constants[4], let yScale = ctx.constants[6],
+          let yZero = ctx.constants[7], xZero.count == 1, xZero.dtype == .uint8 || xZero.dtype == .int8,
+          let output = qlinearConvolutionOutput(xScale: xScale, wScale: wScale, yScale: yScale, yZero: yZero, channels: plan.m) else { return nil }
+    var bias: [Int32]?
+    if ctx.hasInput(8) {
+        guard let b = ctx.constants[8] else { return nil }
+        bias = b.dtype == .int32 ? b.scalars(as: Int32.self) : b.doubles.map { Int32($0) }
+    }
+    return QuantizedConvolutionEpilogue(plan: plan, xZero: Int32(xZero.doubleValue(at: 0)), signed: xZero.dtype == .int8, bias: bias, output: output)
 }
 
 /// The u8 x s8 plan of a MatMul whose B (input `b`) and B zero point (input `zero`, when present) are constants

@@ -6,7 +6,7 @@ import Tensor
 // the op is ever widened to float or double. `integerConvolution` (exact int64 loops) is the reference twin.
 
 /// What the fused epilogue writes: int32 sums (ConvInteger) or requantized 8-bit values (QLinearConv).
-enum QuantizedOutput {
+enum QuantizedOutput: Sendable {
     /// acc + bias as int32.
     case sums
     /// saturate(round_half_even((acc + bias) * multiplier[channel]) + zero) as `dtype` (uint8 / int8).
@@ -16,8 +16,9 @@ enum QuantizedOutput {
 /// Constant weights of a 2-D quantized convolution prepared once, in the layout of the kernel that will run them.
 struct QuantizedConvolutionPlan: @unchecked Sendable {
     enum Weights {
-        /// Every centred weight in [-64, 64]: int8 rows padded to quads, and each row's sum (for the x zero point).
-        case u8s8(rows: [Int8], sums: [Int32])
+        /// Every centred weight in [-64, 64]: int8 rows padded to quads, each row's sum (for the x zero point), and
+        /// per group the same rows as `osprey_qpack_u8_rows` panels, for the columns past the last full panel.
+        case u8s8(rows: [Int8], sums: [Int32], tailPanels: [UInt8])
         /// Any 8-bit weights: int16 rows (w - w_zero) padded to pairs.
         case s16(rows: [Int16])
         /// One input channel per group and one output per group: the centred KH x KW taps per channel, and the same
@@ -52,7 +53,17 @@ struct QuantizedConvolutionPlan: @unchecked Sendable {
             for r in 0..<m {
                 for i in 0..<k { rows[r * stride + i] = Int8(centered[r * k + i]); sums[r] += centered[r * k + i] }
             }
-            weights = .u8s8(rows: rows, sums: sums)
+            let mg = m / groups, groupBytes = (mg + 15) / 16 * (stride / 4) * 64
+            var tail = [UInt8](repeating: 0, count: max(1, groups * groupBytes))
+            rows.withUnsafeBytes { r in
+                tail.withUnsafeMutableBufferPointer { t in
+                    for g in 0..<groups {
+                        osprey_qpack_u8_rows(Int32(k), Int32(mg), r.baseAddress!.assumingMemoryBound(to: UInt8.self) + g * mg * stride, Int32(stride), 0,
+                                             t.baseAddress! + g * groupBytes)
+                    }
+                }
+            }
+            weights = .u8s8(rows: rows, sums: sums, tailPanels: tail)
             rowStride = stride
         } else {
             let stride = (k + 1) & ~1
@@ -64,11 +75,49 @@ struct QuantizedConvolutionPlan: @unchecked Sendable {
     }
 }
 
+/// The per-channel values of a quantized convolution's epilogue for one x zero point and dtype: the int32 bias with
+/// the zero point folded in where the kernel needs it, and the output's requantization. Built per call, or once at
+/// compile time when the zero point, scales and bias are constants.
+struct QuantizedConvolutionEpilogue: Sendable {
+    /// x's scalar zero point, and whether x is int8.
+    let xZero: Int32, signed: Bool
+    /// bias + (u8 x s8 plans) -x_zero' * row sum per output channel, x_zero' the zero point as the kernel reads x
+    /// (int8 as uint8 + 128).
+    let channelBias: [Int32]
+    let output: QuantizedOutput
+
+    /// Nil when `bias` or the output multipliers do not have one value per output channel of `plan`.
+    init?(plan: QuantizedConvolutionPlan, xZero: Int32, signed: Bool, bias: [Int32]?, output: QuantizedOutput) {
+        if let bias, bias.count != plan.m { return nil }
+        if case .requantized(let multipliers, _, _) = output, multipliers.count != plan.m { return nil }
+        var channelBias = bias ?? [Int32](repeating: 0, count: plan.m)
+        if case .u8s8(_, let sums, _) = plan.weights {
+            // int8 input is read as uint8 + 128 (sign bit flipped), so its zero point moves by 128 too.
+            let z = signed ? xZero + 128 : xZero
+            for i in 0..<plan.m { channelBias[i] &-= z &* sums[i] }
+        }
+        (self.xZero, self.signed, self.channelBias, self.output) = (xZero, signed, channelBias, output)
+    }
+}
+
 /// Runs a prepared 2-D quantized convolution on `x` (N x C x H x W, uint8 / int8; `xZero` its scalar zero point),
 /// adding `bias` (int32 per output channel) and writing `output`. Nil when x is not a 2-D 8-bit input.
 func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: QuantizedConvolutionPlan, x: Tensor, xZero: Int32,
                           bias: [Int32]?, output: QuantizedOutput) throws -> Tensor? {
     guard x.rank == 4, x.dtype == .uint8 || x.dtype == .int8 else { return nil }
+    guard let epilogue = QuantizedConvolutionEpilogue(plan: plan, xZero: xZero, signed: x.dtype == .int8, bias: bias, output: output) else {
+        if let bias, bias.count != plan.m { throw ctx.error(.executionFailed, "bias has \(bias.count) values, expected \(plan.m)") }
+        throw ctx.error(.executionFailed, "output multipliers do not match \(plan.m) channels")
+    }
+    return try runQuantizedConvolution(ctx, attrs, plan: plan, x: x, epilogue: epilogue)
+}
+
+/// Runs a prepared 2-D quantized convolution on `x` with an epilogue prepared for x's zero point and dtype. Nil when
+/// x is not a 2-D 8-bit input of that dtype.
+func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: QuantizedConvolutionPlan, x: Tensor,
+                             epilogue prepared: QuantizedConvolutionEpilogue) throws -> Tensor? {
+    guard x.rank == 4, x.dtype == (prepared.signed ? .int8 : .uint8) else { return nil }
+    let xZero = prepared.xZero, output = prepared.output
     let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
     let g = plan.groups, cg = plan.cg, mg = plan.m / g
     guard c == cg * g else { throw ctx.error(.executionFailed, "X \(x.shape) has \(c) channels; W expects \(cg) x \(g) groups") }
@@ -76,10 +125,6 @@ func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: 
     let oh = (h + r.padBegin[0] + r.padEnd[0] - r.dilations[0] * (plan.kh - 1) - 1) / r.strides[0] + 1
     let ow = (w + r.padBegin[1] + r.padEnd[1] - r.dilations[1] * (plan.kw - 1) - 1) / r.strides[1] + 1
     guard oh > 0, ow > 0 else { throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel [\(plan.kh), \(plan.kw)]") }
-    if let bias, bias.count != plan.m { throw ctx.error(.executionFailed, "bias has \(bias.count) values, expected \(plan.m)") }
-    if case .requantized(let multipliers, _, _) = output, multipliers.count != plan.m {
-        throw ctx.error(.executionFailed, "\(multipliers.count) output multipliers for \(plan.m) channels")
-    }
     let signed = x.dtype == .int8
     let geometry = ConvGeometry2D(h: h, w: w, kh: plan.kh, kw: plan.kw, sh: r.strides[0], sw: r.strides[1], dh: r.dilations[0],
                                   dw: r.dilations[1], pt: r.padBegin[0], pl: r.padBegin[1], oh: oh, ow: ow)
@@ -90,13 +135,7 @@ func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: 
     let kind = dtype == .int32 ? OSPREY_QOUT_INT32 : dtype == .uint8 ? OSPREY_QOUT_U8 : OSPREY_QOUT_S8
     var out = Tensor.pooled(dtype, shape: [n, plan.m, oh, ow])
     let columns = oh * ow, outBytes = dtype.byteSize
-    // The int32 bias per channel the epilogue adds; the u8 x s8 path folds -x_zero * row sum into it.
-    var channelBias = bias ?? [Int32](repeating: 0, count: plan.m)
-    if case .u8s8(_, let sums) = plan.weights {
-        // int8 input is read as uint8 + 128 (sign bit flipped), so its zero point moves by 128 too.
-        let z = signed ? xZero + 128 : xZero
-        for i in 0..<plan.m { channelBias[i] &-= z &* sums[i] }
-    }
+    let channelBias = prepared.channelBias
     // One GEMM call for both weight layouts: every k step reads 4 bytes of a weight row (an int8 quad or an int16 pair).
     func packedGemm<T>(_ rows: [T], wide: Bool) -> GemmCall {
         let rowBytes = plan.rowStride * MemoryLayout<T>.stride
@@ -122,9 +161,11 @@ func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: 
                     case .depthwise(let taps, let blocks):
                         runDepthwise(x: xp, signed: signed, xZero: xZero, n: n, channels: c, geometry: geometry, taps: taps, blocks: blocks,
                                      epilogue: epilogue, out: op, outBytes: outBytes)
-                    case .u8s8(let rows, _):
-                        runGemmConvolution(x: xp, signed: signed, xZero: xZero, n: n, c: c, plan: plan, geometry: geometry, out: op,
-                                           outBytes: outBytes, epilogue: epilogue, gemm: packedGemm(rows, wide: false))
+                    case .u8s8(let rows, _, let tailPanels):
+                        tailPanels.withUnsafeBufferPointer { tail in
+                            runGemmConvolution(x: xp, signed: signed, xZero: xZero, n: n, c: c, plan: plan, geometry: geometry, out: op,
+                                               outBytes: outBytes, epilogue: epilogue, gemm: packedGemm(rows, wide: false), tailPanels: tail.baseAddress)
+                        }
                     case .s16(let rows):
                         runGemmConvolution(x: xp, signed: signed, xZero: xZero, n: n, c: c, plan: plan, geometry: geometry, out: op,
                                            outBytes: outBytes, epilogue: epilogue, gemm: packedGemm(rows, wide: true))
@@ -149,10 +190,12 @@ private typealias GemmCall = (_ group: Int, _ packed: UnsafeRawPointer, _ first:
                               _ target: UnsafeMutableRawPointer) -> Void
 
 /// Per image and group: the K x (OH * OW) byte matrix (the input itself for pointwise convs, else im2col), packed into
-/// the GEMM's panels (column ranges split across threads), multiplied by `gemm` into the output rows.
+/// the GEMM's panels (column ranges split across threads), multiplied by `gemm` into the output rows. With
+/// `tailPanels` (u8 x s8 weights as row panels, per group), the columns past the last full panel take
+/// `osprey_qconv_column_tail` instead of a padded panel.
 private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: Int32, n: Int, c: Int, plan: QuantizedConvolutionPlan,
                                 geometry gm: ConvGeometry2D, out: UnsafeMutableRawPointer, outBytes: Int,
-                                epilogue: (Int) -> osprey_qepilogue, gemm: GemmCall) {
+                                epilogue: (Int) -> osprey_qepilogue, gemm: GemmCall, tailPanels: UnsafePointer<UInt8>? = nil) {
     let g = plan.groups, cg = plan.cg, mg = plan.m / g
     let k = cg * gm.kh * gm.kw, columns = gm.oh * gm.ow
     let panel = Int(OSPREY_QU8_PANEL), panels = (columns + panel - 1) / panel
@@ -161,9 +204,13 @@ private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: In
     let panelBytes = isU8 ? ((k + 3) / 4) * 4 * panel : ((k + 1) / 2) * 2 * panel * 2
     // Both buffers come from the pool: fresh allocations of this size are new pages, zeroed by the kernel on each run.
     let packedBytes = max(64, panels * panelBytes), im2colBytes = gm.isPointwise ? 0 : (k * columns + 63) & ~63
-    BufferPool.shared.withScratch(floats: (packedBytes + im2colBytes) / 4) { scratch in
+    let tail = tailPanels == nil ? 0 : columns % panel, full = columns - tail
+    let tailBytes = tail == 0 ? 0 : (Int(osprey_qconv_column_tail_scratch(Int32(mg), Int32(k), Int32(tail))) + 63) & ~63
+    let groupTailBytes = (mg + panel - 1) / panel * ((k + 3) / 4) * 64
+    BufferPool.shared.withScratch(floats: (packedBytes + im2colBytes + tailBytes) / 4) { scratch in
         let packed = UnsafeMutableRawPointer(scratch)
         let im2col: UnsafeMutablePointer<UInt8>? = gm.isPointwise ? nil : (packed + packedBytes).assumingMemoryBound(to: UInt8.self)
+        let tailScratch = (packed + packedBytes + im2colBytes).assumingMemoryBound(to: UInt8.self)
         // Padding must contribute 0 to (x - x_zero): it reads the zero point (as stored: int8 keeps its bit pattern).
         let pad = UInt8(truncatingIfNeeded: xZero)
         for image in 0..<n {
@@ -181,7 +228,14 @@ private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: In
                 let target = out + (image * plan.m + group * mg) * columns * outBytes
                 // About 64K multiply-adds per chunk: below that a hand-off to another thread costs more than it saves.
                 parallelRanges(panels, minimumChunk: max(1, 65_536 / max(1, mg * k * panel))) { range in
-                    let first = range.lowerBound * panel, count = min(columns, range.upperBound * panel) - first
+                    let first = range.lowerBound * panel, end = min(columns, range.upperBound * panel)
+                    if let tailPanels, end > full {
+                        var e = ep
+                        osprey_qconv_column_tail(Int32(mg), Int32(k), Int32(tail), matrix + full, Int32(columns), signed ? 1 : 0,
+                                                 tailPanels + group * groupTailBytes, &e, target + full * outBytes, Int32(columns), tailScratch)
+                    }
+                    let count = min(end, full) - first
+                    guard count > 0 else { return }
                     let dst = packed + range.lowerBound * panelBytes
                     if isU8 {
                         osprey_qpack_u8(Int32(k), Int32(count), matrix + first, Int32(columns), signed ? 1 : 0, dst.assumingMemoryBound(to: UInt8.self))
