@@ -14,6 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REQ=Benchmarks/requirements
 OUT=Benchmarks/out
+# torch.txt names the CPU wheel's extra index; where that index is out of reach (a local wheel directory stands in),
+# fail over fast instead of pip's five retries with back-off for every package.
+export PIP_RETRIES=${PIP_RETRIES:-1} PIP_TIMEOUT=${PIP_TIMEOUT:-10}
 mkdir -p "$OUT"
 
 venv() {  # venv NAME -> path of its python, creating it when missing
