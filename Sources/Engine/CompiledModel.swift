@@ -101,7 +101,7 @@ public final class CompiledModel: Sendable {
                                  fuseResiduals: Bool, fuseChains: Bool) throws -> GraphOptimizer {
         // Control-flow nodes read outer values inside their subgraphs: list those as extra inputs so ordering and liveness see them.
         let nodes = graph.nodes.map { node -> Node in
-            guard node.opType == "If" || node.opType == "Loop" || node.opType == "Scan" else { return node }
+            guard ["If", "Loop", "Scan", "SequenceMap"].contains(node.opType) else { return node }
             var extended = node
             extended.inputs += Subgraphs.freeVariables(of: node)
             return extended
