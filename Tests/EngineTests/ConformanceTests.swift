@@ -51,6 +51,19 @@ import Glibc
         Self.runSuite("pytorch/simple", roots: ["pytorch-converted", "pytorch-operator", "simple"].map { parent + "/" + $0 })
     }
 
+    /// The sequence / optional decoding the harness relies on reads real elements (not an empty container that would
+    /// compare equal to an empty result).
+    @Test(.enabled(if: testDataRoot() != nil, Comment(rawValue: missingData)))
+    func containerValuesDecode() throws {
+        let root = try #require(Self.testDataRoot())
+        let sequence = try decodeContainerProto(readWholeFile(root + "/test_sequence_insert_at_back/test_data_set_0/output_0.pb"), optional: false)
+        let elements = try #require(sequence.sequenceElements)
+        #expect(elements.map(\.shape) == [[4], [3], [2], [3]])
+        #expect(elements[3].scalars(as: Int64.self) == [10, 11, 12])
+        let empty = try decodeContainerProto(readWholeFile(root + "/test_optional_has_element_empty/test_data_set_0/input_0.pb"), optional: true)
+        guard case .emptyOptional? = empty.container else { Issue.record("expected an empty optional, got \(empty)"); return }
+    }
+
     /// Runs every case under `roots`, prints the summary and per-failure lines, and fails on unlisted failures.
     static func runSuite(_ label: String, roots: [String]) {
         let exempt = knownUnsupported()
