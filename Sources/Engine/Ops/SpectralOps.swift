@@ -196,7 +196,10 @@ let spectralOperators: OperatorTable = [
         let onesided = try ctx.int("onesided", 1)
         guard onesided == 0 || onesided == 1 else { throw ctx.unsupported("onesided", "= \(onesided) (expected 0 or 1)") }
         return PreparedKernel { inputs in
-            let x = try spectralInput(inputs.required(0, ctx), ctx)
+            var x = try spectralInput(inputs.required(0, ctx), ctx)
+            // torch.onnx's TorchScript exporter feeds torch.stft's real [batch, length] signal without the trailing
+            // axis; onnxruntime reads that as real, and so does the engine.
+            if x.rank == 2 { x = x.reshaped(x.shape + [1]) }
             guard x.rank == 3, x.shape[2] == 1 || x.shape[2] == 2 else {
                 throw ctx.error(.executionFailed, "signal must be [batch, length, 1 or 2] (real or complex), got \(x)")
             }
