@@ -117,6 +117,15 @@ import ONNX
         }
     }
 
+    /// Half-precision input is computed wide and written back as float16.
+    @Test func float16StaysFloat16() throws {
+        let ones = Tensor(shape: [1, 4, 1], scalars: [UInt16](repeating: 0x3C00, count: 4))
+        let half = Tensor(dtype: .float16, shape: ones.shape, storage: ones.storage, byteOffset: ones.byteOffset)
+        let y = try T.runNode("DFT", [("x", half)])[0]
+        #expect(y.dtype == .float16 && y.shape == [1, 4, 2])
+        #expect(y.withUnsafeBytes { Array($0.bindMemory(to: UInt16.self)) } == [0x4400, 0, 0, 0, 0, 0, 0, 0])
+    }
+
     /// Malformed runtime values are errors, never crashes.
     @Test func badValuesAreErrors() {
         let signal = T.f([1, 8, 1], [Float](repeating: 0, count: 8))

@@ -30,7 +30,7 @@ func forwardRealSignals(_ plan: FFTPlan, count: Int, load: (Int, UnsafeMutablePo
     }
 }
 
-/// A float16 / bfloat16 input widened to float32 (the spectral kernels compute in Double and write float32 or float64).
+/// A float16 / bfloat16 input widened to float32 (the spectral kernels compute in Double and write the input's dtype).
 private func spectralInput(_ x: Tensor, _ ctx: OpContext) throws -> Tensor {
     guard x.dtype.isFloatingPoint, x.container == nil else { throw ctx.error(.unsupportedDType, "expected a floating-point tensor, got \(x)") }
     return x.dtype == .float32 || x.dtype == .float64 ? x : try castTensor(x, to: .float32, ctx)
@@ -45,7 +45,7 @@ private func integerScalar(_ inputs: KernelInputs, _ index: Int, _ name: String,
 
 /// The DFT along one axis of `x` ([..., axis, ..., 1 or 2]); see the ONNX DFT operator for the four cases
 /// (complex DFT, RFFT, inverse DFT, IRFFT).
-private func discreteFourierTransform(_ x: Tensor, axis: Int, length: Int?, inverse: Bool, onesided: Bool, _ ctx: OpContext) throws -> Tensor {
+private func discreteFourierTransform(_ x: Tensor, axis: Int, length: Int?, inverse: Bool, onesided: Bool, as dtype: DType, _ ctx: OpContext) throws -> Tensor {
     let r = x.rank, channels = x.shape[r - 1]
     let a = axis < 0 ? axis + r : axis
     guard a >= 0, a <= r - 2 else { throw ctx.error(.executionFailed, "axis \(axis) is out of range for rank \(r) (the last axis holds the complex parts)") }
@@ -103,11 +103,12 @@ private func discreteFourierTransform(_ x: Tensor, axis: Int, length: Int?, inve
             }
         }
     }
-    return try castTensor(Tensor(shape: outShape, scalars: result), to: x.dtype, ctx)
+    return try castTensor(Tensor(shape: outShape, scalars: result), to: dtype, ctx)
 }
 
 /// STFT of `signal` [batch, length, 1 or 2]: frames of `frameLength` every `step`, weighted by `window`.
-private func shortTimeFourierTransform(_ x: Tensor, step: Int, window: [Double]?, frameLength: Int, onesided: Bool, _ ctx: OpContext) throws -> Tensor {
+private func shortTimeFourierTransform(_ x: Tensor, step: Int, window: [Double]?, frameLength: Int, onesided: Bool, as dtype: DType,
+                                       _ ctx: OpContext) throws -> Tensor {
     let (batch, length, channels) = (x.shape[0], x.shape[1], x.shape[2])
     let frames = 1 + (length - frameLength) / step
     let bins = onesided ? frameLength / 2 + 1 : frameLength
@@ -143,7 +144,7 @@ private func shortTimeFourierTransform(_ x: Tensor, step: Int, window: [Double]?
             }
         }
     }
-    return try castTensor(Tensor(shape: [batch, frames, bins, 2], scalars: result), to: x.dtype, ctx)
+    return try castTensor(Tensor(shape: [batch, frames, bins, 2], scalars: result), to: dtype, ctx)
 }
 
 /// The triangular mel filter bank [dft_length / 2 + 1, num_mel_bins] of the ONNX MelWeightMatrix operator
@@ -189,7 +190,8 @@ let spectralOperators: OperatorTable = [
             }
             let axis = try axisAttribute ?? integerScalar(inputs, 2, "axis", ctx) ?? -2
             let length = try integerScalar(inputs, 1, "dft_length", ctx)
-            return [try discreteFourierTransform(x, axis: axis, length: length, inverse: inverse == 1, onesided: onesided == 1, ctx)]
+            return [try discreteFourierTransform(x, axis: axis, length: length, inverse: inverse == 1, onesided: onesided == 1,
+                                                 as: inputs[0]!.dtype, ctx)]
         }
     },
     "STFT": { ctx in
@@ -216,7 +218,8 @@ let spectralOperators: OperatorTable = [
             guard frameLength >= 1, frameLength <= x.shape[1] else {
                 throw ctx.error(.executionFailed, "frame_length \(frameLength) must be between 1 and the signal length \(x.shape[1])")
             }
-            return [try shortTimeFourierTransform(x, step: step, window: window?.doubles, frameLength: frameLength, onesided: onesided == 1, ctx)]
+            return [try shortTimeFourierTransform(x, step: step, window: window?.doubles, frameLength: frameLength, onesided: onesided == 1,
+                                                  as: inputs[0]!.dtype, ctx)]
         }
     },
     "MelWeightMatrix": { ctx in
