@@ -35,6 +35,13 @@ public final class CompiledModel: Sendable {
         try self.init(model: model, baseDirectory: baseDirectory, fuseResiduals: true)
     }
 
+    /// Compiles `model` for in-process use, where graph inputs and outputs may also be sequences and optionals (fed and
+    /// returned as sequence / empty-optional `Tensor` values, as subgraph bodies exchange them); the server's loader
+    /// keeps refusing such models because its protocols carry tensors only.
+    public convenience init(model: consuming ONNX.Model, allowingContainerValues: Bool) throws {
+        try self.init(model: model, baseDirectory: nil, fuseResiduals: true, isSubgraph: allowingContainerValues)
+    }
+
     /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps, `fuseChains: false` keeps
     /// decomposed activation chains, constant scale-and-shift after convs, channel-scale Muls before 1x1 convs and QDQ
     /// patterns as their nodes (tests compare both);
@@ -94,7 +101,7 @@ public final class CompiledModel: Sendable {
                                  fuseResiduals: Bool, fuseChains: Bool) throws -> GraphOptimizer {
         // Control-flow nodes read outer values inside their subgraphs: list those as extra inputs so ordering and liveness see them.
         let nodes = graph.nodes.map { node -> Node in
-            guard node.opType == "If" || node.opType == "Loop" || node.opType == "Scan" else { return node }
+            guard ["If", "Loop", "Scan", "SequenceMap"].contains(node.opType) else { return node }
             var extended = node
             extended.inputs += Subgraphs.freeVariables(of: node)
             return extended

@@ -69,7 +69,9 @@ struct GraphOptimizer {
         for planned in nodes {
             let node = planned.node
             let allConstant = node.inputs.allSatisfy { $0.isEmpty || constants[$0] != nil }
-            guard allConstant, node.domain.isEmpty || node.domain == "ai.onnx", let factory = operatorTable[node.opType] else {
+            // Random generators draw anew on every run: never fold them into constants.
+            guard allConstant, !randomOperatorNames.contains(node.opType), node.domain.isEmpty || node.domain == "ai.onnx",
+                  let factory = operatorTable[node.opType] else {
                 kept.append(planned)
                 continue
             }

@@ -103,17 +103,20 @@ struct PlanBuilder {
     mutating func markShapeDerived(_ nodes: [PlannedNode]) {
         let shapeParameterOps: Set<String> = ["Reshape", "Expand", "Tile", "Slice", "Pad", "Resize", "Upsample", "Split", "Squeeze",
                                               "Unsqueeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "TopK", "MaxUnpool"]
+                                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "TopK", "MaxUnpool",
+                                              "DFT", "STFT"]
         // Ops whose every input is a size: their outputs are shape-stable only when all inputs are shape-derived.
-        let sizeOps: Set<String> = ["ConstantOfShape", "Range", "HannWindow", "HammingWindow", "BlackmanWindow"]
+        let sizeOps: Set<String> = ["ConstantOfShape", "Range", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"]
         let dataShaped: Set<String> = ["NonZero", "Compress", "OneHot", "NonMaxSuppression", "Unique", "If", "Loop", "Scan",
-                                       "SequenceAt", "SplitToSequence", "ConcatFromSequence"]
+                                       "SequenceMap", "SequenceAt", "SplitToSequence", "ConcatFromSequence"]
         var stable = Set(inputSlots.values).union(usedConstants.keys)
         var derived = Set(usedConstants.keys)
         for (i, planned) in nodes.enumerated() {
             let op = planned.node.opType
             let ins = steps[i].inputs.filter { $0 >= 0 }
             let outs = steps[i].outputs.filter { $0 >= 0 }
+            // Random draws are neither cached per shape nor treated as shape-derived values.
+            if randomOperatorNames.contains(op) { continue }
             if op == "Shape" || op == "Size" {
                 if ins.allSatisfy({ stable.contains($0) }) {
                     derived.formUnion(outs); stable.formUnion(outs); steps[i].shapeDerived = true

@@ -169,6 +169,38 @@ let controlFlowOperators: OperatorTable = [
             return branch.outputs.map { results[$0.name]! }
         }
     },
+    // SequenceMap: the body runs once per element of the first input sequence; other sequence inputs give their
+    // element at the same position, tensor inputs are passed whole; each body output is collected into a sequence.
+    "SequenceMap": { ctx in
+        let body = try Subgraphs.graph(ctx, "body")
+        let explicit = body.inputs.count
+        guard explicit >= 1, ctx.node.inputs.count >= explicit, body.outputs.count == ctx.node.outputs.count else {
+            throw ctx.error(.invalidModel, "the body takes \(explicit) inputs and gives \(body.outputs.count) outputs; the node has \(ctx.node.inputs.count) and \(ctx.node.outputs.count)")
+        }
+        let outer = Array(ctx.node.inputs.dropFirst(explicit))
+        let compiled = try Subgraphs.compile(body, outer: outer, ctx)
+        let bodyInputs = body.inputs.map(\.name), bodyOutputs = body.outputs.map(\.name)
+        let declaredTypes = body.outputs.map { $0.elementType ?? .float32 }
+        return PreparedKernel { inputs in
+            let given = try (0..<explicit).map { try inputs.required($0, ctx) }
+            guard let samples = given[0].sequenceElements?.count else { throw ctx.error(.executionFailed, "input 0 must be a sequence, got \(given[0])") }
+            for (k, value) in given.enumerated() {
+                if let count = value.sequenceElements?.count, count != samples {
+                    throw ctx.error(.executionFailed, "input \(k) is a sequence of \(count), input 0 of \(samples)")
+                }
+            }
+            var outerFeeds: [String: Tensor] = [:]
+            for (k, name) in outer.enumerated() { if let t = inputs[explicit + k] { outerFeeds[name] = t } }
+            var collected = [[Tensor]](repeating: [], count: bodyOutputs.count)
+            for i in 0..<samples {
+                var feeds = outerFeeds
+                for (k, value) in given.enumerated() { feeds[bodyInputs[k]] = value.sequenceElements?[i] ?? value }
+                let results = try compiled.run(feeds)
+                for k in bodyOutputs.indices { collected[k].append(results[bodyOutputs[k]]!) }
+            }
+            return collected.enumerated().map { k, parts in Tensor(sequence: parts, elementType: parts.first?.dtype ?? declaredTypes[k]) }
+        }
+    },
     "Loop": { ctx in
         let body = try Subgraphs.graph(ctx, "body")
         guard body.inputs.count >= 2, body.outputs.count >= 1 else { throw ctx.error(.invalidModel, "Loop body needs (iteration, condition, ...) inputs and a condition output") }
