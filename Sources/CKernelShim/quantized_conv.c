@@ -1,6 +1,7 @@
 // Integer kernels of the quantized operators: u8 x s8 and int16 GEMMs with a fused requantization epilogue, byte
 // im2col and panel packing, a depthwise kernel, and QLinearAdd / QLinearMul. Every kernel has an AVX2 body chosen at
-// run time (cpuid) and a portable body; the portable bodies are the reference the tests compare against.
+// run time (cpuid) and a portable body; the GEMMs also have AVX-VNNI and AVX512-VNNI bodies (`osprey_qkernels_path`).
+// The portable bodies are the reference the tests compare against.
 //
 // Requantization rounds with the current rounding mode (round half to even by default), as onnxruntime's
 // MlasRequantizeOutput does (cvtps2dq / nearbyintf): float(acc + bias) * scale, + zero point, saturated.

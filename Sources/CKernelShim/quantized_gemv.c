@@ -1,9 +1,9 @@
 // Rows of 8-bit activations times a constant u8 x s8 weight matrix (MatMul, Gemm, the dynamic-quantization
 // products). The activations are the broadcast operand (u8 quads, vpmaddubsw's unsigned side: read in place, no
-// packing per call) and the weights the panels packed once (s8, |w| <= 64 so a pair of products cannot saturate), so
-// every lane is an output column, at batch 1 as on 128 tokens: tiles of 6 rows x 16 columns, the bias starting the
-// sums and a per-column vector epilogue writing each output row in order. The portable body is the reference twin
-// the tests compare with.
+// packing per call) and the weights the panels packed once (s8: |w| <= 64 on AVX2 so a pair of products cannot
+// saturate, any int8 on VNNI), so every lane is an output column, at batch 1 as on 128 tokens: tiles of 6 rows x 16
+// columns (8 rows x one zmm on AVX512-VNNI), the bias starting the sums and a per-column vector epilogue writing each
+// output row in order. The portable body is the reference twin the tests compare with.
 #include "include/quantized_conv.h"
 #include <math.h>
 #include <string.h>
