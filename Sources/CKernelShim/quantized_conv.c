@@ -1,6 +1,7 @@
 // Integer kernels of the quantized operators: u8 x s8 and int16 GEMMs with a fused requantization epilogue, byte
 // im2col and panel packing, a depthwise kernel, and QLinearAdd / QLinearMul. Every kernel has an AVX2 body chosen at
-// run time (cpuid) and a portable body; the portable bodies are the reference the tests compare against.
+// run time (cpuid) and a portable body; the GEMMs also have AVX-VNNI and AVX512-VNNI bodies (`osprey_qkernels_path`).
+// The portable bodies are the reference the tests compare against.
 //
 // Requantization rounds with the current rounding mode (round half to even by default), as onnxruntime's
 // MlasRequantizeOutput does (cvtps2dq / nearbyintf): float(acc + bias) * scale, + zero point, saturated.
@@ -8,6 +9,9 @@
 #include "include/quantized_gemm.h"
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #define TILE_ROWS 6
 #define PANEL 16
@@ -109,61 +113,79 @@ static inline void requantize_pair_avx2(const osprey_qepilogue *ep, int r, const
     _mm_storeu_si128((__m128i *)(o + ldo), _mm256_extracti128_si256(q, 1));
 }
 
-// One 6 x 16 register tile over all k steps; each step reads 4 bytes per row of A, broadcast to every lane: a quad
-// of int8 (`wide` 0: vpmaddubsw u8 panel x s8 quad into int16 pair sums, vpmaddwd with ones into int32 lanes) or a
-// pair of int16 (`wide` 1: vpmaddwd with the panel's 16 columns x 2 int16), added into the accumulators.
-__attribute__((target("avx2"), always_inline))
-static inline void gemm_tile(int wide, int rows, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, const int32_t *bias,
-                             __m256i acc[TILE_ROWS][2]) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    // The sums start from the rows' bias (the epilogue then adds none).
-    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = bias ? _mm256_set1_epi32(bias[r]) : _mm256_setzero_si256();
+// The ymm bodies (quantized_conv_body.h): AVX2 and AVX-VNNI (VEX vpdpbusd / vpdpwssd).
+#define QBODY(name) name##_avx2
+#define QBODY_TARGET "avx2"
+#define QBODY_DOT4(acc, u, s) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones))
+#define QBODY_DOT2(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+#include "quantized_conv_body.h"
+#undef QBODY
+#undef QBODY_TARGET
+#undef QBODY_DOT4
+#undef QBODY_DOT2
+#define QBODY(name) name##_avxvnni
+#define QBODY_TARGET "avx2,avxvnni"
+#define QBODY_DOT4(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#define QBODY_DOT2(acc, a, b) _mm256_dpwssd_avx_epi32(acc, a, b)
+#include "quantized_conv_body.h"
+#undef QBODY
+#undef QBODY_TARGET
+#undef QBODY_DOT4
+#undef QBODY_DOT2
+
+// AVX512-VNNI: a panel's k step (16 columns x 4 bytes) is one zmm, so each row of A takes one vpdpbusd (or vpdpwssd
+// for int16 pairs) per step, in tiles of 8 rows; the epilogue takes each zmm as its two ymm halves.
+#define ZMM_ROWS 8
+#define ZMM_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vnni"
+
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void gemm_tile_zmm(int wide, int rows, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, const int32_t *bias,
+                                 __m512i acc[ZMM_ROWS]) {
+    for (int r = 0; r < rows; r++) acc[r] = bias ? _mm512_set1_epi32(bias[r]) : _mm512_setzero_si512();
     const uint8_t *b = panel;
     for (int q = 0; q < steps; q++, b += 64) {
-        __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 32));
+        __m512i p = _mm512_loadu_si512((const void *)b);
         for (int r = 0; r < rows; r++) {
             int32_t four;
             memcpy(&four, a + (size_t)r * lda + 4 * q, sizeof four);
-            __m256i x = _mm256_set1_epi32(four);
-            __m256i p0 = wide ? _mm256_madd_epi16(x, b0) : _mm256_madd_epi16(_mm256_maddubs_epi16(b0, x), ones);
-            __m256i p1 = wide ? _mm256_madd_epi16(x, b1) : _mm256_madd_epi16(_mm256_maddubs_epi16(b1, x), ones);
-            acc[r][0] = _mm256_add_epi32(acc[r][0], p0);
-            acc[r][1] = _mm256_add_epi32(acc[r][1], p1);
+            __m512i x = _mm512_set1_epi32(four);
+            acc[r] = wide ? _mm512_dpwssd_epi32(acc[r], x, p) : _mm512_dpbusd_epi32(acc[r], p, x);
         }
     }
 }
 
-/// One 16-column panel (64 bytes per k step: a u8 quad or an int16 pair per column; `cols` valid from column c0)
-/// times every row tile of A (`lda` bytes per row), each tile stored through the epilogue.
-__attribute__((target("avx2")))
-static void panel_avx2(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols,
-                       const osprey_qepilogue *ep, void *out, int ldo) {
+__attribute__((target(ZMM_TARGET)))
+static void panel_avx512vnni(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols,
+                             const osprey_qepilogue *ep, void *out, int ldo) {
     osprey_qepilogue e = *ep;
     e.bias = NULL;  // added by the tile
     int bytes = !ep->transposed && cols == PANEL && (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8);
-    for (int i = 0; i < m; i += TILE_ROWS) {
-        int rows = m - i < TILE_ROWS ? m - i : TILE_ROWS;
+    for (int i = 0; i < m; i += ZMM_ROWS) {
+        int rows = m - i < ZMM_ROWS ? m - i : ZMM_ROWS;
         const uint8_t *rows_a = a + (size_t)i * lda;
         const int32_t *bias = ep->bias ? ep->bias + i : NULL;
-        __m256i acc[TILE_ROWS][2];
-        // Constant arguments specialise the inlined tile (operand kind, unrolled full-tile row loop).
+        __m512i acc[ZMM_ROWS];
         // Every row count its own body: a run-time count would keep the accumulators in memory.
-#define TILE_BODIES(W)                                                                   \
-        switch (rows) {                                                                  \
-        case 6: gemm_tile(W, 6, steps, rows_a, lda, panel, bias, acc); break;            \
-        case 5: gemm_tile(W, 5, steps, rows_a, lda, panel, bias, acc); break;            \
-        case 4: gemm_tile(W, 4, steps, rows_a, lda, panel, bias, acc); break;            \
-        case 3: gemm_tile(W, 3, steps, rows_a, lda, panel, bias, acc); break;            \
-        case 2: gemm_tile(W, 2, steps, rows_a, lda, panel, bias, acc); break;            \
-        default: gemm_tile(W, 1, steps, rows_a, lda, panel, bias, acc); break;           \
+#define TILE_BODIES(W)                                                                      \
+        switch (rows) {                                                                     \
+        case 8: gemm_tile_zmm(W, 8, steps, rows_a, lda, panel, bias, acc); break;           \
+        case 7: gemm_tile_zmm(W, 7, steps, rows_a, lda, panel, bias, acc); break;           \
+        case 6: gemm_tile_zmm(W, 6, steps, rows_a, lda, panel, bias, acc); break;           \
+        case 5: gemm_tile_zmm(W, 5, steps, rows_a, lda, panel, bias, acc); break;           \
+        case 4: gemm_tile_zmm(W, 4, steps, rows_a, lda, panel, bias, acc); break;           \
+        case 3: gemm_tile_zmm(W, 3, steps, rows_a, lda, panel, bias, acc); break;           \
+        case 2: gemm_tile_zmm(W, 2, steps, rows_a, lda, panel, bias, acc); break;           \
+        default: gemm_tile_zmm(W, 1, steps, rows_a, lda, panel, bias, acc); break;          \
         }
         if (wide) { TILE_BODIES(1) } else { TILE_BODIES(0) }
 #undef TILE_BODIES
+        __m256i halves[ZMM_ROWS][2];
+        for (int r = 0; r < rows; r++) { halves[r][0] = _mm512_castsi512_si256(acc[r]); halves[r][1] = _mm512_extracti64x4_epi64(acc[r], 1); }
         int r = 0;
         if (bytes)
             for (; r + 1 < rows; r += 2)
-                requantize_pair_avx2(&e, i + r, acc[r], acc[r + 1], (uint8_t *)out + (size_t)(i + r) * ldo + c0, ldo);
-        for (; r < rows; r++) store_row_avx2(&e, i + r, c0, cols, acc[r][0], acc[r][1], out, ldo);
+                requantize_pair_avx2(&e, i + r, halves[r], halves[r + 1], (uint8_t *)out + (size_t)(i + r) * ldo + c0, ldo);
+        for (; r < rows; r++) store_row_avx2(&e, i + r, c0, cols, halves[r][0], halves[r][1], out, ldo);
     }
 }
 #endif
@@ -193,15 +215,77 @@ static void panel_portable(int wide, int m, int steps, const uint8_t *a, size_t 
 
 /// 1 forces the portable bodies (tests compare the two); 0 picks by the CPU.
 static int force_portable = 0;
+/// A path forced by `osprey_qkernels_force_path`, or -1.
+static int forced_path = -1;
 void osprey_qkernels_force_portable(int on) { force_portable = on; }
 int osprey_qkernels_portable_forced(void) { return force_portable; }
+
+/// 1 when the CPU (and the OS's saved register state) can run `path`.
+static int cpu_supports_path(int path) {
+    switch (path) {
+    case OSPREY_QPATH_PORTABLE: return 1;
+    case OSPREY_QPATH_AVX2: return cpu_has_avx2();
+#if defined(__x86_64__)
+    case OSPREY_QPATH_AVXVNNI: {
+        // AVX-VNNI: CPUID leaf 7 sub-leaf 1, EAX bit 4 (VEX-encoded, ymm state as AVX2's).
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        return cpu_has_avx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+    }
+    case OSPREY_QPATH_AVX512VNNI:
+        __builtin_cpu_init();
+        return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+    default: return 0;
+    }
+}
+
+/// The CPU's best path, found once: AVX512-VNNI (zmm) first, then AVX-VNNI (ymm), then AVX2.
+static int cpu_path(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        int p = OSPREY_QPATH_PORTABLE;
+        if (cpu_supports_path(OSPREY_QPATH_AVX512VNNI)) p = OSPREY_QPATH_AVX512VNNI;
+        else if (cpu_supports_path(OSPREY_QPATH_AVXVNNI)) p = OSPREY_QPATH_AVXVNNI;
+        else if (cpu_supports_path(OSPREY_QPATH_AVX2)) p = OSPREY_QPATH_AVX2;
+        cached = p;
+    }
+    return cached;
+}
+
+int osprey_qkernels_path(void) {
+    if (force_portable) return OSPREY_QPATH_PORTABLE;
+    return forced_path >= 0 ? forced_path : cpu_path();
+}
+
+int osprey_qkernels_u8s8_path(int full_range) {
+    int path = osprey_qkernels_path();
+    return full_range && path == OSPREY_QPATH_AVX2 ? OSPREY_QPATH_PORTABLE : path;
+}
+
+int osprey_qkernels_exact_int8(void) { return osprey_qkernels_path() >= OSPREY_QPATH_AVXVNNI; }
+
+int osprey_qkernels_force_path(int path) {
+    // The portable path forces every kernel's portable body, as `osprey_qkernels_force_portable(1)` does.
+    if (path < 0) { forced_path = -1; force_portable = 0; }
+    else if (cpu_supports_path(path)) { forced_path = path; force_portable = path == OSPREY_QPATH_PORTABLE; }
+    return osprey_qkernels_path();
+}
 
 void osprey_qgemm_packed(int wide, int m, int n, int steps, const void *a, int lda, const void *packed_b, const osprey_qepilogue *ep,
                          void *out, int ldo) {
     if (m <= 0 || n <= 0) return;
     void (*body)(int, int, int, const uint8_t *, size_t, const uint8_t *, int, int, const osprey_qepilogue *, void *, int) = panel_portable;
+    // 2: full-range int8 A on the u8 x s8 bodies (exact on VNNI and portable only); the s16 product (1) is exact everywhere.
+    int full_range = wide == 2;
+    if (full_range) wide = 0;
 #if defined(__x86_64__)
-    if (!force_portable && cpu_has_avx2()) body = panel_avx2;
+    switch (wide ? osprey_qkernels_path() : osprey_qkernels_u8s8_path(full_range)) {
+    case OSPREY_QPATH_AVX512VNNI: body = panel_avx512vnni; break;
+    case OSPREY_QPATH_AVXVNNI: body = panel_avxvnni; break;
+    case OSPREY_QPATH_AVX2: body = panel_avx2; break;
+    default: break;
+    }
 #endif
     for (int j = 0; j * PANEL < n; j++) {
         int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;

@@ -6,7 +6,7 @@
 #include "include/quantized_conv.h"
 #include <string.h>
 
-void osprey_qconv_column_tail(int m, int k, int t, const uint8_t *matrix, int ldm, int flip, const uint8_t *packed_rows,
+void osprey_qconv_column_tail(int m, int k, int t, const uint8_t *matrix, int ldm, int flip, int full_range, const uint8_t *packed_rows,
                               const osprey_qepilogue *ep, void *out, int ldo, uint8_t *scratch) {
     if (m <= 0 || t <= 0) return;
     size_t size = ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8 ? 1 : 4;
@@ -16,7 +16,7 @@ void osprey_qconv_column_tail(int m, int k, int t, const uint8_t *matrix, int ld
         const uint8_t *src = matrix + (size_t)kk * ldm;
         for (int j = 0; j < t; j++) rows[(size_t)j * k + kk] = src[j];
     }
-    osprey_qgemv_u8s8(t, m, k, rows, k, flip, packed_rows, ep, results, m);
+    osprey_qgemv_u8s8(t, m, k, rows, k, flip, full_range, packed_rows, ep, results, m);
     // results[j][c] is output (c, column j).
     char *o = (char *)out;
     if (size == 1) {

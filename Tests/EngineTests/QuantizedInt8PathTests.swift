@@ -23,10 +23,16 @@ import TestSupport
         }
     }
 
-    /// Runs `op` with `weights` as initializers: with the AVX2 bodies, with the portable bodies, and with the weights
-    /// as graph inputs (the reference loops); all three must agree exactly.
+    /// Runs `op` with `weights` as initializers: with the CPU's bodies (VNNI where present), with the AVX2 bodies
+    /// forced (plans then split or widen full-range weights), with the portable bodies, and with the weights as graph
+    /// inputs (the reference loops); all must agree exactly.
     private func agree(_ op: String, _ inputs: [(String, Tensor)], weights: Set<String>, attributes: [String: Attribute] = [:], _ label: String) throws {
         let fast = try TestSupport.runNode(op, inputs, attributes: attributes, constants: weights)[0]
+        if osprey_qkernels_force_path(Int32(OSPREY_QPATH_AVX2)) == OSPREY_QPATH_AVX2 {
+            let avx2 = try TestSupport.runNode(op, inputs, attributes: attributes, constants: weights)[0]
+            _ = osprey_qkernels_force_path(-1)
+            same(avx2, fast, "\(label): AVX2 vs the CPU's bodies")
+        }
         osprey_qkernels_force_portable(1)
         let portable = try TestSupport.runNode(op, inputs, attributes: attributes, constants: weights)[0]
         osprey_qkernels_force_portable(0)

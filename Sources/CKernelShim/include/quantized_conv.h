@@ -47,7 +47,8 @@ void osprey_qgemm_s16_epilogue(int m, int n, int kpairs, const int16_t *a, int l
                                const osprey_qepilogue *ep, void *out, int ldo);
 
 /// Either product by operand kind, `steps` k steps of 4 bytes per row of A (`lda` bytes per row): `wide` 0 is
-/// `osprey_qgemm_u8s8` (k quads of int8), 1 is `osprey_qgemm_s16_epilogue` (k pairs of int16).
+/// `osprey_qgemm_u8s8` (k quads of int8), 1 is `osprey_qgemm_s16_epilogue` (k pairs of int16), 2 is the u8 x s8
+/// product with full-range int8 A (exact on the VNNI and portable bodies, which it takes).
 void osprey_qgemm_packed(int wide, int m, int n, int steps, const void *a, int lda, const void *packed_b, const osprey_qepilogue *ep,
                          void *out, int ldo);
 
@@ -117,10 +118,10 @@ void osprey_qplane_sums(const uint8_t *x, int is_signed, long planes, long size,
 /// out[r * ldo + c] = epilogue(sum_k x[r][k] * w[k][c]) for M rows of activations and a constant weight matrix,
 /// every lane an output column, 6-row tiles (quantized_gemv.c). x: M rows of K bytes (row stride ldx; `flip` XORs each with 0x80:
 /// int8 read as uint8 + 128, its zero point moving by 128 too); packed: the weights as N rows of K int8 centred values
-/// (|w| <= 64) through `osprey_qpack_u8_rows`. The epilogue's bias, scale and float_bias are per column c here;
+/// (|w| <= 64, or any int8 with `full_range` 1) through `osprey_qpack_u8_rows`. The epilogue's bias, scale and float_bias are per column c here;
 /// `transposed` is ignored. The caller folds the activations' zero point into the bias (-zero * column sum).
-void osprey_qgemv_u8s8(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed, const osprey_qepilogue *ep,
-                       void *out, int ldo);
+void osprey_qgemv_u8s8(int m, int n, int k, const uint8_t *x, int ldx, int flip, int full_range, const uint8_t *packed,
+                       const osprey_qepilogue *ep, void *out, int ldo);
 
 /// DequantizeLinear (and a bias Add) applied to an 8-bit product's saturated values: (q - zero) * scale [+ bias[c]].
 typedef struct {
@@ -132,7 +133,7 @@ typedef struct {
 
 /// `osprey_qgemv_u8s8` with a U8 / S8 epilogue whose saturated values are dequantized by `dq` into float outputs:
 /// the same floats as storing the bytes, then DequantizeLinear, then the bias Add (QLinearMatMul -> DQ -> Add).
-void osprey_qgemv_u8s8_dequantized(int m, int n, int k, const uint8_t *x, int ldx, int flip, const uint8_t *packed,
+void osprey_qgemv_u8s8_dequantized(int m, int n, int k, const uint8_t *x, int ldx, int flip, int full_range, const uint8_t *packed,
                                    const osprey_qepilogue *ep, const osprey_qdequantize *dq, float *out, int ldo);
 
 /// The last `t` (< 16) columns of a u8 x s8 convolution GEMM (quantized_conv_tail.c): columns [0, t) of `matrix`
@@ -140,11 +141,35 @@ void osprey_qgemv_u8s8_dequantized(int m, int n, int k, const uint8_t *x, int ld
 /// packed through `osprey_qpack_u8_rows` (|w| <= 64), the epilogue per output channel c (bias[c], scale[c]), element
 /// (c, j) stored to out[c * ldo + j]. Costs t columns' work where a padded panel costs 16. `scratch`:
 /// osprey_qconv_column_tail_scratch(m, k, t) bytes.
-void osprey_qconv_column_tail(int m, int k, int t, const uint8_t *matrix, int ldm, int flip, const uint8_t *packed_rows,
+void osprey_qconv_column_tail(int m, int k, int t, const uint8_t *matrix, int ldm, int flip, int full_range, const uint8_t *packed_rows,
                               const osprey_qepilogue *ep, void *out, int ldo, uint8_t *scratch);
 
 /// Bytes of scratch `osprey_qconv_column_tail` needs.
 long osprey_qconv_column_tail_scratch(int m, int k, int t);
+
+/// The bodies of the u8 x s8 kernels: plain C; AVX2 vpmaddubsw + vpmaddwd (exact for weights in [-64, 64]); AVX-VNNI
+/// (VEX vpdpbusd on ymm) and AVX512-VNNI (vpdpbusd on zmm: one per 16-column panel step), exact for any int8 weights.
+enum {
+    OSPREY_QPATH_PORTABLE = 0,
+    OSPREY_QPATH_AVX2 = 1,
+    OSPREY_QPATH_AVXVNNI = 2,
+    OSPREY_QPATH_AVX512VNNI = 3,
+};
+
+/// The body the u8 x s8 kernels take now (OSPREY_QPATH_*): the CPU's best (cpuid, checked once) unless forced.
+int osprey_qkernels_path(void);
+
+/// The body for one call: `osprey_qkernels_path()`, except that full-range weights (`full_range` 1: beyond [-64, 64])
+/// never take the AVX2 body (its int16 pair sums would saturate) but the portable one.
+int osprey_qkernels_u8s8_path(int full_range);
+
+/// 1 when the current body multiplies any int8 weights exactly (a VNNI path): plans made now may keep full-range
+/// weights in one u8 x s8 pass instead of splitting them or widening to int16.
+int osprey_qkernels_exact_int8(void);
+
+/// Forces `path` (OSPREY_QPATH_*; -1: the CPU decides again) when the CPU has it; returns the path now in effect.
+/// Not thread-safe: tests only (an AVX2 run on a VNNI machine, each VNNI body on its own).
+int osprey_qkernels_force_path(int path);
 
 /// 1 while `osprey_qkernels_force_portable(1)` is in effect.
 int osprey_qkernels_portable_forced(void);

@@ -16,8 +16,9 @@ enum QuantizedOutput: Sendable {
 /// Constant weights of a 2-D quantized convolution prepared once, in the layout of the kernel that will run them.
 struct QuantizedConvolutionPlan: @unchecked Sendable {
     enum Weights {
-        /// Every centred weight in [-64, 64]: int8 rows padded to quads, each row's sum (for the x zero point), and
-        /// per group the same rows as `osprey_qpack_u8_rows` panels, for the columns past the last full panel.
+        /// Every centred weight in [-64, 64] (or, where the CPU's kernels multiply any int8 exactly, in int8's range):
+        /// int8 rows padded to quads, each row's sum (for the x zero point), and per group the same rows as
+        /// `osprey_qpack_u8_rows` panels, for the columns past the last full panel.
         case u8s8(rows: [Int8], sums: [Int32], tailPanels: [UInt8])
         /// Any 8-bit weights: int16 rows (w - w_zero) padded to pairs.
         case s16(rows: [Int16])
@@ -32,9 +33,12 @@ struct QuantizedConvolutionPlan: @unchecked Sendable {
     let rowStride: Int
     /// True for the u8 x s8 GEMM (activations packed as bytes), false for the int16 GEMM and depthwise.
     var usesBytes: Bool { if case .u8s8 = weights { return true } else { return false } }
+    /// True when u8 x s8 weights leave [-64, 64]: the kernels then skip their AVX2 body (exact only within it).
+    let fullRange: Bool
 
     /// Prepares `w` (OIHW, uint8 / int8) minus `zero` (scalar or per output channel); nil when the layout does not fit.
-    init?(_ w: Tensor, zero: Tensor?, groups: Int) {
+    /// `fullRange`: int8-range weights may take the u8 x s8 GEMM (by default where the CPU multiplies them exactly).
+    init?(_ w: Tensor, zero: Tensor?, groups: Int, fullRange allowed: Bool = osprey_qkernels_exact_int8() != 0) {
         guard w.rank == 4, w.dtype == .uint8 || w.dtype == .int8, groups >= 1, w.shape[0] % groups == 0 else { return nil }
         let zeros = zero.map { $0.doubles.map { Int32($0) } } ?? [0]
         guard zeros.count == 1 || zeros.count == w.shape[0] else { return nil }
@@ -42,12 +46,15 @@ struct QuantizedConvolutionPlan: @unchecked Sendable {
         let k = cg * kh * kw, m = self.m
         let raw: [Int32] = w.dtype == .uint8 ? w.scalars(as: UInt8.self).map { Int32($0) } : w.scalars(as: Int8.self).map { Int32($0) }
         let centered = raw.enumerated().map { $0.element - zeros[zeros.count == 1 ? 0 : $0.offset / k] }
+        let lowest: Int32 = allowed ? -128 : -64, highest: Int32 = allowed ? 127 : 64
         if cg == 1 && m == groups {
             var blocks = [Int32](repeating: 0, count: Int(osprey_qdepthwise_channels_packed_count(Int32(m), Int32(k))))
             osprey_qdepthwise_channels_pack(centered, Int32(m), Int32(k), &blocks)
             weights = .depthwise(taps: centered, channelBlocks: blocks)
             rowStride = k
-        } else if centered.allSatisfy({ abs($0) <= 64 }) {
+            fullRange = false
+        } else if centered.allSatisfy({ $0 >= lowest && $0 <= highest }) {
+            fullRange = centered.contains { abs($0) > 64 }
             let stride = (k + 3) & ~3
             var rows = [Int8](repeating: 0, count: max(1, m * stride)), sums = [Int32](repeating: 0, count: m)
             for r in 0..<m {
@@ -71,6 +78,7 @@ struct QuantizedConvolutionPlan: @unchecked Sendable {
             for r in 0..<m { for i in 0..<k { rows[r * stride + i] = Int16(centered[r * k + i]) } }
             weights = .s16(rows: rows)
             rowStride = stride
+            fullRange = false
         }
     }
 }
@@ -142,7 +150,7 @@ func runQuantizedConvolution(_ ctx: OpContext, _ attrs: WindowAttributes, plan: 
         return { group, packed, _, count, ep, target in
             rows.withUnsafeBytes { a in
                 var e = ep
-                osprey_qgemm_packed(wide ? 1 : 0, Int32(mg), Int32(count), Int32(rowBytes / 4), a.baseAddress! + group * mg * rowBytes,
+                osprey_qgemm_packed(wide ? 1 : plan.fullRange ? 2 : 0, Int32(mg), Int32(count), Int32(rowBytes / 4), a.baseAddress! + group * mg * rowBytes,
                                     Int32(rowBytes), packed, &e, target, Int32(columns))
             }
         }
@@ -232,7 +240,7 @@ private func runGemmConvolution(x: UnsafePointer<UInt8>, signed: Bool, xZero: In
                     if let tailPanels, end > full {
                         var e = ep
                         osprey_qconv_column_tail(Int32(mg), Int32(k), Int32(tail), matrix + full, Int32(columns), signed ? 1 : 0,
-                                                 tailPanels + group * groupTailBytes, &e, target + full * outBytes, Int32(columns), tailScratch)
+                                                 plan.fullRange ? 1 : 0, tailPanels + group * groupTailBytes, &e, target + full * outBytes, Int32(columns), tailScratch)
                     }
                     let count = min(end, full) - first
                     guard count > 0 else { return }

@@ -7,8 +7,9 @@ import Tensor
 // per-column vector epilogue (requantized, int32, or scaled to float + bias) and no intermediate int32 or float
 // tensor exists. `integerMatMul` stays the reference twin.
 
-/// A constant B (K x N) whose centred values all lie in [-64, 64] (what vpmaddubsw multiplies exactly), as N rows of K
-/// int8 (padded to quads) packed into the row GEMM's panels, with each column's sum for A's zero point.
+/// A constant B (K x N) whose centred values all lie in [-64, 64] (what vpmaddubsw multiplies exactly), or on a VNNI
+/// CPU anywhere in int8's range (vpdpbusd has no int16 step), as N rows of K int8 (padded to quads) packed into the
+/// row GEMM's panels, with each column's sum for A's zero point.
 struct QuantizedMatMulPlan: @unchecked Sendable {
     /// B's rows (reduction length) and columns.
     let k: Int, n: Int
@@ -18,13 +19,16 @@ struct QuantizedMatMulPlan: @unchecked Sendable {
     let sums: [Int32]
     /// Bytes per row (K rounded up to 4).
     let rowStride: Int
+    /// True when a centred value leaves [-64, 64]: the kernels then skip their AVX2 body (exact only within it).
+    let fullRange: Bool
 
     /// Bytes of one 16-column panel.
     var panelBytes: Int { rowStride / 4 * 64 }
 
-    /// Nil when B is not 2-D 8-bit, the zero point is not a scalar or per column, or a centred value leaves [-64, 64].
+    /// Nil when B is not 2-D 8-bit, the zero point is not a scalar or per column, or a centred value leaves [-64, 64]
+    /// (int8's range when `fullRange`, by default where the CPU's kernels multiply any int8 exactly).
     /// `transposed`: b holds B^T (N x K, Gemm's transB).
-    init?(_ b: Tensor, zero: Tensor?, transposed: Bool = false) {
+    init?(_ b: Tensor, zero: Tensor?, transposed: Bool = false, fullRange allowed: Bool = osprey_qkernels_exact_int8() != 0) {
         guard b.rank == 2, b.dtype == .uint8 || b.dtype == .int8 else { return nil }
         (k, n) = transposed ? (b.shape[1], b.shape[0]) : (b.shape[0], b.shape[1])
         let zeros = zero.map { $0.doubles.map { Int32($0) } } ?? [0]
@@ -33,10 +37,13 @@ struct QuantizedMatMulPlan: @unchecked Sendable {
         let stride = (k + 3) & ~3
         var rows = [Int8](repeating: 0, count: max(1, n * stride)), sums = [Int32](repeating: 0, count: n)
         let (k, n) = (self.k, self.n)
+        let lowest: Int32 = allowed ? -128 : -64, highest: Int32 = allowed ? 127 : 64
+        var wide = false
         for r in 0..<k {
             for c in 0..<n {
                 let v = raw[transposed ? c * k + r : r * n + c] - zeros[zeros.count == 1 ? 0 : c]
-                guard abs(v) <= 64 else { return nil }
+                guard v >= lowest && v <= highest else { return nil }
+                wide = wide || abs(v) > 64
                 rows[c * stride + r] = Int8(v)
                 sums[c] += v
             }
@@ -48,6 +55,7 @@ struct QuantizedMatMulPlan: @unchecked Sendable {
         self.panels = panels
         self.sums = sums
         rowStride = stride
+        fullRange = wide
     }
 }
 
@@ -127,12 +135,12 @@ func runQuantizedMatMul(plan: QuantizedMatMulPlan, a: UnsafePointer<UInt8>, sign
                 e.float_bias = ep.float_bias.map { $0 + first }
                 let weights = w.baseAddress! + range.lowerBound * plan.panelBytes, start = o.baseAddress! + first * outBytes
                 guard let dequantize else {
-                    osprey_qgemv_u8s8(Int32(rows), Int32(count), Int32(k), a, Int32(k), signed ? 1 : 0, weights, &e, start, Int32(n))
+                    osprey_qgemv_u8s8(Int32(rows), Int32(count), Int32(k), a, Int32(k), signed ? 1 : 0, plan.fullRange ? 1 : 0, weights, &e, start, Int32(n))
                     return
                 }
                 (dequantize.bias ?? []).withUnsafeBufferPointer { bias in
                     var dq = osprey_qdequantize(scale: dequantize.scale, zero: dequantize.zero, bias: dequantize.bias == nil ? nil : bias.baseAddress! + first)
-                    osprey_qgemv_u8s8_dequantized(Int32(rows), Int32(count), Int32(k), a, Int32(k), signed ? 1 : 0, weights, &e, &dq,
+                    osprey_qgemv_u8s8_dequantized(Int32(rows), Int32(count), Int32(k), a, Int32(k), signed ? 1 : 0, plan.fullRange ? 1 : 0, weights, &e, &dq,
                                                   start.assumingMemoryBound(to: Float.self), Int32(n))
                 }
             }

@@ -3,7 +3,8 @@ import Tensor
 // Full-range 8-bit weights (centred values beyond [-64, 64]) on the u8 x s8 kernels, exactly: vpmaddubsw saturates
 // a pair of u8 x s8 products past int16, so each centred weight v is split into `pieces` parts in [-64, 64] that sum
 // to v, stored as K * pieces rows (row k * pieces + p holds part p of row k), and every value of A is repeated
-// `pieces` times along K. The int32 sums are the same as the unsplit product's; the cost is `pieces` times K.
+// `pieces` times along K. The int32 sums are the same as the unsplit product's; the cost is `pieces` times K. On a
+// VNNI CPU `QuantizedMatMulPlan` already takes any int8 weights, so only wider ones (uint8 with a zero point) split.
 
 /// A constant B (K x N) whose centred values leave [-64, 64], as a `QuantizedMatMulPlan` over K * `pieces` rows.
 struct SplitQuantizedMatMulPlan: @unchecked Sendable {
