@@ -1,3 +1,4 @@
+import CKernelShim
 import Testing
 @testable import Engine
 import TestSupport
@@ -247,6 +248,45 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
                 checkConvolution(g, activation: activation, withBias: true, withResidual: false, rng: &rng)
                 checkConvolution(g, activation: activation, withBias: false, withResidual: true, rng: &rng)
             }
+        }
+    }
+
+    /// The dense kernel's AVX-512F tiles (6 x 32, when the CPU has them) and the AVX2 Swift tiles forced on the same
+    /// machine: last panels of 1-6 rows, column counts off 16 and 32 (one strip, a pair, a pair and one), strips that
+    /// cross images at batch > 1, odd depths, residual + clamp epilogues in registers and activations after, strided
+    /// output images (Concat windows); pointwise and gathered 3x3 (stride 1 and 2), then the direct grouped filter.
+    @Test(.serialized, arguments: [false, true])
+    func bothMicroKernelsMatchReference(forceAVX2: Bool) {
+        osprey_conv_force_avx2(forceAVX2 ? 1 : 0)
+        defer { osprey_conv_force_avx2(0) }
+        EngineThreads.configure(threads: 1)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 512)
+        let epilogues: [(Activation, Bool)] = [(.clip(min: 0, max: 6), true), (.none, true), (.relu, false), (.silu, true),
+                                               (.clip(min: -0.5, max: 0.25), false)]
+        // (batch, channels, height, width, kernel, stride): 25, 49 x 3, 2 x 5 x 7, 64, 16 x 2 and 33 columns per call.
+        let shapes = [(1, 5, 5, 5, 1, 1), (3, 7, 7, 7, 1, 1), (2, 9, 5, 7, 3, 1), (1, 20, 8, 8, 1, 1), (2, 6, 4, 4, 1, 1),
+                      (1, 6, 3, 11, 3, 1), (2, 5, 11, 9, 3, 2), (1, 16, 12, 12, 3, 1)]
+        var index = 0
+        for outChannels in [1, 2, 3, 4, 5, 6, 7, 13, 20] {
+            for (batch, channels, height, width, kernel, stride) in shapes {
+                let (activation, withResidual) = epilogues[index % epilogues.count]
+                let g = ConvGeometry(batch: batch, inChannels: channels, inHeight: height, inWidth: width, outChannels: outChannels,
+                                     window: SlidingWindow(kernelHeight: kernel, kernelWidth: kernel, strideHeight: stride, strideWidth: stride,
+                                                           padTop: kernel / 2, padLeft: kernel / 2, padBottom: kernel / 2, padRight: kernel / 2))
+                checkConvolution(g, activation: activation, withBias: index % 3 != 1, withResidual: withResidual,
+                                 imageGap: index % 4 == 0 ? 7 : nil, unitStride: stride == 1, rng: &rng)
+                index += 1
+            }
+        }
+        // The direct grouped filter (4 x 32 blocks): RGB stems 7x7 and 3x3 stride 2, groups of 8, flat counts off 32.
+        for (channels, size, kernel, stride, groups, outChannels) in [(3, 29, 7, 2, 1, 10), (3, 17, 3, 2, 1, 8), (16, 9, 3, 1, 2, 16),
+                                                                      (24, 7, 3, 2, 3, 12), (4, 13, 3, 1, 1, 5)] {
+            let g = ConvGeometry(batch: 2, inChannels: channels, inHeight: size, inWidth: size + 2, outChannels: outChannels,
+                                 window: SlidingWindow(kernelHeight: kernel, kernelWidth: kernel, strideHeight: stride, strideWidth: stride,
+                                                       padTop: kernel / 2, padLeft: kernel / 2, padBottom: kernel / 2, padRight: kernel / 2),
+                                 groups: groups)
+            checkConvolution(g, activation: .relu, withBias: true, withResidual: groups > 1, imageGap: 5, rng: &rng)
         }
     }
 

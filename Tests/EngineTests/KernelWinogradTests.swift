@@ -1,3 +1,4 @@
+import CKernelShim
 import Testing
 @testable import Engine
 import TestSupport
@@ -125,6 +126,20 @@ private func geometry(batch: Int = 1, channels: Int, height: Int, width: Int, ou
         checkWinograd(geometry(channels: 16, height: 15, width: 15, outChannels: 64, pad: 1), activation: .relu, rng: &rng)
         checkWinograd(geometry(channels: 32, height: 10, width: 10, outChannels: 32, pad: 1), activation: .silu, rng: &rng)
         checkWinograd(geometry(batch: 2, channels: 160, height: 7, width: 7, outChannels: 24, pad: 1), rng: &rng)
+    }
+
+    /// The AVX-512F product tiles (when the CPU has them) and the AVX2 Swift tiles forced on the same machine: 16, 32
+    /// and 48 padded output channels (one strip, a pair, a pair and one), tile counts off the 6 rows, odd blocks.
+    @Test(.serialized, arguments: [false, true])
+    func bothProductKernelsMatchReference(forceAVX2: Bool) {
+        osprey_conv_force_avx2(forceAVX2 ? 1 : 0)
+        defer { osprey_conv_force_avx2(0) }
+        var rng = SeededGenerator(seed: 513)
+        for (channels, outChannels, size, batch) in [(16, 16, 9, 1), (24, 20, 13, 2), (17, 40, 10, 1), (32, 48, 7, 3)] {
+            let g = geometry(batch: batch, channels: channels, height: size, width: size + 1, outChannels: outChannels, pad: 1)
+            checkWinograd(g, activation: .relu, withResidual: true, rng: &rng)
+            checkWinograd(g, activation: .clip(min: 0, max: 6), tilesPerBlock: 5, rng: &rng)
+        }
     }
 
     /// Small blocks of tiles: blocks that end mid tile row and run across images, each with its own epilogue.

@@ -40,4 +40,7 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 /// Softmax rows and the erf GELU in AVX2 + FMA (float_rows.c).
 #include "float_rows.h"
 
+/// The dense convolution's and Winograd's product tiles in AVX-512F, chosen at run time (conv_sgemm_avx512.c).
+#include "conv_sgemm_avx512.h"
+
 #endif

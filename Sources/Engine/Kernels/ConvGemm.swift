@@ -102,7 +102,7 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
         let first = allStrips * tile / tiles * stripWidth
         let count = min(columns, allStrips * (tile + 1) / tiles * stripWidth) - first
         let strips = (count + stripWidth - 1) / stripWidth
-        withThreadScratch(strips * stripWidth * depth + ConvWeightPanels.gemmRows * stripWidth) { scratch in
+        withThreadScratch(strips * stripWidth * depth + ConvWeightPanels.gemmRows * 2 * stripWidth) { scratch in
             let packed = scratch, tileBuffer = scratch + strips * stripWidth * depth
             if let (layout, base) = padded {
                 gatherColumns(g, layout: layout, padded: base, group: group, first: first, count: count, depth: depth, packed: packed)
@@ -160,7 +160,12 @@ private struct PanelTile {
     }
 
     /// Each panel runs over every strip of the tile (from L2) for the whole of k, results straight to the output.
+    /// `scratch` holds 6 x 32 floats.
     func multiply(_ weights: ConvWeightPanels, panels: Range<Int>, scratch: UnsafeMutablePointer<Float>) {
+        if osprey_conv_avx512_enabled() != 0 {
+            multiplyWide(weights, panels: panels, scratch: scratch)
+            return
+        }
         let outPlane = self.outPlane, imageStride = self.imageStride, outChannels = g.outChannels
         let clamp = registerClamp
         let low = FloatVector(repeating: clamp?.low ?? -.infinity), high = FloatVector(repeating: clamp?.high ?? .infinity)
@@ -196,11 +201,53 @@ private struct PanelTile {
         }
     }
 
+    /// `multiply` on CPUs with AVX-512F: each panel over two adjacent strips at a time (6 x 32 in 12 zmm accumulators,
+    /// C), the register epilogue and masked stores of partial widths inside the C tile; only a pair of strips that
+    /// runs into the next image goes through `scratch` and the lane-by-lane scatter.
+    private func multiplyWide(_ weights: ConvWeightPanels, panels: Range<Int>, scratch: UnsafeMutablePointer<Float>) {
+        let outPlane = self.outPlane, imageStride = self.imageStride, outChannels = g.outChannels, depth = self.depth
+        let clamp = registerClamp
+        let low = clamp?.low ?? -.infinity, high = clamp?.high ?? .infinity
+        let stripStride = stripWidth * depth
+        for p in panels {
+            let a = weights.panel(group: group, index: p)
+            let (firstChannel, rows) = channels(p)
+            var start = start(p)
+            withUnsafeBytes(of: &start) { startBytes in
+                let starts = startBytes.baseAddress!.assumingMemoryBound(to: Float.self)
+                var s = 0
+                while s < strips {
+                    let pair = min(2, strips - s)
+                    let column = first + s * stripWidth, width = min(pair * stripWidth, count - s * stripWidth)
+                    let b = UnsafePointer(packed + s * stripStride)
+                    let n = column / outPlane, pixel = column - n * outPlane
+                    if pixel + width <= outPlane {
+                        let o = output + n * imageStride + firstChannel * outPlane + pixel
+                        let r = clamp == nil ? nil : residual.map { $0 + (n * outChannels + firstChannel) * outPlane + pixel }
+                        osprey_conv_tile_avx512(rows, width, depth, a, b, stripStride, starts, o, outPlane, r, outPlane, low, high)
+                    } else {
+                        osprey_conv_tile_avx512(rows, width, depth, a, b, stripStride, starts, scratch, 2 * stripWidth, nil, 0,
+                                                -.infinity, .infinity)
+                        scatter(scratch, stride: 2 * stripWidth, panel: p, column: column, width: width)
+                    }
+                    s += pair
+                }
+            }
+            epilogue(panel: p)
+        }
+    }
+
     /// Tile lanes to the output one by one: the columns may run into the next image.
     @inline(__always)
     func scatter(_ tile: UnsafeMutablePointer<Float>, panel p: Int, strip s: Int) {
-        let (firstChannel, rows) = channels(p)
         let column = first + s * stripWidth, width = min(stripWidth, count - s * stripWidth)
+        scatter(tile, stride: stripWidth, panel: p, column: column, width: width)
+    }
+
+    /// Lanes [0, width) of the tile rows (`stride` floats apart) to the output columns from `column`, one by one.
+    @inline(__always)
+    func scatter(_ tile: UnsafeMutablePointer<Float>, stride tileStride: Int, panel p: Int, column: Int, width: Int) {
+        let (firstChannel, rows) = channels(p)
         let outPlane = self.outPlane, imageStride = self.imageStride, outChannels = g.outChannels
         let clamp = registerClamp
         let low = clamp?.low ?? -.infinity, high = clamp?.high ?? .infinity
@@ -208,7 +255,7 @@ private struct PanelTile {
             let j = column + lane, image = j / outPlane, at = j - image * outPlane
             for r in 0..<rows {
                 let index = (image * outChannels + firstChannel + r) * outPlane + at
-                var value = tile[r * stripWidth + lane]
+                var value = tile[r * tileStride + lane]
                 if clamp != nil {
                     if let residual { value += residual[index] }
                     if value < low { value = low }

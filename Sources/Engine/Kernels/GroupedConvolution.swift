@@ -1,3 +1,5 @@
+import CKernelShim
+
 /// Grouped convolution with few channels per group (RegNet's and ResNeXt-style groups of 8), and convolutions with
 /// few input channels at all (image stems), as a direct filter.
 ///
@@ -21,6 +23,8 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
     let offsets = (0..<cg * taps).map { $0 / taps * channelFloats + layout.tapOffsets[$0 % taps] }
     // Fewer groups of images than threads (an ungrouped stem at batch 1): the threads share out each group's panels.
     let threads = EngineThreads.threads
+    // AVX-512F: the same block as 4 x 32 flat outputs in 8 zmm accumulators (C); the Swift SIMD16 filter otherwise.
+    let wide = osprey_conv_avx512_enabled() != 0
     let chunks = g.batch * g.groups < threads ? min(weights.panels, threads) : 1
     // Each thread's range of tasks shares one scratch: its zero borders are filled once, and every task's `load`
     // rewrites only the interior (the fill per task and channel cost as much as the products on 7x7 planes).
@@ -38,8 +42,15 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
                         let first = group * mg + block * rows, valid = min(rows, mg - block * rows)
                         var start = SIMD4<Float>()
                         if let bias { for r in 0..<valid { start[r] = bias[first + r] } }
-                        filterBlock(UnsafePointer(scratch), offsets: offsets, panel: weights.panel(group: group, index: block), start: start,
-                                    count: flatCount, output: flat)
+                        let panel = weights.panel(group: group, index: block)
+                        if wide && rows == 4 {
+                            withUnsafeBytes(of: start) { s in
+                                osprey_grouped_block_avx512(UnsafePointer(scratch), offsets.baseAddress!, offsets.count, panel,
+                                                            s.baseAddress!.assumingMemoryBound(to: Float.self), flatCount, flat)
+                            }
+                        } else {
+                            filterBlock(UnsafePointer(scratch), offsets: offsets, panel: panel, start: start, count: flatCount, output: flat)
+                        }
                         for r in 0..<valid {
                             let plane = (n * g.outChannels + first + r) * outPlane
                             emitRows(flat + r * flatCount, rowWidth: layout.rowWidth, rows: g.outHeight, width: g.outWidth,

@@ -1,3 +1,5 @@
+import CKernelShim
+
 /// 3x3 stride-1 dense convolution by Winograd F(4x4, 3x3): 36 multiplies per 4x4 outputs and channel pair instead
 /// of 144, so about a quarter of the direct kernel's multiply-adds.
 ///
@@ -188,6 +190,22 @@ private struct WinogradBlock {
     @inline(__always)
     func multiply(_ v: UnsafePointer<Float>, _ u: UnsafePointer<Float>, into m: UnsafeMutablePointer<Float>) {
         let cp = filters.paddedIn, kp = filters.paddedOut
+        if osprey_conv_avx512_enabled() != 0 {
+            // AVX-512F: two strips (32 output channels, 12 zmm accumulators) per call, the same layouts.
+            var strip = 0
+            while strip < kp / productWidth {
+                let width = min(2 * productWidth, kp - strip * productWidth)
+                let b = u + strip * cp * productWidth
+                var t = 0
+                while t < count {
+                    osprey_rows_tile_avx512(min(productRows, count - t), width, cp, v + t * cp, cp, b, cp * productWidth,
+                                            m + t * kp + strip * productWidth, kp)
+                    t += productRows
+                }
+                strip += 2
+            }
+            return
+        }
         for strip in 0..<(kp / productWidth) {
             let b = u + strip * cp * productWidth
             var t = 0

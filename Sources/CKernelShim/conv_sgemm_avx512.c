@@ -1,0 +1,200 @@
+// The dense convolution's and Winograd's product tiles in AVX-512F, chosen at run time. The Swift SIMD16 kernels are
+// compiled for AVX2 (two ymm per row, 12 accumulators for 6x16); on CPUs with full-width 512-bit FMA the same 12
+// accumulators as zmm cover 6x32 (one weight panel over two adjacent packed strips), twice the work per step, and
+// each weight panel is read from L2 half as often. The packed layouts are unchanged, so the Swift kernels stay the
+// path for CPUs without AVX-512F; `convolutionReference` is the twin the tests compare both with.
+#include "include/conv_sgemm_avx512.h"
+
+static int force_avx2 = 0;
+
+void osprey_conv_force_avx2(int on) { force_avx2 = on; }
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+int osprey_conv_avx512_enabled(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return cached && !force_avx2;
+}
+
+// A in the conv's packed panels (a[k * 6 + r]) or in rows (a[r * lda + k]).
+enum { PANEL = 0, ROWS = 1 };
+
+// One depth step: load the strip(s) of B, broadcast each row's A and fold it in. Odd steps go to a second set of
+// accumulators, added in at the end: six rows over one strip still keep 12 FMA chains in flight (4-cycle latency, 2
+// a cycle), and every lane sums in the same order whether its strip runs alone or in a pair (a column's result does
+// not depend on where the batch puts it).
+#define STEP(K, ODD)                                                                                        \
+    {                                                                                                       \
+        const __m512 b0 = _mm512_loadu_ps(b + (K) * 16);                                                    \
+        const __m512 b1 = TWO ? _mm512_loadu_ps(b + strip_stride + (K) * 16) : b0;                          \
+        for (int r = 0; r < 6; r++) {                                                                       \
+            const __m512 x = _mm512_set1_ps(LAYOUT == PANEL ? a[(K) * 6 + r] : rowp[r][K]);                 \
+            c[r][2 * (ODD)] = _mm512_fmadd_ps(x, b0, c[r][2 * (ODD)]);                                      \
+            if (TWO) c[r][2 * (ODD) + 1] = _mm512_fmadd_ps(x, b1, c[r][2 * (ODD) + 1]);                     \
+        }                                                                                                   \
+    }
+
+// TWO and LAYOUT are literals at each wrapper's call, so every variant is specialised.
+__attribute__((target("avx512f"), always_inline))
+static inline void tile(const int TWO, const int LAYOUT, long rows, long width, long depth, const float *a, long lda, const float *b,
+                        long strip_stride, const float *start, float *out, long ldo, const float *residual, long ldr, float low,
+                        float high) {
+    __m512 c[6][4];
+    for (int r = 0; r < 6; r++) {
+        c[r][0] = c[r][1] = _mm512_set1_ps(start ? start[r] : 0.0f);
+        c[r][2] = c[r][3] = _mm512_setzero_ps();
+    }
+    const float *rowp[6];
+    for (int r = 0; r < 6; r++) rowp[r] = a + (r < rows ? r : 0) * lda;
+    long k = 0;
+    if (LAYOUT == ROWS) {
+        for (; k + 2 <= depth; k += 2) {
+            STEP(0, 0) STEP(1, 1)
+            for (int r = 0; r < 6; r++) rowp[r] += 2;
+            b += 32;
+        }
+        if (k < depth) STEP(0, 0)
+    } else {
+        for (; k + 2 <= depth; k += 2) {
+            // Weights stream from memory once per run faster than the hardware prefetcher runs ahead (as the Swift
+            // kernel: ~130 steps ahead).
+            __builtin_prefetch(a + 768, 0, 3);
+            STEP(0, 0) STEP(1, 1)
+            a += 12;
+            b += 32;
+        }
+        if (k < depth) STEP(0, 0)
+    }
+    for (int r = 0; r < 6; r++) {
+        c[r][0] = _mm512_add_ps(c[r][0], c[r][2]);
+        c[r][1] = _mm512_add_ps(c[r][1], c[r][3]);
+    }
+    const __mmask16 m0 = width >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << width) - 1);
+    const __mmask16 m1 = width <= 16 ? 0 : width >= 32 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - 16)) - 1);
+    const __m512 lo = _mm512_set1_ps(low), hi = _mm512_set1_ps(high);
+    for (int r = 0; r < 6; r++) {
+        if (r >= rows) break;
+        __m512 v0 = c[r][0], v1 = c[r][1];
+        if (residual) {
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, residual + r * ldr));
+            if (TWO) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, residual + r * ldr + 16));
+        }
+        // max/min return their second operand when either is NaN: a NaN result stays NaN.
+        v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
+        _mm512_mask_storeu_ps(out + r * ldo, m0, v0);
+        if (TWO) {
+            v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+            _mm512_mask_storeu_ps(out + r * ldo + 16, m1, v1);
+        }
+    }
+}
+
+__attribute__((target("avx512f")))
+static void panel_two(long rows, long width, long depth, const float *a, const float *b, long strip_stride, const float *start,
+                      float *out, long ldo, const float *residual, long ldr, float low, float high) {
+    tile(1, PANEL, rows, width, depth, a, 0, b, strip_stride, start, out, ldo, residual, ldr, low, high);
+}
+
+__attribute__((target("avx512f")))
+static void panel_one(long rows, long width, long depth, const float *a, const float *b, const float *start, float *out, long ldo,
+                      const float *residual, long ldr, float low, float high) {
+    tile(0, PANEL, rows, width, depth, a, 0, b, 0, start, out, ldo, residual, ldr, low, high);
+}
+
+__attribute__((target("avx512f")))
+static void rows_two(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride, float *out,
+                     long ldo) {
+    tile(1, ROWS, rows, width, depth, a, lda, b, strip_stride, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
+}
+
+__attribute__((target("avx512f")))
+static void rows_one(long rows, long width, long depth, const float *a, long lda, const float *b, float *out, long ldo) {
+    tile(0, ROWS, rows, width, depth, a, lda, b, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
+}
+
+void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
+                             const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {
+    if (width > 16) panel_two(rows, width, depth, a, b, strip_stride, start, out, ldo, residual, ldr, low, high);
+    else panel_one(rows, width, depth, a, b, start, out, ldo, residual, ldr, low, high);
+}
+
+void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride,
+                             float *out, long ldo) {
+    if (width > 16) rows_two(rows, width, depth, a, lda, b, strip_stride, out, ldo);
+    else rows_one(rows, width, depth, a, lda, b, out, ldo);
+}
+
+
+// Four output channels of one group over flat outputs j < count (a multiple of 16), GroupedConvolution.swift's
+// filter: two 16-lane columns per tap feed 8 zmm accumulators (the Swift AVX2 kernel: 16 lanes in 8 ymm).
+__attribute__((target("avx512f")))
+void osprey_grouped_block_avx512(const float *scratch, const long *offsets, long depth, const float *panel, const float *start,
+                                 long count, float *output) {
+    long j = 0;
+    for (; j + 32 <= count; j += 32) {
+        __m512 c[4][2];
+        for (int r = 0; r < 4; r++) c[r][0] = c[r][1] = _mm512_set1_ps(start[r]);
+        const float *a = panel, *base = scratch + j;
+        for (long k = 0; k < depth; k++) {
+            const float *p = base + offsets[k];
+            const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
+            for (int r = 0; r < 4; r++) {
+                const __m512 x = _mm512_set1_ps(a[r]);
+                c[r][0] = _mm512_fmadd_ps(x, v0, c[r][0]);
+                c[r][1] = _mm512_fmadd_ps(x, v1, c[r][1]);
+            }
+            a += 4;
+        }
+        for (int r = 0; r < 4; r++) {
+            _mm512_storeu_ps(output + r * count + j, c[r][0]);
+            _mm512_storeu_ps(output + r * count + j + 16, c[r][1]);
+        }
+    }
+    if (j < count) {
+        // The last 16: odd taps to a second accumulator per row, 8 chains in flight.
+        __m512 c[4][2];
+        for (int r = 0; r < 4; r++) { c[r][0] = _mm512_set1_ps(start[r]); c[r][1] = _mm512_setzero_ps(); }
+        const float *a = panel, *base = scratch + j;
+        long k = 0;
+        for (; k + 2 <= depth; k += 2) {
+            const __m512 v0 = _mm512_loadu_ps(base + offsets[k]), v1 = _mm512_loadu_ps(base + offsets[k + 1]);
+            for (int r = 0; r < 4; r++) {
+                c[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), v0, c[r][0]);
+                c[r][1] = _mm512_fmadd_ps(_mm512_set1_ps(a[4 + r]), v1, c[r][1]);
+            }
+            a += 8;
+        }
+        if (k < depth) {
+            const __m512 v0 = _mm512_loadu_ps(base + offsets[k]);
+            for (int r = 0; r < 4; r++) c[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), v0, c[r][0]);
+        }
+        for (int r = 0; r < 4; r++) _mm512_storeu_ps(output + r * count + j, _mm512_add_ps(c[r][0], c[r][1]));
+    }
+}
+
+#else
+
+int osprey_conv_avx512_enabled(void) { return 0; }
+
+void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
+                             const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {
+    (void)rows; (void)width; (void)depth; (void)a; (void)b; (void)strip_stride; (void)start; (void)out; (void)ldo;
+    (void)residual; (void)ldr; (void)low; (void)high;
+}
+
+void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride,
+                             float *out, long ldo) {
+    (void)rows; (void)width; (void)depth; (void)a; (void)lda; (void)b; (void)strip_stride; (void)out; (void)ldo;
+}
+
+void osprey_grouped_block_avx512(const float *scratch, const long *offsets, long depth, const float *panel, const float *start,
+                                 long count, float *output) {
+    (void)scratch; (void)offsets; (void)depth; (void)panel; (void)start; (void)count; (void)output;
+}
+
+#endif
