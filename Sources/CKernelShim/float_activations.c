@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include "avx2_logistic.h"
+#include "avx512_math.h"
 
 int osprey_float_activations_fast(void) {
     static int cached = -1;
@@ -15,6 +16,47 @@ int osprey_float_activations_fast(void) {
         cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
     }
     return cached;
+}
+
+/// -1 until the first check; then 1 when the CPU has AVX-512F (compiler-rt also checks that the OS saves zmm state).
+static int avx512_present = -1;
+static int avx512_on = 1;
+
+int osprey_float_avx512(void) {
+    if (avx512_present < 0) {
+        __builtin_cpu_init();
+        avx512_present = osprey_float_activations_fast() && __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return avx512_present & avx512_on;
+}
+
+int osprey_float_avx512_enable(int on) {
+    avx512_on = on ? 1 : 0;
+    return osprey_float_avx512();
+}
+
+/// logistic_avx2 on 16 lanes, 32 a step; the last 1-31 through masked loads and stores.
+OSPREY_AVX512
+static void logistic_avx512(float *data, long count, float addend, const float *residual, int silu) {
+    const __m512 add = _mm512_set1_ps(addend);
+    long i = 0;
+    for (; i + 32 <= count; i += 32) {
+        __m512 a = _mm512_add_ps(_mm512_loadu_ps(data + i), add);
+        __m512 b = _mm512_add_ps(_mm512_loadu_ps(data + i + 16), add);
+        if (residual) {
+            a = _mm512_add_ps(a, _mm512_loadu_ps(residual + i));
+            b = _mm512_add_ps(b, _mm512_loadu_ps(residual + i + 16));
+        }
+        _mm512_storeu_ps(data + i, logistic16(a, silu));
+        _mm512_storeu_ps(data + i + 16, logistic16(b, silu));
+    }
+    for (; i < count; i += 16) {
+        const long left = count - i;
+        const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        __m512 a = _mm512_add_ps(_mm512_maskz_loadu_ps(m, data + i), add);
+        if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + i));
+        _mm512_mask_storeu_ps(data + i, m, logistic16(a, silu));
+    }
 }
 
 __attribute__((target("avx2,fma")))
@@ -45,6 +87,11 @@ static void logistic_avx2(float *data, long count, float addend, const float *re
 
 void osprey_logistic_f32(float *data, long count, float addend, const float *residual, int silu) {
     if (count <= 0) return;
+    if (osprey_float_avx512()) {
+        if (silu) logistic_avx512(data, count, addend, residual, 1);
+        else logistic_avx512(data, count, addend, residual, 0);
+        return;
+    }
     if (silu) logistic_avx2(data, count, addend, residual, 1);
     else logistic_avx2(data, count, addend, residual, 0);
 }
@@ -52,6 +99,8 @@ void osprey_logistic_f32(float *data, long count, float addend, const float *res
 #else
 
 int osprey_float_activations_fast(void) { return 0; }
+int osprey_float_avx512(void) { return 0; }
+int osprey_float_avx512_enable(int on) { (void)on; return 0; }
 
 void osprey_logistic_f32(float *data, long count, float addend, const float *residual, int silu) {
     (void)data; (void)count; (void)addend; (void)residual; (void)silu;

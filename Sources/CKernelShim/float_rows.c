@@ -9,6 +9,8 @@
 #include <math.h>
 #include "avx2_logistic.h"
 #include "avx2_gelu.h"
+#include "avx512_math.h"
+#include "include/float_activations.h"
 
 /// The largest lane of v (`largest` 1) or the sum of its lanes (0): halves folded three times.
 __attribute__((target("avx2,fma"), always_inline))
@@ -29,9 +31,81 @@ static inline __m256 load_tail(const float *p, long n, float pad) {
     return _mm256_loadu_ps(lanes);
 }
 
+/// The AVX-512F body of `osprey_softmax_rows_f32`: the same three passes on 16 lanes, the row's last 1-15 through
+/// masked loads (-inf in the unread lanes, whose e^x is 0) and masked stores.
+OSPREY_AVX512
+static void softmax_rows_avx512(const float *source, float *data, long rows, long columns, int fill, float fill_value) {
+    const long whole = columns & ~15L, rest = columns - whole;
+    const __mmask16 tail = (__mmask16)((1u << rest) - 1);
+    const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+    for (long r = 0; r < rows; r++) {
+        const float *in = source + r * columns;
+        float *row = data + r * columns;
+        __m512 m0 = minus_inf, m1 = minus_inf;
+        __mmask16 nan = 0;
+        long j = 0;
+        for (; j + 32 <= whole; j += 32) {
+            const __m512 v0 = _mm512_loadu_ps(in + j), v1 = _mm512_loadu_ps(in + j + 16);
+            m0 = _mm512_max_ps(v0, m0);
+            m1 = _mm512_max_ps(v1, m1);
+            nan |= _mm512_cmp_ps_mask(v0, v1, _CMP_UNORD_Q);
+        }
+        for (; j <= whole; j += 16) {
+            const __mmask16 m = j < whole ? (__mmask16)0xFFFF : tail;
+            if (!m) break;
+            const __m512 v = _mm512_mask_loadu_ps(minus_inf, m, in + j);
+            m0 = _mm512_max_ps(v, m0);
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        }
+        // max_ps drops a NaN in its first operand, so NaNs are found by the compares above, as in the AVX2 body.
+        const float best = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+        if (nan || isinf(best)) {
+            const float value = fill ? fill_value : NAN;
+            for (long i = 0; i < columns; i++) row[i] = value;
+            continue;
+        }
+        const __m512 shift = _mm512_set1_ps(best);
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+        j = 0;
+        for (; j + 32 <= whole; j += 32) {
+            const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(in + j), shift));
+            const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(in + j + 16), shift));
+            _mm512_storeu_ps(row + j, e0);
+            _mm512_storeu_ps(row + j + 16, e1);
+            s0 = _mm512_add_ps(s0, e0);
+            s1 = _mm512_add_ps(s1, e1);
+        }
+        for (; j <= whole; j += 16) {
+            const __mmask16 m = j < whole ? (__mmask16)0xFFFF : tail;
+            if (!m) break;
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(minus_inf, m, in + j), shift));
+            _mm512_mask_storeu_ps(row + j, m, e);
+            s0 = _mm512_add_ps(s0, e);
+        }
+        const __m512 scale = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+        for (j = 0; j < whole; j += 16) _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), scale));
+        if (rest) _mm512_mask_storeu_ps(row + whole, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + whole), scale));
+    }
+}
+
+/// `osprey_gelu_f32` on 16 lanes, the last 1-15 masked.
+OSPREY_AVX512
+static void gelu_avx512(float *data, long count) {
+    long i = 0;
+    for (; i + 16 <= count; i += 16) _mm512_storeu_ps(data + i, gelu16(_mm512_loadu_ps(data + i)));
+    if (i < count) {
+        const __mmask16 m = (__mmask16)((1u << (count - i)) - 1);
+        _mm512_mask_storeu_ps(data + i, m, gelu16(_mm512_maskz_loadu_ps(m, data + i)));
+    }
+}
+
 __attribute__((target("avx2,fma")))
 void osprey_softmax_rows_f32(const float *source, float *data, long rows, long columns, int fill, float fill_value) {
     if (columns <= 0) return;
+    if (osprey_float_avx512()) {
+        softmax_rows_avx512(source, data, rows, columns, fill, fill_value);
+        return;
+    }
     const long whole = columns & ~7L, rest = columns - whole;
     for (long r = 0; r < rows; r++) {
         const float *in = source + r * columns;
@@ -94,6 +168,10 @@ void osprey_softmax_rows_f32(const float *source, float *data, long rows, long c
 
 __attribute__((target("avx2,fma")))
 void osprey_gelu_f32(float *data, long count) {
+    if (osprey_float_avx512()) {
+        gelu_avx512(data, count);
+        return;
+    }
     long i = 0;
     for (; i + 8 <= count; i += 8) _mm256_storeu_ps(data + i, gelu8(_mm256_loadu_ps(data + i)));
     if (i < count) {

@@ -49,7 +49,7 @@ import TestSupport
         expectClose(rows, (0..<(channels * plane)).map { activation(data[$0] + bias[$0 % plane] + residual[$0]) }, "\(activation) rows")
     }
 
-    /// The C shim's AVX2 + FMA SiLU / Sigmoid against the Swift SIMD path and the scalar definition: vector tails
+    /// The C shim's SiLU / Sigmoid (AVX-512F and AVX2 + FMA bodies) against the Swift SIMD path and the scalar definition: vector tails
     /// (masked), addend, residual, the clamped ends of exp and NaN.
     @Test(arguments: [Activation.sigmoid, .silu])
     func logisticKernelMatchesPortable(_ activation: Activation) {
@@ -59,19 +59,23 @@ import TestSupport
             if count >= 9 { input[0] = 100; input[1] = -100; input[2] = 88.5; input[3] = -88.5; input[4] = 0; input[5] = .infinity }
             let residual = rng.floats(count)
             for withResidual in [false, true] {
-                var fast = input, portable = input
-                residual.withUnsafeBufferPointer { r in
-                    let res = withResidual ? r.baseAddress : nil
-                    fast.withUnsafeMutableBufferPointer { activation.apply($0.baseAddress!, count: count, adding: 0.25, residual: res) }
-                    portable.withUnsafeMutableBufferPointer { activation.applyPortable($0.baseAddress!, count: count, adding: 0.25, residual: res) }
+                forEachFloatKernelBody { body in
+                    var fast = input, portable = input
+                    residual.withUnsafeBufferPointer { r in
+                        let res = withResidual ? r.baseAddress : nil
+                        fast.withUnsafeMutableBufferPointer { activation.apply($0.baseAddress!, count: count, adding: 0.25, residual: res) }
+                        portable.withUnsafeMutableBufferPointer { activation.applyPortable($0.baseAddress!, count: count, adding: 0.25, residual: res) }
+                    }
+                    expectClose(fast, portable, "\(body) \(activation) count \(count) residual \(withResidual)")
+                    expectClose(fast, (0..<count).map { activation(input[$0] + 0.25 + (withResidual ? residual[$0] : 0)) },
+                                "\(body) \(activation) scalar count \(count)")
                 }
-                expectClose(fast, portable, "\(activation) count \(count) residual \(withResidual)")
-                expectClose(fast, (0..<count).map { activation(input[$0] + 0.25 + (withResidual ? residual[$0] : 0)) },
-                            "\(activation) scalar count \(count)")
             }
         }
-        var nan: [Float] = [.nan, 1, -1, .nan, 2, 3, 4, 5, 6, .nan]
-        nan.withUnsafeMutableBufferPointer { activation.apply($0.baseAddress!, count: $0.count) }
-        #expect(nan[0].isNaN && nan[3].isNaN && nan[9].isNaN && !nan[1].isNaN)
+        forEachFloatKernelBody { body in
+            var nan: [Float] = [.nan, 1, -1, .nan, 2, 3, 4, 5, 6, .nan, 7, 8, 9, 10, 11, 12, 13, .nan, 14]
+            nan.withUnsafeMutableBufferPointer { activation.apply($0.baseAddress!, count: $0.count) }
+            #expect(nan[0].isNaN && nan[3].isNaN && nan[9].isNaN && nan[17].isNaN && !nan[1].isNaN && !nan[18].isNaN, "\(body)")
+        }
     }
 }

@@ -364,7 +364,7 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
     }
 }
 
-/// The depthwise kernel's native (C, AVX2 + FMA) plane path and its portable Swift path against the reference twin:
+/// The depthwise kernel's native (C: AVX-512F and AVX2 + FMA bodies) plane path and its portable Swift path against the reference twin:
 /// 3x3 and 5x5 (and 7x7, 1x1) taps, strides 1 and 2, dilation, asymmetric pads and pads past the window, rows and
 /// planes narrower than a vector, row widths around the 8 / 16-lane tails, batch 2, channel multiplier 2, every
 /// activation (HardSwish, SiLU, Sigmoid and the clamps in the plane kernel's registers), bias and residual.
@@ -397,7 +397,7 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
             let residual = rng.floats(outCount)
             for withResidual in [false, true] {
                 var expected = [Float](repeating: 0, count: outCount)
-                var results = [Bool: [Float]]()
+                var results = [String: [Float]]()
                 input.withUnsafeBufferPointer { x in
                     weights.withUnsafeBufferPointer { w in
                         bias.withUnsafeBufferPointer { b in
@@ -408,19 +408,21 @@ private func checkTranspose(_ g: ConvTransposeGeometry, activation: Activation, 
                                                          output: $0.baseAddress!, residual: res)
                                 }
                                 for native in testedPaths {
-                                    var out = [Float](repeating: .nan, count: outCount)
-                                    out.withUnsafeMutableBufferPointer {
-                                        depthwiseConvolution(g, input: x.baseAddress!, weights: w.baseAddress!, bias: b.baseAddress, residual: res,
-                                                             activation: activation, output: $0.baseAddress!, native: native)
+                                    forEachFloatKernelBody { body in
+                                        var out = [Float](repeating: .nan, count: outCount)
+                                        out.withUnsafeMutableBufferPointer {
+                                            depthwiseConvolution(g, input: x.baseAddress!, weights: w.baseAddress!, bias: b.baseAddress, residual: res,
+                                                                 activation: activation, output: $0.baseAddress!, native: native)
+                                        }
+                                        results[native ? body : "portable"] = out
                                     }
-                                    results[native] = out
                                 }
                             }
                         }
                     }
                 }
-                for native in testedPaths {
-                    expectClose(results[native]!, expected, "\(native ? "native" : "portable") \(s) \(activation) residual \(withResidual)")
+                for (path, out) in results {
+                    expectClose(out, expected, "\(path) \(s) \(activation) residual \(withResidual)")
                 }
             }
         }

@@ -1,5 +1,6 @@
 import Testing
 import Tensor
+import CKernelShim
 @testable import Engine
 import TestSupport
 
@@ -35,18 +36,21 @@ import TestSupport
         for threads in [1, 2] {
             EngineThreads.configure(threads: threads)
             for (rows, columns, depth) in [(1, 1, 1), (7, 20, 3), (13, 48, 33), (49, 768, 40), (200, 96, 120), (6, 16, 4096),
-                                           (9, 17, 2), (10, 33, 17), (11, 64, 5), (128, 32, 9), (20, 48, 1000), (13, 32, 600)] {
+                                           (9, 17, 2), (10, 33, 17), (11, 64, 5), (128, 32, 9), (20, 48, 1000), (13, 32, 600), (5, 80, 3), (8, 112, 2)] {
                 for (withBias, withResidual, activation) in [(false, false, Activation.none), (true, false, .gelu), (true, true, .relu),
                                                             (false, true, .none)] {
                     let lda = depth + 3
                     let a = rng.floats(rows * lda), b = rng.floats(depth * columns)
                     let bias = withBias ? rng.floats(columns) : nil, residual = withResidual ? rng.floats(rows * columns) : nil
                     let packed = PackedMatrixB(b, depth: depth, columns: columns)
-                    var fast = [Float](repeating: .nan, count: rows * columns), plain = fast
-                    packedMatmul(a, lda: lda, rows: rows, packed, bias: bias, residual: residual, activation: activation, out: &fast)
+                    var plain = [Float](repeating: .nan, count: rows * columns)
                     packedMatmulReference(a, lda: lda, rows: rows, b: b, depth: depth, columns: columns, bias: bias, residual: residual,
                                           activation: activation, out: &plain)
-                    expectClose(fast, plain, "packed \(rows)x\(columns)x\(depth) bias \(withBias) residual \(withResidual) \(activation) threads \(threads)")
+                    forEachFloatKernelBody { body in
+                        var fast = [Float](repeating: .nan, count: rows * columns)
+                        packedMatmul(a, lda: lda, rows: rows, packed, bias: bias, residual: residual, activation: activation, out: &fast)
+                        expectClose(fast, plain, "\(body) packed \(rows)x\(columns)x\(depth) bias \(withBias) residual \(withResidual) \(activation) threads \(threads)")
+                    }
                 }
             }
         }
@@ -57,15 +61,83 @@ import TestSupport
     @Test func smallMatmulMatchesReference() {
         var rng = SeededGenerator(seed: 11)
         for (m, n, k) in [(1, 1, 1), (2, 16, 3), (3, 17, 8), (4, 5, 31), (5, 40, 2), (6, 32, 64), (13, 128, 32), (128, 32, 128),
-                          (7, 48, 0), (20, 15, 257)] {
+                          (7, 48, 0), (20, 15, 257), (5, 64, 3), (9, 80, 1), (4, 100, 7)] {
             let lda = k + 3, ldb = n + 5, ldc = n + 2
             let a = rng.floats(m * lda), b = rng.floats(max(1, k) * ldb)
             let c = rng.floats(m * ldc)
-            var fast = c, plain = c
-            smallMatmul(m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: &fast, ldc: ldc)
+            var plain = c
             sgemmReference(transposeA: false, transposeB: false, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb,
                            beta: 0, c: &plain, ldc: ldc)
-            expectClose(fast, plain, "small \(m)x\(n)x\(k)")
+            forEachFloatKernelBody { body in
+                var fast = c
+                smallMatmul(m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: &fast, ldc: ldc)
+                expectClose(fast, plain, "\(body) small \(m)x\(n)x\(k)")
+            }
+        }
+    }
+
+    /// The 16-column strip kernel itself, each body against a plain loop: every row count 1-6, depths 1-9 (each
+    /// remainder of the depth chains) and long, B rows packed (16 apart) or strided in place, with and without a start
+    /// row, GELU in registers (where the CPU runs a vector body), tile rows past `rows` left untouched.
+    @Test func stripKernelMatchesAPlainLoop() {
+        var rng = SeededGenerator(seed: 13)
+        for rows in 1...6 {
+            for depth in [1, 2, 3, 4, 5, 7, 9, 64, 131] {
+                for ldb in [16, 37] {
+                    for withStart in [false, true] {
+                        for gelu in [false, true] where !gelu || hasFastLogisticKernel {
+                            let lda = depth + 2, ldt = 21
+                            let a = rng.floats(rows * lda), b = rng.floats(depth * ldb), start = rng.floats(16)
+                            var expected = [Float](repeating: -7, count: 6 * ldt)
+                            for r in 0..<rows {
+                                for j in 0..<16 {
+                                    var sum: Float = withStart ? start[j] : 0
+                                    for p in 0..<depth { sum += a[r * lda + p] * b[p * ldb + j] }
+                                    expected[r * ldt + j] = gelu ? Activation.gelu(sum) : sum
+                                }
+                            }
+                            forEachFloatKernelBody { body in
+                                var tile = [Float](repeating: -7, count: 6 * ldt)
+                                start.withUnsafeBufferPointer { s in
+                                    osprey_sgemm_strip(rows, depth, a, lda, b, ldb, withStart ? s.baseAddress : nil, &tile, ldt, gelu ? 1 : 0)
+                                }
+                                expectClose(tile, expected, "\(body) strip rows \(rows) depth \(depth) ldb \(ldb) start \(withStart) gelu \(gelu)")
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The two-strip kernel, each body against a plain loop: row counts 1-6, depths 1-9 and long, two packed strips
+    /// (`depth * 16` apart) or 32 columns of B in place (16 apart, strided rows), with and without start and GELU.
+    @Test func stripPairKernelMatchesAPlainLoop() {
+        var rng = SeededGenerator(seed: 17)
+        for rows in 1...6 {
+            for depth in [1, 2, 3, 4, 5, 7, 64, 131] {
+                for packed in [true, false] {
+                    for (withStart, gelu) in [(false, false), (true, false), (true, true)] where !gelu || hasFastLogisticKernel {
+                        let lda = depth + 1, ldt = 35, ldb = packed ? 16 : 41, second = packed ? depth * 16 : 16
+                        let a = rng.floats(rows * lda), b = rng.floats(2 * depth * max(16, ldb)), start = rng.floats(32)
+                        var expected = [Float](repeating: -7, count: 6 * ldt)
+                        for r in 0..<rows {
+                            for j in 0..<32 {
+                                var sum: Float = withStart ? start[j] : 0
+                                for p in 0..<depth { sum += a[r * lda + p] * b[(j < 16 ? 0 : second) + p * ldb + j % 16] }
+                                expected[r * ldt + j] = gelu ? Activation.gelu(sum) : sum
+                            }
+                        }
+                        forEachFloatKernelBody { body in
+                            var tile = [Float](repeating: -7, count: 6 * ldt)
+                            start.withUnsafeBufferPointer { s in
+                                osprey_sgemm_strip_pair(rows, depth, a, lda, b, ldb, second, withStart ? s.baseAddress : nil, &tile, ldt, gelu ? 1 : 0)
+                            }
+                            expectClose(tile, expected, "\(body) pair rows \(rows) depth \(depth) packed \(packed) start \(withStart) gelu \(gelu)")
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -1,4 +1,5 @@
 import Testing
+import CKernelShim
 @testable import Engine
 import TestSupport
 
@@ -8,6 +9,15 @@ extension SeededGenerator {
     mutating func floats(_ count: Int) -> [Float] {
         (0..<count).map { _ in Float.random(in: -1..<1, using: &self) }
     }
+}
+
+/// Runs `body` once for each set of C float-kernel bodies this CPU can run: the AVX-512F ones where it has them (named
+/// "avx512"), then the AVX2 + FMA ones with AVX-512 switched off ("avx2"), so both are tested on an AVX-512 machine.
+func forEachFloatKernelBody(_ body: (String) -> Void) {
+    defer { _ = osprey_float_avx512_enable(1) }
+    if osprey_float_avx512_enable(1) == 1 { body("avx512") }
+    _ = osprey_float_avx512_enable(0)
+    body("avx2")
 }
 
 /// Expects every element within 1e-4 relative (absolute near zero) of the reference, naming the first mismatch.

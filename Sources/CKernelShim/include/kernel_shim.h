@@ -29,7 +29,7 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 #include "quantize_linear.h"
 /// SHA-256 block compression with the x86 SHA extensions (the response cache's key, upload digests).
 #include "sha256_blocks.h"
-/// SiLU and Sigmoid epilogues of the float kernels in AVX2 + FMA (float_activations.c).
+/// SiLU and Sigmoid epilogues of the float kernels in AVX2 + FMA and AVX-512F, and the AVX-512 switch (float_activations.c).
 #include "float_activations.h"
 /// The depthwise convolution's plane loop with its epilogue in AVX2 + FMA (depthwise_plane.c).
 #include "depthwise_plane.h"

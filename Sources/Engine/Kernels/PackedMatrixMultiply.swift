@@ -97,15 +97,31 @@ private struct BandProduct {
         }
     }
 
-    /// Up to six rows of A (output rows `row ..< row + count`) times each strip.
+    /// Up to six rows of A (output rows `row ..< row + count`) times each strip (two at a time where nothing is left to
+/// apply after the kernel).
     @inline(__always)
     func multiply(row: Int, count: Int, strips: Range<Int>) {
         let depth = b.depth, columns = b.columns
         let source = a + row * lda
         // GELU in the C kernel's registers (its AVX2 body), the rest through `Activation.vector` here.
         let directGelu = activation == .gelu && hasFastLogisticKernel
-        for s in strips {
+        let direct = residual == nil && (directGelu || activation == .none)
+        var s = strips.lowerBound
+        while s < strips.upperBound {
+            defer { s += 1 }
             let column = s * productStrip
+            if direct && s + 1 < strips.upperBound && column + 2 * productStrip <= columns {
+                // Two whole strips in one call (the AVX-512 body reads each A value once for both), straight to the output.
+                let starts = bias.map { ($0.advanced(by: column).vector(SIMD16<Float>.self), $0.advanced(by: column + productStrip).vector(SIMD16<Float>.self)) }
+                    ?? (SIMD16<Float>(), SIMD16<Float>())
+                withUnsafeBytes(of: starts) { first in
+                    osprey_sgemm_strip_pair(count, depth, source, lda, b.pointer + s * depth * productStrip, productStrip, depth * productStrip,
+                                            first.baseAddress!.assumingMemoryBound(to: Float.self), out + row * columns + column, columns,
+                                            directGelu ? 1 : 0)
+                }
+                s += 1
+                continue
+            }
             var start = SIMD16<Float>()
             if let bias {
                 if column + productStrip <= columns {
@@ -117,7 +133,7 @@ private struct BandProduct {
             let o = out + row * columns + column
             let strip = UnsafePointer(b.pointer + s * depth * productStrip)
             let whole = column + productStrip <= columns
-            if whole && residual == nil && (directGelu || activation == .none) {
+            if whole && direct {
                 // Nothing left to apply in Swift: the kernel stores straight into the output rows.
                 withUnsafeBytes(of: start) { first in
                     osprey_sgemm_strip(count, depth, source, lda, strip, productStrip, first.baseAddress!.assumingMemoryBound(to: Float.self),

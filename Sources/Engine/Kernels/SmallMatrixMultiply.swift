@@ -17,7 +17,12 @@ func smallMatmul(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, b: U
     let bands = (m + 5) / 6
     for band in 0..<bands {
         let (row, count) = bandRows(band, rows: m)
-        for s in 0..<whole {
+        // Strips in pairs (one AVX-512 call reads each A value once for both), an odd last one alone.
+        for s in stride(from: 0, to: whole - 1, by: 2) {
+            osprey_sgemm_strip_pair(count, k, a + row * lda, lda, b + s * 16, ldb, 16, nil, c + row * ldc + s * 16, ldc, 0)
+        }
+        if whole % 2 == 1 {
+            let s = whole - 1
             osprey_sgemm_strip(count, k, a + row * lda, lda, b + s * 16, ldb, nil, c + row * ldc + s * 16, ldc, 0)
         }
     }
