@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import Testing
 @testable import Engine
@@ -34,6 +35,29 @@ final class Tally: Sendable {
             }
         }
         #expect(tally.values == [400])
+    }
+
+    /// Thousands of back-to-back short jobs: the lock-free hand-off and the closing of a job that a late worker never
+    /// entered must still run every index exactly once, at every thread count.
+    @Test func backToBackShortJobsRunEveryIndexOnce() {
+        for threads in [2, 3] {
+            EngineThreads.configure(threads: threads)
+            let tally = Tally(5)
+            for _ in 0..<20_000 { parallelFor(5) { tally.hit($0) } }
+            #expect(tally.values == Array(repeating: 20_000, count: 5), "threads \(threads)")
+        }
+        EngineThreads.configure(threads: 2)
+    }
+
+    /// A worker that sleeps between jobs (past its spin budget) is woken for the next one.
+    @Test func jobsAfterAnIdlePauseComplete() {
+        EngineThreads.configure(threads: 2)
+        let tally = Tally(2)
+        for _ in 0..<3 {
+            usleep(20_000)
+            parallelFor(2) { tally.hit($0) }
+        }
+        #expect(tally.values == [3, 3])
     }
 
     @Test func rangesCoverTheWholeSpan() {

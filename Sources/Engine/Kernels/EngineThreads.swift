@@ -69,22 +69,31 @@ final class ComputePool: @unchecked Sendable {
         return pool
     }()
 
-    private let mutex = Lock()
+    // The hot path (publish, enter, claim indices, leave) is atomics only: a mutex handoff per operator cost about
+    // 1 us on an idle box and tens of microseconds on a loaded one, where the thread holding it was descheduled.
+    // Cold path only: spawning, and sleeping once a spin budget ran out.
+    private let sleepMutex = Lock()
     private let workAvailable = Condition()
     private let workFinished = Condition()
     private let submitMutex = Lock()
-    // State below is guarded by `mutex`.
-    private var generation = 0
+    private var spawned = 0
+    // The job, written by the submitter before it publishes `entry` and read by the workers that entered it.
     private var job: ((Int) -> Void)?
     private var jobCount = 0
-    private var participants = 0
-    private var pending = 0
-    private var spawned = 0
+    /// generation << 16 | participants: the announcement workers poll.
+    private let announced = Atomic<Int>(0)
+    /// generation << 16 | closed << 15 | workers inside the job: workers enter with a compare-exchange while it is
+    /// open, and the submitter closes it once every index is claimed, so a worker that wakes late never delays it.
+    private let entry = Atomic<Int>(0)
     private let nextIndex = Atomic<Int>(0)
-    // Lock-free mirrors of `generation` and `pending` that spinning threads poll before they sleep on a condition.
-    private let published = Atomic<Int>(0)
-    private let remaining = Atomic<Int>(0)
+    /// Threads asleep on a condition (workers on `workAvailable`, the submitter on `workFinished`).
+    private let sleepers = Atomic<Int>(0)
+    private let submitterSleeping = Atomic<Bool>(false)
     private let threadCount = Atomic<Int>(1)
+    private var generation = 0
+
+    private static let closedBit = 1 << 15
+    private static let countMask = (1 << 15) - 1
 
     private init() {}
 
@@ -107,46 +116,56 @@ final class ComputePool: @unchecked Sendable {
     /// Sets the budget; workers are spawned lazily and extra ones sit idle when the budget shrinks.
     func resize(threads: Int) {
         submitMutex.lock()
-        mutex.lock()
+        sleepMutex.lock()
         while spawned < threads - 1 {
             let id = spawned
             spawned += 1
             DedicatedThread.start(name: "osprey-compute-\(id)") { [self] in self.workerLoop(id: id) }
         }
         threadCount.store(threads, ordering: .relaxed)
-        mutex.unlock()
+        sleepMutex.unlock()
         submitMutex.unlock()
     }
 
+    /// Runs `body` for every index of `0..<count` on the caller and up to `threads - 1` workers; serial when the pool
+    /// is busy (a nested call or another model running) or inside a part of `parallelParts`.
     func run(_ count: Int, _ body: (Int) -> Void) {
-        // Inside a part of `parallelParts` the thread computes alone: its kernels never take the pool.
         let workers = Self.runsPartAlone ? 0 : min(threads - 1, count - 1)
         if workers <= 0 || !submitMutex.tryLock() {
             for index in 0..<count { body(index) }
             return
         }
         withoutActuallyEscaping(body) { escaping in
-            mutex.lock()
             job = escaping
             jobCount = count
-            participants = workers
-            pending = workers
-            remaining.store(workers, ordering: .relaxed)
             nextIndex.store(0, ordering: .relaxed)
-            generation &+= 1
-            published.store(generation, ordering: .releasing)
-            workAvailable.broadcast()
-            mutex.unlock()
-
+            // Generations wrap within 40 bits so that `generation << 16` stays inside an Int.
+            generation = (generation &+ 1) & ((1 << 40) - 1)
+            entry.store(generation << 16, ordering: .relaxed)
+            // Sequentially consistent, paired with the workers' increment of `sleepers` before they recheck it.
+            announced.store(generation << 16 | workers, ordering: .sequentiallyConsistent)
+            if sleepers.load(ordering: .sequentiallyConsistent) > 0 {
+                sleepMutex.lock()
+                workAvailable.broadcast()
+                sleepMutex.unlock()
+            }
             drain(escaping, count: count)
-
-            // Workers usually finish within microseconds of the caller: poll briefly before sleeping on the condition.
+            // Every index is claimed: close the job so that workers not yet inside skip it, then wait for those inside.
+            var state = entry.bitwiseOr(Self.closedBit, ordering: .acquiringAndReleasing).newValue
             var spins = 0
-            while remaining.load(ordering: .acquiring) > 0 && spins < Self.spinLimit { spins += 1 }
-            mutex.lock()
-            while pending > 0 { workFinished.wait(mutex) }
+            while state & Self.countMask != 0 {
+                if spins < Self.spinLimit {
+                    spins += 1
+                } else {
+                    sleepMutex.lock()
+                    submitterSleeping.store(true, ordering: .sequentiallyConsistent)
+                    while entry.load(ordering: .sequentiallyConsistent) & Self.countMask != 0 { workFinished.wait(sleepMutex) }
+                    submitterSleeping.store(false, ordering: .relaxed)
+                    sleepMutex.unlock()
+                }
+                state = entry.load(ordering: .acquiring)
+            }
             job = nil
-            mutex.unlock()
         }
         submitMutex.unlock()
     }
@@ -159,39 +178,57 @@ final class ComputePool: @unchecked Sendable {
         }
     }
 
+    /// A worker: polls for the next announcement, sleeps on `workAvailable` once the spin budget runs out, and joins
+    /// each job it is a participant of while the job is still open.
     private func workerLoop(id: Int) {
         var seen = 0
-        mutex.lock()
         while true {
-            if generation == seen {
-                // Layers follow each other within tens of microseconds: a short bounded poll avoids the futex wake-up
-                // per layer, and stays short so a contended box loses little to it.
-                mutex.unlock()
-                var spins = 0
-                while published.load(ordering: .acquiring) == seen && spins < Self.spinLimit { spins += 1 }
-                mutex.lock()
+            var word = announced.load(ordering: .acquiring)
+            var spins = 0
+            while word >> 16 == seen && spins < Self.spinLimit {
+                spins += 1
+                word = announced.load(ordering: .acquiring)
             }
-            while generation == seen { workAvailable.wait(mutex) }
-            seen = generation
-            guard id < participants else { continue }
+            if word >> 16 == seen {
+                sleepMutex.lock()
+                sleepers.wrappingAdd(1, ordering: .sequentiallyConsistent)
+                while announced.load(ordering: .sequentiallyConsistent) >> 16 == seen { workAvailable.wait(sleepMutex) }
+                sleepers.wrappingSubtract(1, ordering: .relaxed)
+                sleepMutex.unlock()
+                word = announced.load(ordering: .acquiring)
+            }
+            seen = word >> 16
+            guard id < word & 0xFFFF, enter(generation: seen) else { continue }
             takeShare()
-            pending -= 1
-            remaining.wrappingSubtract(1, ordering: .releasing)
-            if pending == 0 { workFinished.signal() }
+            let left = entry.wrappingSubtract(1, ordering: .sequentiallyConsistent).newValue
+            if left & Self.countMask == 0 && submitterSleeping.load(ordering: .sequentiallyConsistent) {
+                sleepMutex.lock()
+                workFinished.signal()
+                sleepMutex.unlock()
+            }
         }
     }
 
-    /// Polls of an atomic before a thread sleeps on a condition (tens of microseconds).
+    /// Joins the job of `generation` unless the submitter closed it (or moved on): true when the caller is inside.
+    private func enter(generation: Int) -> Bool {
+        var state = entry.load(ordering: .relaxed)
+        while state >> 16 == generation && state & Self.closedBit == 0 {
+            let (exchanged, current) = entry.compareExchange(expected: state, desired: state + 1, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            state = current
+        }
+        return false
+    }
+
+    /// Polls of an atomic before a thread sleeps on a condition (tens of microseconds): layers follow each other
+    /// within microseconds, and a short budget loses little on a contended box.
     private static let spinLimit = 100_000
 
-    /// Runs indices of the current job; called and returns with `mutex` held. A function of its own so the worker's
-    /// reference to the job is released before `pending` drops (the caller checks the closure did not escape).
+    /// Runs indices of the current job. A function of its own so the worker's reference to the job is released
+    /// before it leaves (the submitter checks the closure did not escape).
     @inline(never)
     private func takeShare() {
         guard let body = job else { return }
-        let count = jobCount
-        mutex.unlock()
-        drain(body, count: count)
-        mutex.lock()
+        drain(body, count: jobCount)
     }
 }
