@@ -161,21 +161,6 @@ extension Tensor {
         return Tensor(dtype: dtype, shape: shape, storage: BufferPool.shared.storage(byteCount: bytes))
     }
 
-    /// Rows `range` of the batch that stacks `parts` along their first axis (equal dtype and trailing shape, as
-    /// `pooledBatch`), without stacking the rest: a view when the range lies within one part, else a pooled copy.
-    public static func pooledRows(_ range: Range<Int>, ofStacked parts: [Tensor]) -> Tensor {
-        var pieces: [Tensor] = []
-        var start = 0
-        for part in parts {
-            let end = start + part.shape[0]
-            let low = max(range.lowerBound, start), high = min(range.upperBound, end)
-            if low < high { pieces.append(low == start && high == end ? part : part.rows((low - start)..<(high - start))) }
-            start = end
-        }
-        precondition(range.lowerBound >= 0 && range.upperBound <= start, "rows \(range) out of \(start)")
-        return pieces.count == 1 ? pieces[0] : pooledBatch(concatenating: pieces)
-    }
-
     /// `parts` stacked along their first axis, like `concatenatingRows`, into a buffer of the engine's pool that
     /// returns to it when the last tensor sharing it dies: a server's batch input (MiBs per execution) then reuses the
     /// same memory every time, whatever the allocator's thresholds, instead of a fresh allocation.

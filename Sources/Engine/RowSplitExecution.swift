@@ -12,43 +12,17 @@ extension CompiledModel {
     /// keep one row per input row), this is `run(feeds)`.
     public func runSplittingRows(_ feeds: [String: Tensor], parts requested: Int? = nil) throws -> [String: Tensor] {
         guard let rows = Self.commonRows(feeds) else { return try run(feeds) }
-        return try runParts(rows: rows, requested: requested, whole: { feeds }, part: { range in feeds.mapValues { $0.rows(range) } })
-    }
-
-    /// `runSplittingRows` of the batch that stacks `requests` (feed dictionaries of equal names, dtypes and trailing
-    /// shapes, each with its own rows), without stacking it first: each part gathers its own rows into a pooled buffer
-    /// on the thread that computes it, so the copy is split across the threads instead of running before them alone,
-    /// and lands in the cache of the core that reads it next; a part within one request views its rows, copying nothing.
-    public func runSplittingRows(stacking requests: [[String: Tensor]], parts requested: Int? = nil) throws -> [String: Tensor] {
-        precondition(!requests.isEmpty, "no requests to stack")
-        let names = Array(requests[0].keys)
-        let counts = requests.map { Self.commonRows($0) }
-        let stack = { Dictionary(uniqueKeysWithValues: names.map { name in (name, Tensor.pooledBatch(concatenating: requests.map { $0[name]! })) }) }
-        guard requests.count > 1 else { return try runSplittingRows(requests[0], parts: requested) }
-        guard counts.allSatisfy({ $0 != nil }), requests.allSatisfy({ $0.count == names.count }) else {
-            return try runSplittingRows(stack(), parts: requested)
-        }
-        let rows = counts.reduce(0) { $0 + $1! }
-        let stacks = names.map { name in requests.map { $0[name]! } }
-        return try runParts(rows: rows, requested: requested, whole: stack, part: { range in
-            Dictionary(uniqueKeysWithValues: zip(names, stacks).map { ($0, Tensor.pooledRows(range, ofStacked: $1)) })
-        })
-    }
-
-    /// Runs `rows` rows as row-range parts (`whole()` when split in fewer than 2), `part(range)` giving each part's feeds
-    /// on the thread that computes it.
-    private func runParts(rows: Int, requested: Int?, whole: () -> [String: Tensor],
-                          part: (Range<Int>) -> [String: Tensor]) throws -> [String: Tensor] {
         var parts = min(requested ?? Self.defaultParts(rows: rows, threads: EngineThreads.threads), rows)
         // A light model (a few microseconds a row) loses more to waking the other threads than the split gains.
         if requested == nil && !rowCost.worthSplitting(rows: rows, parts: parts) { parts = 1 }
         let started = SystemClock.nanoseconds()
         defer { rowCost.record(rows: rows, parallel: min(parts, EngineThreads.threads), nanoseconds: SystemClock.nanoseconds() &- started) }
-        guard parts >= 2 else { return try run(whole()) }
+        guard parts >= 2 else { return try run(feeds) }
         let ranges = (0..<parts).map { (rows * $0 / parts)..<(rows * ($0 + 1) / parts) }
+        let partFeeds = ranges.map { range in feeds.mapValues { $0.rows(range) } }
         var results = [Result<[String: Tensor], Error>?](repeating: nil, count: parts)
         results.withUnsafeMutableBufferPointer { slots in
-            parallelParts(parts) { index in slots[index] = Result { try run(part(ranges[index])) } }
+            parallelParts(parts) { part in slots[part] = Result { try run(partFeeds[part]) } }
         }
         let outputs = try results.map { try $0!.get() }
         var merged: [String: Tensor] = [:]
@@ -56,7 +30,7 @@ extension CompiledModel {
             let pieces = outputs.map { $0[name]! }
             // An output without one row per input row cannot be stitched from parts: run the batch whole instead.
             guard zip(pieces, ranges).allSatisfy({ $0.rank > 0 && $0.dtype != .string && $0.shape[0] == $1.count }) else {
-                return try run(whole())
+                return try run(feeds)
             }
             merged[name] = Tensor.concatenatingRows(pieces)
         }

@@ -232,15 +232,13 @@ final class DynamicBatcher: @unchecked Sendable {
     private func run(_ batch: [Waiter], on runtime: any ModelRuntime,
                      timing: inout (start: UInt64, concatenated: UInt64, computed: UInt64)) -> Pass {
         let totalRows = batch.reduce(0) { $0 + $1.rows }
-        timing.concatenated = SystemClock.nanoseconds()
-        let outcome: Result<[String: Tensor], Error>
+        var feeds = batch[0].feeds
         if batch.count > 1 {
-            // Not stacked here, alone on this thread: the runtime gathers each part's rows on the thread that computes
-            // them (into the engine's buffer pool, the same memory every execution).
-            outcome = guarded { try runtime.runBatch(stacking: batch.map(\.feeds)) }
-        } else {
-            outcome = runGuarded(runtime, batch[0].feeds, rowsAreIndependent: rowsAreIndependent && totalRows > 1)
+            // Into the engine's buffer pool: the same memory every execution, not MiBs allocated and faulted in afresh.
+            for name in inputNames { feeds[name] = Tensor.pooledBatch(concatenating: batch.compactMap { $0.feeds[name] }) }
         }
+        timing.concatenated = SystemClock.nanoseconds()
+        let outcome = runGuarded(runtime, feeds, rowsAreIndependent: rowsAreIndependent && totalRows > 1)
         timing.computed = SystemClock.nanoseconds()
         switch outcome {
         case .failure(let error):
@@ -258,13 +256,8 @@ final class DynamicBatcher: @unchecked Sendable {
 
     private func runGuarded(_ runtime: any ModelRuntime, _ feeds: [String: Tensor],
                             rowsAreIndependent: Bool = false) -> Result<[String: Tensor], Error> {
-        guarded { try rowsAreIndependent ? runtime.runBatch(feeds) : runtime.run(feeds) }
-    }
-
-    /// `body`'s outputs, or its error as a `ServingError`.
-    private func guarded(_ body: () throws -> [String: Tensor]) -> Result<[String: Tensor], Error> {
         do {
-            return .success(try body())
+            return .success(try rowsAreIndependent ? runtime.runBatch(feeds) : runtime.run(feeds))
         } catch let error as ServingError {
             return .failure(error)
         } catch {

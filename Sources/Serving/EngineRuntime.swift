@@ -12,9 +12,6 @@ extension CompiledModel: ModelRuntime {
     /// One row range per compute thread, each running the whole plan on its rows: one barrier per run, not per operator.
     public func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try runSplittingRows(feeds) }
 
-    /// The same, each thread gathering its own rows of the requests (no stacking pass before the threads start).
-    public func runBatch(stacking requests: [[String: Tensor]]) throws -> [String: Tensor] { try runSplittingRows(stacking: requests) }
-
     /// The engine's own measurement of one run.
     public func peakActivationBytes(_ feeds: [String: Tensor]) throws -> Int { try measurePeakActivationBytes(feeds) }
 }

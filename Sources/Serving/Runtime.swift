@@ -12,9 +12,6 @@ public protocol ModelRuntime: Sendable {
     /// Runs a batch whose rows are independent (what dynamic batching assumes), in whatever schedule is fastest; the
     /// results are those of `run`.
     func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor]
-    /// `runBatch` of the batch that stacks `requests` (each its own rows of every input) along the batch axis; a
-    /// runtime that splits rows may gather each part's rows where it computes them instead of stacking them first.
-    func runBatch(stacking requests: [[String: Tensor]]) throws -> [String: Tensor]
     /// Key-value metadata stored in the model file (ONNX `metadata_props`), in file order.
     var metadata: [(key: String, value: String)] { get }
     /// Bytes the runtime keeps for as long as it is loaded: weights and packed constants.
@@ -28,13 +25,6 @@ extension ModelRuntime {
     public var metadata: [(key: String, value: String)] { [] }
     /// `run`, unless the runtime can use the rows' independence.
     public func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try run(feeds) }
-    /// `runBatch` of the requests stacked into the engine's pooled buffers.
-    public func runBatch(stacking requests: [[String: Tensor]]) throws -> [String: Tensor] {
-        let names = requests.first.map { Array($0.keys) } ?? []
-        return try runBatch(Dictionary(uniqueKeysWithValues: names.map { name in
-            (name, Tensor.pooledBatch(concatenating: requests.compactMap { $0[name] }))
-        }))
-    }
     /// Unknown (0) unless the runtime can tell.
     public var constantBytes: Int { 0 }
     /// Runs the model; 0 unless the runtime can measure its activations.

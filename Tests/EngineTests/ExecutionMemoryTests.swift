@@ -129,21 +129,6 @@ import ONNX
         #expect(strings.strings == [a, b])
     }
 
-    @Test func pooledRowsAreRowsOfTheStack() {
-        let parts = [Self.tensor([1, 40, 1024], seed: 31), Self.tensor([3, 40, 1024], seed: 32), Self.tensor([2, 40, 1024], seed: 33)]
-        let stack = Tensor.concatenatingRows(parts)
-        for low in 0..<6 {
-            for high in (low + 1)...6 {
-                let rows = Tensor.pooledRows(low..<high, ofStacked: parts)
-                #expect(rows.shape == [high - low, 40, 1024])
-                #expect(T.floats(rows) == T.floats(stack.rows(low..<high)), "rows \(low)..<\(high)")
-            }
-        }
-        // Within one part: a view of its bytes, nothing copied.
-        let view = Tensor.pooledRows(2..<4, ofStacked: parts)
-        #expect(view.storage.pointer == parts[1].storage.pointer && view.byteOffset == 40 * 1024 * 4)
-    }
-
     @Test func concurrentRunsOfOneModelGiveEachTheirOwnResults() throws {
         let model = try CompiledModel(model: Self.residualModel(channels: 16), baseDirectory: nil, fuseResiduals: true)
         let inputs = (0..<4).map { Self.feeds(batch: 1 + $0 % 2, channels: 16, seed: UInt64(10 + $0)) }

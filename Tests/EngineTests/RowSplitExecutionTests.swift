@@ -60,26 +60,6 @@ import Tensor
         for (output, value) in plain { #expect(Self.bytes(single[output]!) == Self.bytes(value)) }
     }
 
-    @Test(arguments: OnnxRuntimeFixtureTests.models) func stackingRequestsEqualsSplittingTheirStack(_ name: String) throws {
-        let (model, fixtureFeeds, _) = try OnnxRuntimeFixtureTests.load(name)
-        let feeds = Self.widened(fixtureFeeds, copies: 3)
-        let rows = feeds.values.first!.shape[0]
-        // Requests of uneven row counts, so parts start and end inside requests as well as on their edges.
-        var cuts = [0]
-        for size in [1, 2, 1, 3, 2] where cuts.last! < rows { cuts.append(min(rows, cuts.last! + size)) }
-        if cuts.last! < rows { cuts.append(rows) }
-        let requests = zip(cuts, cuts.dropFirst()).map { low, high in feeds.mapValues { Tensor.concatenatingRows([$0.rows(low..<high)]) } }
-        for parts in [1, 2, 3, rows] {
-            let gathered = try model.runSplittingRows(stacking: requests, parts: parts)
-            let stacked = try model.runSplittingRows(feeds, parts: parts)
-            #expect(Set(gathered.keys) == Set(stacked.keys), "\(name) parts \(parts)")
-            for (output, value) in stacked {
-                let actual = try #require(gathered[output])
-                #expect(actual.shape == value.shape && Self.bytes(actual) == Self.bytes(value), "\(name).\(output) parts \(parts)")
-            }
-        }
-    }
-
     @Test func defaultPartsAreTwoPerThreadOfAtLeastTwoRows() {
         #expect(CompiledModel.defaultParts(rows: 8, threads: 2) == 4)
         #expect(CompiledModel.defaultParts(rows: 32, threads: 2) == 4)

@@ -21,38 +21,6 @@ final class BatchScheduleTests: XCTestCase {
         }
     }
 
-    /// `y = x` that takes batches as the requests' own feeds (`runBatch(stacking:)`), as the engine does, and records
-    /// how many requests each such batch held.
-    final class StackingRuntime: ModelRuntime, @unchecked Sendable {
-        let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(4)])]
-        let outputs = [TensorSpec(name: "y", dtype: .float32, shape: [.symbolic("N"), .fixed(4)])]
-        let stacked = Locked<[Int]>([])
-        func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] { ["y": feeds["x"]!] }
-        func runBatch(stacking requests: [[String: Tensor]]) throws -> [String: Tensor] {
-            stacked.withLock { $0.append(requests.count) }
-            usleep(2000)
-            return ["y": Tensor.concatenatingRows(requests.map { $0["x"]! })]
-        }
-    }
-
-    func testBatchesReachTheRuntimeAsTheRequestsOwnFeedsAndEachGetsItsRows() async throws {
-        let runtime = StackingRuntime()
-        let version = try ServedVersion(name: "s", version: 1, config: try ModelConfig(json: Array(#"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#.utf8)),
-                                        labels: [], runtime: runtime, gate: ComputeGate(), metrics: nil, loadSeconds: 0)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for i in 0..<12 {
-                group.addTask {
-                    let input = rowsTensor(rows: 1 + i % 2, marker: Float(i * 10))
-                    let y = try await version.infer(["x": input])["y"]!
-                    XCTAssertEqual(y.shape, input.shape)
-                    XCTAssertEqual(y.scalars(as: Float.self), input.scalars(as: Float.self))
-                }
-            }
-            try await group.waitForAll()
-        }
-        XCTAssertTrue(runtime.stacked.withLock { $0 }.contains { $0 > 1 }, "no batch of several requests")
-    }
-
     private func serve(_ runtime: EntryRuntime, config: String, requests: Int) async throws {
         let version = try ServedVersion(name: "e", version: 1, config: try ModelConfig(json: Array(config.utf8)), labels: [],
                                         runtime: runtime, gate: ComputeGate(), metrics: nil, loadSeconds: 0)
