@@ -34,7 +34,8 @@ def main():
     seconds = int(sys.argv[4]) if len(sys.argv) > 4 else 8
     clients = int(sys.argv[5]) if len(sys.argv) > 5 else 32
     shutil.rmtree(os.path.join(out, "repo", MODEL, "2"), ignore_errors=True)  # bench.py's hot swap uploads a version 2
-    server = Server(binary, os.path.join(out, "repo"), log_path=os.path.join(out, "server.log"))
+    # HTTP only: on a shared machine the default gRPC port may be taken by another server.
+    server = Server(binary, os.path.join(out, "repo"), "--grpc-port", "off", log_path=os.path.join(out, "server.log"))
     ratios = []
     try:
         url = f"http://127.0.0.1:{server.port}/v2/models/{MODEL}/infer"
