@@ -5,21 +5,8 @@
 // path for CPUs without AVX-512F; `convolutionReference` is the twin the tests compare both with.
 #include "include/conv_sgemm_avx512.h"
 
-static int force_avx2 = 0;
-
-void osprey_conv_force_avx2(int on) { force_avx2 = on; }
-
 #if defined(__x86_64__)
 #include <immintrin.h>
-
-int osprey_conv_avx512_enabled(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    }
-    return cached && !force_avx2;
-}
 
 // A in the conv's packed panels (a[k * 6 + r]) or in rows (a[r * lda + k]).
 enum { PANEL = 0, ROWS = 1 };
@@ -178,8 +165,6 @@ void osprey_grouped_block_avx512(const float *scratch, const long *offsets, long
 }
 
 #else
-
-int osprey_conv_avx512_enabled(void) { return 0; }
 
 void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
                              const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {

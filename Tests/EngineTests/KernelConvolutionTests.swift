@@ -257,8 +257,8 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
     /// output images (Concat windows); pointwise and gathered 3x3 (stride 1 and 2), then the direct grouped filter.
     @Test(.serialized, arguments: [false, true])
     func bothMicroKernelsMatchReference(forceAVX2: Bool) {
-        osprey_conv_force_avx2(forceAVX2 ? 1 : 0)
-        defer { osprey_conv_force_avx2(0) }
+        _ = osprey_float_avx512_enable(forceAVX2 ? 0 : 1)
+        defer { _ = osprey_float_avx512_enable(1) }
         EngineThreads.configure(threads: 1)
         defer { EngineThreads.configure(threads: 2) }
         var rng = SeededGenerator(seed: 512)

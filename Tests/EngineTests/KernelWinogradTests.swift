@@ -132,8 +132,8 @@ private func geometry(batch: Int = 1, channels: Int, height: Int, width: Int, ou
     /// and 48 padded output channels (one strip, a pair, a pair and one), tile counts off the 6 rows, odd blocks.
     @Test(.serialized, arguments: [false, true])
     func bothProductKernelsMatchReference(forceAVX2: Bool) {
-        osprey_conv_force_avx2(forceAVX2 ? 1 : 0)
-        defer { osprey_conv_force_avx2(0) }
+        _ = osprey_float_avx512_enable(forceAVX2 ? 0 : 1)
+        defer { _ = osprey_float_avx512_enable(1) }
         var rng = SeededGenerator(seed: 513)
         for (channels, outChannels, size, batch) in [(16, 16, 9, 1), (24, 20, 13, 2), (17, 40, 10, 1), (32, 48, 7, 3)] {
             let g = geometry(batch: batch, channels: channels, height: size, width: size + 1, outChannels: outChannels, pad: 1)

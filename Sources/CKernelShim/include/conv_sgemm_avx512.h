@@ -1,19 +1,15 @@
 #ifndef OSPREY_CONV_SGEMM_AVX512_H
 #define OSPREY_CONV_SGEMM_AVX512_H
 
-/// 1 when the AVX-512F convolution tiles below may run: the CPU has AVX-512F (cpuid, checked once) and
-/// `osprey_conv_force_avx2` has not switched them off. Callers keep their AVX2 (Swift SIMD) kernels otherwise.
-int osprey_conv_avx512_enabled(void);
-
-/// With `on` 1, `osprey_conv_avx512_enabled` answers 0 until called again with 0 (tests cover the AVX2 path).
-void osprey_conv_force_avx2(int on);
+// The tiles below may run when `osprey_float_avx512()` (float_activations.h: the one AVX-512F check of the float
+// kernels, which tests switch off to cover the AVX2 path) answers 1; callers keep their AVX2 (Swift SIMD) kernels otherwise.
 
 /// One weight panel times one or two adjacent packed column strips of the dense convolution (ConvGemm.swift):
 /// c[r][j] = start[r] + sum_k a[k * 6 + r] * b[(j / 16) * strip_stride + k * 16 + j % 16] for r < 6, j < width
 /// (1...32; b's second strip is read only when width > 16). Rows r < rows (1...6) are stored at out + r * ldo,
 /// lanes j < width (masked); with `residual` non-null, residual[r * ldr + j] is added first. Every stored value is
 /// clamped to [low, high] (pass -inf, inf for none; NaN stays NaN). `start` holds 6 floats or is null (zeros).
-/// Only call when `osprey_conv_avx512_enabled()` is 1.
+/// Only call when `osprey_float_avx512()` is 1.
 void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
                              const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high);
 
@@ -24,7 +20,7 @@ void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, 
 
 /// Four output channels of one group of GroupedConvolution.swift's direct filter over flat outputs j < count (a
 /// multiple of 16): output[r * count + j] = start[r] + sum_k panel[k * 4 + r] * scratch[offsets[k] + j] for r < 4
-/// (`depth` taps). Only call when `osprey_conv_avx512_enabled()` is 1.
+/// (`depth` taps). Only call when `osprey_float_avx512()` is 1.
 void osprey_grouped_block_avx512(const float *scratch, const long *offsets, long depth, const float *panel, const float *start,
                                  long count, float *output);
 

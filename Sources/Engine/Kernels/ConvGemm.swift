@@ -162,7 +162,7 @@ private struct PanelTile {
     /// Each panel runs over every strip of the tile (from L2) for the whole of k, results straight to the output.
     /// `scratch` holds 6 x 32 floats.
     func multiply(_ weights: ConvWeightPanels, panels: Range<Int>, scratch: UnsafeMutablePointer<Float>) {
-        if osprey_conv_avx512_enabled() != 0 {
+        if osprey_float_avx512() != 0 {
             multiplyWide(weights, panels: panels, scratch: scratch)
             return
         }

@@ -24,7 +24,7 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
     // Fewer groups of images than threads (an ungrouped stem at batch 1): the threads share out each group's panels.
     let threads = EngineThreads.threads
     // AVX-512F: the same block as 4 x 32 flat outputs in 8 zmm accumulators (C); the Swift SIMD16 filter otherwise.
-    let wide = osprey_conv_avx512_enabled() != 0
+    let wide = osprey_float_avx512() != 0
     let chunks = g.batch * g.groups < threads ? min(weights.panels, threads) : 1
     // Each thread's range of tasks shares one scratch: its zero borders are filled once, and every task's `load`
     // rewrites only the interior (the fill per task and channel cost as much as the products on 7x7 planes).

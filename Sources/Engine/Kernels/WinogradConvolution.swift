@@ -190,7 +190,7 @@ private struct WinogradBlock {
     @inline(__always)
     func multiply(_ v: UnsafePointer<Float>, _ u: UnsafePointer<Float>, into m: UnsafeMutablePointer<Float>) {
         let cp = filters.paddedIn, kp = filters.paddedOut
-        if osprey_conv_avx512_enabled() != 0 {
+        if osprey_float_avx512() != 0 {
             // AVX-512F: two strips (32 output channels, 12 zmm accumulators) per call, the same layouts.
             var strip = 0
             while strip < kp / productWidth {
