@@ -40,6 +40,18 @@ static inline void store_column(const osprey_qepilogue *ep, const osprey_qdequan
     }
 }
 
+/// Panel columns [c0, c0 + cols) of the epilogue as 16 lanes each (zero past N): the bias that starts the sums, the
+/// scale, the float bias and the dequantization bias.
+static inline void panel_parameters(const osprey_qepilogue *ep, const osprey_qdequantize *dq, int c0, int cols,
+                                    int32_t *bias, float *scale, float *fbias, float *dbias) {
+    for (int c = 0; c < cols; c++) {
+        if (ep->bias) bias[c] = ep->bias[c0 + c];
+        if (ep->kind != OSPREY_QOUT_INT32) scale[c] = ep->scale[c0 + c];
+        if (ep->kind == OSPREY_QOUT_F32 && ep->float_bias) fbias[c] = ep->float_bias[c0 + c];
+        if (dq && dq->bias) dbias[c] = dq->bias[c0 + c];
+    }
+}
+
 static void gemv_portable(int m, int n, int k, const uint8_t *x, int ldx, uint8_t flip, const uint8_t *packed,
                           const osprey_qepilogue *ep, const osprey_qdequantize *dq, void *out, int ldo, int size) {
     int kquads = (k + 3) / 4;
@@ -155,12 +167,7 @@ static inline void rows_zmm(int m, int n, int k, const uint8_t *x, int ldx, uint
         const uint8_t *panel = packed + (size_t)j * kquads * 64;
         _Alignas(64) int32_t bias[PANEL] = {0};
         _Alignas(32) float scale[PANEL] = {0}, fbias[PANEL] = {0}, dbias[PANEL] = {0};
-        for (int c = 0; c < cols; c++) {
-            if (ep->bias) bias[c] = ep->bias[c0 + c];
-            if (ep->kind != OSPREY_QOUT_INT32) scale[c] = ep->scale[c0 + c];
-            if (ep->kind == OSPREY_QOUT_F32 && ep->float_bias) fbias[c] = ep->float_bias[c0 + c];
-            if (dq && dq->bias) dbias[c] = dq->bias[c0 + c];
-        }
+        panel_parameters(ep, dq, c0, cols, bias, scale, fbias, dbias);
         __m512i b = _mm512_load_si512((const void *)bias);
         for (int i = 0; i < m; i += ZMM_ROWS) {
             int rows = m - i < ZMM_ROWS ? m - i : ZMM_ROWS;

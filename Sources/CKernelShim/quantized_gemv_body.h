@@ -47,12 +47,7 @@ static inline void QBODY(rows)(int m, int n, int k, const uint8_t *x, int ldx, u
         // The panel's epilogue parameters as 16 lanes (zero past N); the bias starts the sums.
         _Alignas(32) int32_t bias[PANEL] = {0};
         _Alignas(32) float scale[PANEL] = {0}, fbias[PANEL] = {0}, dbias[PANEL] = {0};
-        for (int c = 0; c < cols; c++) {
-            if (ep->bias) bias[c] = ep->bias[c0 + c];
-            if (ep->kind != OSPREY_QOUT_INT32) scale[c] = ep->scale[c0 + c];
-            if (ep->kind == OSPREY_QOUT_F32 && ep->float_bias) fbias[c] = ep->float_bias[c0 + c];
-            if (dq && dq->bias) dbias[c] = dq->bias[c0 + c];
-        }
+        panel_parameters(ep, dq, c0, cols, bias, scale, fbias, dbias);
         __m256i b0 = _mm256_load_si256((const __m256i *)bias), b1 = _mm256_load_si256((const __m256i *)(bias + 8));
         for (int i = 0; i < m; i += TILE_ROWS) {
             int rows = m - i < TILE_ROWS ? m - i : TILE_ROWS;
