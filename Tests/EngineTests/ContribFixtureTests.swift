@@ -30,12 +30,7 @@ import ONNX
     @Test(arguments: cases) func matchesOnnxRuntime(_ name: String) throws {
         let dir = Self.root + "/" + name
         let model = try CompiledModel(contentsOf: dir + "/model.onnx")
-        var feeds: [String: Tensor] = [:], expected: [String: Tensor] = [:]
-        for file in try FileManager.default.contentsOfDirectory(atPath: dir) where file.hasSuffix(".npy") {
-            let stem = String(file.dropLast(4))
-            if stem.hasPrefix("input_") { feeds[String(stem.dropFirst(6))] = try TestSupport.npy(dir + "/" + file) }
-            if stem.hasPrefix("output_") { expected[String(stem.dropFirst(7))] = try TestSupport.npy(dir + "/" + file) }
-        }
+        let (feeds, expected) = try TestSupport.fixtureTensors(in: dir)
         let steps = try Self.steps(dir)
         #expect(!expected.isEmpty)
         let results = try model.run(feeds)

@@ -6,6 +6,17 @@ import ONNX
 
 /// Helpers shared by the engine tests: graph building, running one node, tolerant comparison.
 enum TestSupport {
+    /// A fixture directory's `input_NAME.npy` files as feeds and its `output_NAME.npy` files as expected outputs.
+    static func fixtureTensors(in dir: String) throws -> (feeds: [String: Tensor], expected: [String: Tensor]) {
+        var feeds: [String: Tensor] = [:], expected: [String: Tensor] = [:]
+        for file in try FileManager.default.contentsOfDirectory(atPath: dir) where file.hasSuffix(".npy") {
+            let stem = String(file.dropLast(4))
+            if stem.hasPrefix("input_") { feeds[String(stem.dropFirst(6))] = try npy(dir + "/" + file) }
+            if stem.hasPrefix("output_") { expected[String(stem.dropFirst(7))] = try npy(dir + "/" + file) }
+        }
+        return (feeds, expected)
+    }
+
     /// `Tests/Fixtures/engine`.
     static let fixtures: String = {
         let file = #filePath
