@@ -133,10 +133,13 @@ def export_sklearn(manifest):
 
 def import_torchvision():
     import torch
-    try:
-        torch.library.define("torchvision::nms", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    except Exception:
-        pass
+    # A torchvision wheel built for another torch cannot load its C++ ops; its import registers fake kernels for
+    # these two, so declare them first (the exported models never call them).
+    for name in ("nms", "qnms"):
+        try:
+            torch.library.define(f"torchvision::{name}", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        except Exception:
+            pass
     import torchvision
     return torch, torchvision
 

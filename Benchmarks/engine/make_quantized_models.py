@@ -86,9 +86,6 @@ def main():
     if "--minilm" in sys.argv:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat"))
         import export_models
-        import torch
-        # The export needs no torchvision (the harness imports it only because transformers would): skip it here.
-        export_models.import_torchvision = lambda: (torch, None)
         manifest = {}
         os.makedirs(export_models.ZOO, exist_ok=True)
         export_models.export_minilm(manifest)
