@@ -204,6 +204,60 @@ static void panel_avx512vnni(int wide, int m, int steps, const uint8_t *a, size_
         for (; r < rows; r++) store_row_avx2(&e, i + r, c0, cols, _mm512_castsi512_si256(acc[r]), _mm512_extracti64x4_epi64(acc[r], 1), out, ldo);
     }
 }
+
+/// `gemm_tile_zmm` over two panels at once: each broadcast quad of A feeds two vpdpbusd (16 accumulators), so a k
+/// step loads 2 panel vectors and `rows` quads for 2 * rows products instead of 1 + rows for rows.
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void gemm_tile2_zmm(int wide, int rows, int steps, const uint8_t *a, size_t lda, const uint8_t *p0, const uint8_t *p1,
+                                  const int32_t *bias, __m512i acc[2][ZMM_ROWS]) {
+    for (int r = 0; r < rows; r++) acc[0][r] = acc[1][r] = bias ? _mm512_set1_epi32(bias[r]) : _mm512_setzero_si512();
+    for (int q = 0; q < steps; q++) {
+        __m512i b0 = _mm512_loadu_si512((const void *)(p0 + (size_t)q * 64)), b1 = _mm512_loadu_si512((const void *)(p1 + (size_t)q * 64));
+        for (int r = 0; r < rows; r++) {
+            int32_t four;
+            memcpy(&four, a + (size_t)r * lda + 4 * q, sizeof four);
+            __m512i x = _mm512_set1_epi32(four);
+            acc[0][r] = wide ? _mm512_dpwssd_epi32(acc[0][r], x, b0) : _mm512_dpbusd_epi32(acc[0][r], b0, x);
+            acc[1][r] = wide ? _mm512_dpwssd_epi32(acc[1][r], x, b1) : _mm512_dpbusd_epi32(acc[1][r], b1, x);
+        }
+    }
+}
+
+/// `panel_avx512vnni` for two consecutive panels (columns c0.. and c0 + 16.., the second `cols1` wide).
+__attribute__((target(ZMM_TARGET)))
+static void panel2_avx512vnni(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols1,
+                              const osprey_qepilogue *ep, void *out, int ldo) {
+    osprey_qepilogue e = *ep;
+    e.bias = NULL;  // added by the tile
+    int q8 = !ep->transposed && (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8);
+    const uint8_t *p1 = panel + (size_t)steps * 64;
+    for (int i = 0; i < m; i += ZMM_ROWS) {
+        int rows = m - i < ZMM_ROWS ? m - i : ZMM_ROWS;
+        const uint8_t *rows_a = a + (size_t)i * lda;
+        const int32_t *bias = ep->bias ? ep->bias + i : NULL;
+        __m512i acc[2][ZMM_ROWS];
+#define TILE_BODIES(W)                                                                          \
+        switch (rows) {                                                                         \
+        case 8: gemm_tile2_zmm(W, 8, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 7: gemm_tile2_zmm(W, 7, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 6: gemm_tile2_zmm(W, 6, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 5: gemm_tile2_zmm(W, 5, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 4: gemm_tile2_zmm(W, 4, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 3: gemm_tile2_zmm(W, 3, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 2: gemm_tile2_zmm(W, 2, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        default: gemm_tile2_zmm(W, 1, steps, rows_a, lda, panel, p1, bias, acc); break;         \
+        }
+        if (wide) { TILE_BODIES(1) } else { TILE_BODIES(0) }
+#undef TILE_BODIES
+        for (int p = 0; p < 2; p++) {
+            int cols = p ? cols1 : PANEL, c = c0 + p * PANEL, r = 0;
+            if (q8 && cols == PANEL)
+                for (; r + 3 < rows; r += 4) requantize_quad_zmm(&e, i + r, acc[p] + r, (uint8_t *)out + (size_t)(i + r) * ldo + c, ldo);
+            for (; r < rows; r++)
+                store_row_avx2(&e, i + r, c, cols, _mm512_castsi512_si256(acc[p][r]), _mm512_extracti64x4_epi64(acc[p][r], 1), out, ldo);
+        }
+    }
+}
 #endif
 
 // ---- portable GEMM bodies (the reference twins of the AVX2 ones) ----
@@ -303,7 +357,16 @@ void osprey_qgemm_packed(int wide, int m, int n, int steps, const void *a, int l
     default: break;
     }
 #endif
-    for (int j = 0; j * PANEL < n; j++) {
+    int j = 0;
+#if defined(__x86_64__)
+    // The zmm body takes panels two at a time while two remain.
+    if (body == panel_avx512vnni)
+        for (; (j + 1) * PANEL < n; j += 2) {
+            int cols1 = n - (j + 1) * PANEL < PANEL ? n - (j + 1) * PANEL : PANEL;
+            panel2_avx512vnni(wide, m, steps, a, (size_t)lda, (const uint8_t *)packed_b + (size_t)j * steps * 64, j * PANEL, cols1, ep, out, ldo);
+        }
+#endif
+    for (; j * PANEL < n; j++) {
         int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
         body(wide, m, steps, a, (size_t)lda, (const uint8_t *)packed_b + (size_t)j * steps * 64, j * PANEL, cols, ep, out, ldo);
     }
@@ -833,8 +896,9 @@ void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, i
                               int pt, int pl, int oh, int ow, const osprey_qepilogue *ep, void *out, int32_t *scratch) {
 #if defined(__x86_64__)
     int channel_kernel = channel_weights && !force_portable && cpu_has_avx2() && osprey_qdepthwise_channels_fits(kh, kw, oh, ow);
-    // On AVX512-VNNI: planes narrower than 16 columns take the zmm channel kernel, the others the zmm planar one.
-    if (depthwise_zmm_now() && channel_kernel &&
+    // On AVX512-VNNI: planes narrower than 16 columns take the zmm channel kernel at stride 1 (at stride 2 it
+    // transposes four input pixels per output: planar is faster there above 7 columns), the others the zmm planar one.
+    if (depthwise_zmm_now() && channel_kernel && (sw == 1 || ow < 8) &&
         osprey_qdepthwise_channels_avx512vnni(x, is_signed, x_zero, first, count, channels, h, w, weights, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow,
                                               ep, out, scratch))
         return;
