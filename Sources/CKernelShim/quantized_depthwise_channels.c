@@ -255,12 +255,9 @@ int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32
                                           const osprey_qepilogue *ep, void *out, int32_t *scratch) {
     int taps = kh * kw, ph, pw;
     // A row's taps within one 64-byte load (4 pixels), every weight an int8.
+    // (Weights are checked block by block: a weight beyond int8 returns 0 after some planes are written, and the
+    // caller's fallback body then writes every plane of the range again.)
     if (kw > 4 || (kw - 1) * dw > 3 || kh > MAX_TAPS || !osprey_qdepthwise_channels_fits(kh, kw, oh, ow)) return 0;
-    int c_lo = count >= channels ? 0 : first % channels, c_n = count >= channels ? channels : count;
-    for (int i = 0; i < c_n; i++) {
-        const int32_t *wc = weights + (size_t)((c_lo + i) % channels) * taps;
-        for (int t = 0; t < taps; t++) if (wc[t] < -128 || wc[t] > 127) return 0;
-    }
     block_geometry(oh, ow, kh, kw, sh, sw, dh, dw, &ph, &pw);
     size_t plane = (size_t)h * w, oplane = (size_t)oh * ow, row_step = (size_t)dh * pw * LANES;
     int osize = ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8 ? 1 : 4;
@@ -288,6 +285,7 @@ int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32
             for (int ky = 0; ky < kh; ky++)
                 for (int kx = 0; kx < kw; kx++) {
                     int32_t v = wc[ky * kw + kx];
+                    if (v < -128 || v > 127) return 0;
                     wb[ky][4 * l + kx] = (int8_t)v;
                     sum += v;
                 }

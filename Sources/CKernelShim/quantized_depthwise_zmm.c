@@ -117,13 +117,8 @@ int osprey_qdepthwise_planes_avx512vnni(const uint8_t *x, int is_signed, int32_t
                                         const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
                                         const osprey_qepilogue *ep, void *out, int32_t *scratch) {
     int quads = (kw + 3) / 4, taps = kh * kw;
-    // Every lane's bytes within one 64-byte load, every weight an int8.
+    // Every lane's bytes within one 64-byte load (every weight an int8: checked plane by plane below).
     if (quads * kh > MAX_QUADS || 15 * sw + (kw - 1) * dw > 63 || oh <= 0 || ow <= 0) return 0;
-    int c_lo = count >= channels ? 0 : first % channels, c_n = count >= channels ? channels : count;
-    for (int i = 0; i < c_n; i++) {
-        const int32_t *wc = weights + (size_t)((c_lo + i) % channels) * taps;
-        for (int t = 0; t < taps; t++) if (wc[t] < -128 || wc[t] > 127) return 0;
-    }
     int grid, row_bytes = plane_layout(oh, ow, kw, sh, sw, dw, &grid);
     if (pl >= row_bytes) return 0;
     int32_t zero = is_signed ? x_zero + 128 : x_zero;  // int8 inputs read as uint8 + 128 (flipped), their zero point too
@@ -153,6 +148,9 @@ int osprey_qdepthwise_planes_avx512vnni(const uint8_t *x, int is_signed, int32_t
                 uint32_t four = 0;
                 for (int k = 0; k < 4 && 4 * q + k < kw; k++) {
                     int32_t v = wc[ky * kw + 4 * q + k];
+                    // A weight beyond int8 returns 0 after some planes are written: the caller's fallback writes
+                    // every plane of the range again.
+                    if (v < -128 || v > 127) return 0;
                     weight_sum += v;
                     four |= (uint32_t)(uint8_t)(int8_t)v << (8 * k);
                 }
