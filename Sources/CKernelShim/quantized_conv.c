@@ -1,6 +1,7 @@
 // Integer kernels of the quantized operators: u8 x s8 and int16 GEMMs with a fused requantization epilogue, byte
 // im2col and panel packing, a depthwise kernel, and QLinearAdd / QLinearMul. Every kernel has an AVX2 body chosen at
-// run time (cpuid) and a portable body; the GEMMs also have AVX-VNNI and AVX512-VNNI bodies (`osprey_qkernels_path`).
+// run time (cpuid) and a portable body; the GEMMs also have AVX-VNNI and AVX512-VNNI bodies (`osprey_qkernels_path`),
+// and on the AVX512-VNNI path the depthwise planes take zmm bodies (quantized_depthwise_zmm.c, _channels.c).
 // The portable bodies are the reference the tests compare against.
 //
 // Requantization rounds with the current rounding mode (round half to even by default), as onnxruntime's
@@ -154,6 +155,24 @@ static inline void gemm_tile_zmm(int wide, int rows, int steps, const uint8_t *a
     }
 }
 
+/// Four full rows (r to r + 3) of 16 sums (bias included) requantized to 8 bits, to o, o + ldo, ...: the epilogue of
+/// `requantize_pair_avx2` on zmm (the same saturating steps, so the same bytes), with one vpermd putting each row's
+/// 16 bytes into its own 128-bit lane.
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void requantize_quad_zmm(const osprey_qepilogue *ep, int r, const __m512i acc[4], uint8_t *o, int ldo) {
+    __m512i q[4];
+    for (int i = 0; i < 4; i++) q[i] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_set1_ps(ep->scale[r + i])));
+    __m512i zp = _mm512_set1_epi16((short)ep->zero_point);
+    __m512i p01 = _mm512_adds_epi16(_mm512_packs_epi32(q[0], q[1]), zp), p23 = _mm512_adds_epi16(_mm512_packs_epi32(q[2], q[3]), zp);
+    // 128-bit lane L holds columns 4L..4L+3 of rows 0, 1, 2, 3 as 32-bit units 4L..4L+3.
+    __m512i b = ep->kind == OSPREY_QOUT_U8 ? _mm512_packus_epi16(p01, p23) : _mm512_packs_epi16(p01, p23);
+    b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);
+    _mm_storeu_si128((__m128i *)o, _mm512_castsi512_si128(b));
+    _mm_storeu_si128((__m128i *)(o + ldo), _mm512_extracti32x4_epi32(b, 1));
+    _mm_storeu_si128((__m128i *)(o + 2 * (size_t)ldo), _mm512_extracti32x4_epi32(b, 2));
+    _mm_storeu_si128((__m128i *)(o + 3 * (size_t)ldo), _mm512_extracti32x4_epi32(b, 3));
+}
+
 __attribute__((target(ZMM_TARGET)))
 static void panel_avx512vnni(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols,
                              const osprey_qepilogue *ep, void *out, int ldo) {
@@ -179,13 +198,64 @@ static void panel_avx512vnni(int wide, int m, int steps, const uint8_t *a, size_
         }
         if (wide) { TILE_BODIES(1) } else { TILE_BODIES(0) }
 #undef TILE_BODIES
-        __m256i halves[ZMM_ROWS][2];
-        for (int r = 0; r < rows; r++) { halves[r][0] = _mm512_castsi512_si256(acc[r]); halves[r][1] = _mm512_extracti64x4_epi64(acc[r], 1); }
         int r = 0;
         if (bytes)
-            for (; r + 1 < rows; r += 2)
-                requantize_pair_avx2(&e, i + r, halves[r], halves[r + 1], (uint8_t *)out + (size_t)(i + r) * ldo + c0, ldo);
-        for (; r < rows; r++) store_row_avx2(&e, i + r, c0, cols, halves[r][0], halves[r][1], out, ldo);
+            for (; r + 3 < rows; r += 4) requantize_quad_zmm(&e, i + r, acc + r, (uint8_t *)out + (size_t)(i + r) * ldo + c0, ldo);
+        for (; r < rows; r++) store_row_avx2(&e, i + r, c0, cols, _mm512_castsi512_si256(acc[r]), _mm512_extracti64x4_epi64(acc[r], 1), out, ldo);
+    }
+}
+
+/// `gemm_tile_zmm` over two panels at once: each broadcast quad of A feeds two vpdpbusd (16 accumulators), so a k
+/// step loads 2 panel vectors and `rows` quads for 2 * rows products instead of 1 + rows for rows.
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void gemm_tile2_zmm(int wide, int rows, int steps, const uint8_t *a, size_t lda, const uint8_t *p0, const uint8_t *p1,
+                                  const int32_t *bias, __m512i acc[2][ZMM_ROWS]) {
+    for (int r = 0; r < rows; r++) acc[0][r] = acc[1][r] = bias ? _mm512_set1_epi32(bias[r]) : _mm512_setzero_si512();
+    for (int q = 0; q < steps; q++) {
+        __m512i b0 = _mm512_loadu_si512((const void *)(p0 + (size_t)q * 64)), b1 = _mm512_loadu_si512((const void *)(p1 + (size_t)q * 64));
+        for (int r = 0; r < rows; r++) {
+            int32_t four;
+            memcpy(&four, a + (size_t)r * lda + 4 * q, sizeof four);
+            __m512i x = _mm512_set1_epi32(four);
+            acc[0][r] = wide ? _mm512_dpwssd_epi32(acc[0][r], x, b0) : _mm512_dpbusd_epi32(acc[0][r], b0, x);
+            acc[1][r] = wide ? _mm512_dpwssd_epi32(acc[1][r], x, b1) : _mm512_dpbusd_epi32(acc[1][r], b1, x);
+        }
+    }
+}
+
+/// `panel_avx512vnni` for two consecutive panels (columns c0.. and c0 + 16.., the second `cols1` wide).
+__attribute__((target(ZMM_TARGET)))
+static void panel2_avx512vnni(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols1,
+                              const osprey_qepilogue *ep, void *out, int ldo) {
+    osprey_qepilogue e = *ep;
+    e.bias = NULL;  // added by the tile
+    int q8 = !ep->transposed && (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8);
+    const uint8_t *p1 = panel + (size_t)steps * 64;
+    for (int i = 0; i < m; i += ZMM_ROWS) {
+        int rows = m - i < ZMM_ROWS ? m - i : ZMM_ROWS;
+        const uint8_t *rows_a = a + (size_t)i * lda;
+        const int32_t *bias = ep->bias ? ep->bias + i : NULL;
+        __m512i acc[2][ZMM_ROWS];
+#define TILE_BODIES(W)                                                                          \
+        switch (rows) {                                                                         \
+        case 8: gemm_tile2_zmm(W, 8, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 7: gemm_tile2_zmm(W, 7, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 6: gemm_tile2_zmm(W, 6, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 5: gemm_tile2_zmm(W, 5, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 4: gemm_tile2_zmm(W, 4, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 3: gemm_tile2_zmm(W, 3, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        case 2: gemm_tile2_zmm(W, 2, steps, rows_a, lda, panel, p1, bias, acc); break;          \
+        default: gemm_tile2_zmm(W, 1, steps, rows_a, lda, panel, p1, bias, acc); break;         \
+        }
+        if (wide) { TILE_BODIES(1) } else { TILE_BODIES(0) }
+#undef TILE_BODIES
+        for (int p = 0; p < 2; p++) {
+            int cols = p ? cols1 : PANEL, c = c0 + p * PANEL, r = 0;
+            if (q8 && cols == PANEL)
+                for (; r + 3 < rows; r += 4) requantize_quad_zmm(&e, i + r, acc[p] + r, (uint8_t *)out + (size_t)(i + r) * ldo + c, ldo);
+            for (; r < rows; r++)
+                store_row_avx2(&e, i + r, c, cols, _mm512_castsi512_si256(acc[p][r]), _mm512_extracti64x4_epi64(acc[p][r], 1), out, ldo);
+        }
     }
 }
 #endif
@@ -287,7 +357,16 @@ void osprey_qgemm_packed(int wide, int m, int n, int steps, const void *a, int l
     default: break;
     }
 #endif
-    for (int j = 0; j * PANEL < n; j++) {
+    int j = 0;
+#if defined(__x86_64__)
+    // The zmm body takes panels two at a time while two remain.
+    if (body == panel_avx512vnni)
+        for (; (j + 1) * PANEL < n; j += 2) {
+            int cols1 = n - (j + 1) * PANEL < PANEL ? n - (j + 1) * PANEL : PANEL;
+            panel2_avx512vnni(wide, m, steps, a, (size_t)lda, (const uint8_t *)packed_b + (size_t)j * steps * 64, j * PANEL, cols1, ep, out, ldo);
+        }
+#endif
+    for (; j * PANEL < n; j++) {
         int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL;
         body(wide, m, steps, a, (size_t)lda, (const uint8_t *)packed_b + (size_t)j * steps * 64, j * PANEL, cols, ep, out, ldo);
     }
@@ -520,6 +599,8 @@ int osprey_qdepthwise_scratch(int h, int w, int kh, int kw, int sh, int sw, int 
     depthwise_geometry(oh, ow, kh, kw, sh, sw, dh, dw, &ph, &len);
     int portable = ph * sw * len + ow, bytes = ph * depthwise_row_bytes(ow, kw, sw, dw);
     int planar = (portable > (bytes + 3) / 4 ? portable : (bytes + 3) / 4) + 16;
+    int zmm = osprey_qdepthwise_zmm_scratch(kh, kw, sh, sw, dh, dw, oh, ow);
+    if (zmm > planar) planar = zmm;
     if (!osprey_qdepthwise_channels_fits(kh, kw, oh, ow)) return planar;
     int channels = osprey_qdepthwise_channels_scratch(kh, kw, sh, sw, dh, dw, oh, ow);
     return planar > channels ? planar : channels;
@@ -752,10 +833,16 @@ static int depthwise_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int h
 }
 #endif
 
+/// 1 when the depthwise planes take the zmm body: the AVX512-VNNI path (not forced away) on a CPU with VBMI too.
+static int depthwise_zmm_now(void) { return osprey_qkernels_path() == OSPREY_QPATH_AVX512VNNI && osprey_qdepthwise_zmm_supported(); }
+
 void osprey_qdepthwise(const uint8_t *x, int is_signed, int32_t x_zero, int h, int w, const int32_t *weights, int kh, int kw,
                        int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
                        const osprey_qepilogue *ep, void *out, int32_t *scratch) {
 #if defined(__x86_64__)
+    if (depthwise_zmm_now() &&
+        osprey_qdepthwise_planes_avx512vnni(x, is_signed, x_zero, 0, 1, 1, h, w, weights, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, ep, out, scratch))
+        return;
     if (!force_portable && cpu_has_avx2() &&
         depthwise_avx2(x, is_signed, x_zero, h, w, weights, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, ep, out, scratch)) return;
 #endif
@@ -808,9 +895,20 @@ void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, i
                               const int32_t *weights, const int32_t *channel_weights, int kh, int kw, int sh, int sw, int dh, int dw,
                               int pt, int pl, int oh, int ow, const osprey_qepilogue *ep, void *out, int32_t *scratch) {
 #if defined(__x86_64__)
+    int channel_kernel = channel_weights && !force_portable && cpu_has_avx2() && osprey_qdepthwise_channels_fits(kh, kw, oh, ow);
+    // On AVX512-VNNI: planes narrower than 16 columns take the zmm channel kernel at stride 1 (at stride 2 it
+    // transposes four input pixels per output: planar is faster there above 7 columns), the others the zmm planar one.
+    if (depthwise_zmm_now() && channel_kernel && (sw == 1 || ow < 8) &&
+        osprey_qdepthwise_channels_avx512vnni(x, is_signed, x_zero, first, count, channels, h, w, weights, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow,
+                                              ep, out, scratch))
+        return;
+    if (depthwise_zmm_now() &&
+        osprey_qdepthwise_planes_avx512vnni(x, is_signed, x_zero, first, count, channels, h, w, weights, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow,
+                                            ep, out, scratch))
+        return;
     // At stride 2 a plane nearly as wide as the planar kernel's vectors (14 of 16 lanes) runs faster planar: the
     // channel kernel transposes four input pixels per output there.
-    if (channel_weights && !force_portable && cpu_has_avx2() && osprey_qdepthwise_channels_fits(kh, kw, oh, ow) && !(sw > 1 && ow >= 12)) {
+    if (channel_kernel && !(sw > 1 && ow >= 12)) {
         osprey_qdepthwise_channels_avx2(x, is_signed, x_zero, first, count, channels, h, w, channel_weights, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow,
                                         ep, out, scratch);
         return;
@@ -822,6 +920,7 @@ void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, i
         osprey_qepilogue e = *ep;
         if (e.bias) e.bias += c;
         if (e.scale) e.scale += c;
+        if (e.float_bias) e.float_bias += c;
         osprey_qdepthwise(x + (size_t)p * h * w, is_signed, x_zero, h, w, weights + (size_t)c * kh * kw, kh, kw, sh, sw, dh, dw, pt, pl,
                           oh, ow, &e, (char *)out + (size_t)p * oh * ow * size, scratch);
     }

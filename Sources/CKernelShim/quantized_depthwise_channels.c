@@ -4,6 +4,7 @@
 // with the zero point's byte, every output pixel sums its taps for the 16 channels at once (taps paired for vpmaddwd
 // as in the planar kernel, with per-channel weight pairs), and the block's outputs are transposed back into their
 // planes. Its portable twin is the planar kernel's portable body (osprey_qdepthwise), which the tests compare with.
+// On AVX512-VNNI + VBMI a zmm body sums each kernel row's taps with one vpdpbusd (osprey_qdepthwise_channels_avx512vnni).
 #include "include/quantized_conv.h"
 #include <string.h>
 
@@ -222,7 +223,137 @@ void osprey_qdepthwise_channels_avx2(const uint8_t *x, int is_signed, int32_t x_
         p += hi - lo;
     }
 }
+// AVX512-VNNI + VBMI: a kernel row's taps of one output pixel are consecutive 16-byte pixels of the padded block,
+// so one 64-byte load holds up to 4 of them (dilation folded in), one vpermb gathers each channel's 4 tap bytes
+// into its 32-bit lane, and one vpdpbusd (u8 x s8, exact) adds them for all 16 channels. int8 inputs are read as
+// uint8 + 128 (XOR 0x80 after the load), their zero point moving with them.
+#define ZMM_CH_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi"
+#define ZMM_EPILOGUE_TARGET ZMM_CH_TARGET
+#include "quantized_zmm_epilogue.h"
+
+__attribute__((target(ZMM_CH_TARGET), always_inline))
+static inline void block_rows_zmm(const uint8_t *padded, int pw, int flip, int sh, int sw, int kh, size_t row_step, __m512i index,
+                                  const __m512i *wq, int oh, int ow, int kind, __m512i bias, __m512 scale, __m512 fbias, __m256i zp16,
+                                  uint8_t *obuf, int osize) {
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    for (int oy = 0; oy < oh; oy++)
+        for (int ox = 0; ox < ow; ox++) {
+            const uint8_t *at = padded + ((size_t)oy * sh * pw + (size_t)ox * sw) * LANES;
+            __m512i acc = bias;
+            for (int ky = 0; ky < kh; ky++) {
+                __m512i v = _mm512_loadu_si512((const void *)(at + ky * row_step));
+                if (flip) v = _mm512_xor_si512(v, x80);
+                acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(index, v), wq[ky]);
+            }
+            zmm_store16(kind, acc, scale, fbias, zp16, obuf + ((size_t)oy * ow + ox) * LANES * osize, (__mmask16)0xFFFF);
+        }
+}
+
+__attribute__((target(ZMM_CH_TARGET)))
+int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
+                                          const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                                          const osprey_qepilogue *ep, void *out, int32_t *scratch) {
+    int taps = kh * kw, ph, pw;
+    // A row's taps within one 64-byte load (4 pixels), every weight an int8.
+    // (Weights are checked block by block: a weight beyond int8 returns 0 after some planes are written, and the
+    // caller's fallback body then writes every plane of the range again.)
+    if (kw > 4 || (kw - 1) * dw > 3 || kh > MAX_TAPS || !osprey_qdepthwise_channels_fits(kh, kw, oh, ow)) return 0;
+    block_geometry(oh, ow, kh, kw, sh, sw, dh, dw, &ph, &pw);
+    size_t plane = (size_t)h * w, oplane = (size_t)oh * ow, row_step = (size_t)dh * pw * LANES;
+    int osize = ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8 ? 1 : 4;
+    uint8_t *padded = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    uint8_t *obuf = padded + (((size_t)ph * pw * LANES + 63) & ~(size_t)63);
+    int32_t zero = is_signed ? x_zero + 128 : x_zero;
+    _Alignas(64) uint8_t idx[64];
+    for (int l = 0; l < LANES; l++)
+        for (int k = 0; k < 4; k++) idx[4 * l + k] = (uint8_t)((k < kw ? k : kw - 1) * dw * LANES + l);
+    const __m512i index = _mm512_load_si512((const void *)idx);
+    const __m256i zp16 = _mm256_set1_epi16((short)ep->zero_point);
+    __m512i wq[MAX_TAPS];
+    const uint8_t *end = x + (size_t)(first + count) * plane;
+    for (int p = first; p < first + count;) {
+        int c = p % channels, base = c - c % LANES, lo = c - base, hi = channels - base < LANES ? channels - base : LANES;
+        if (hi - lo > first + count - p) hi = lo + (first + count - p);
+        // Per kernel row: channel l's taps as bytes 4l.. of a vector (zero past kw and outside [lo, hi)).
+        _Alignas(64) int8_t wb[MAX_TAPS][64];
+        memset(wb, 0, (size_t)kh * 64);
+        _Alignas(64) int32_t bias[LANES] = {0};
+        _Alignas(64) float scale[LANES] = {0}, fb[LANES] = {0};
+        for (int l = lo; l < hi; l++) {
+            const int32_t *wc = weights + (size_t)(base + l) * taps;
+            int32_t sum = 0;
+            for (int ky = 0; ky < kh; ky++)
+                for (int kx = 0; kx < kw; kx++) {
+                    int32_t v = wc[ky * kw + kx];
+                    if (v < -128 || v > 127) return 0;
+                    wb[ky][4 * l + kx] = (int8_t)v;
+                    sum += v;
+                }
+            bias[l] = (ep->bias ? ep->bias[base + l] : 0) - zero * sum;
+        }
+        for (int ky = 0; ky < kh; ky++) wq[ky] = _mm512_load_si512((const void *)wb[ky]);
+        if (ep->scale) for (int l = lo; l < hi; l++) scale[l] = ep->scale[base + l];
+        if (ep->float_bias) for (int l = lo; l < hi; l++) fb[l] = ep->float_bias[base + l];
+        // Input planes transposed into the padded buffer (raw bytes: the flip comes after the loads), 16 pixels at a time.
+        memset(padded, (uint8_t)x_zero, (size_t)ph * pw * LANES);
+        int iy = 0, ix = 0;
+        for (size_t i = 0; i < plane; i += LANES) {
+            int n = plane - i < LANES ? (int)(plane - i) : LANES;
+            __m128i r[LANES];
+            for (int l = 0; l < LANES; l++) {
+                if (l < lo || l >= hi) { r[l] = _mm_setzero_si128(); continue; }
+                const uint8_t *at = x + (size_t)(p - lo + l) * plane + i;
+                r[l] = at + LANES <= end ? _mm_loadu_si128((const __m128i *)at) : load_tail(at, n, plane >= LANES);
+            }
+            transpose16(r);
+            for (int k = 0; k < n; k++) {
+                int py = iy + pt, px = ix + pl;
+                if (py < ph && px < pw) _mm_storeu_si128((__m128i *)(padded + ((size_t)py * pw + px) * LANES), r[k]);
+                if (++ix == w) { ix = 0; iy++; }
+            }
+        }
+        __m512i vb = _mm512_load_si512((const void *)bias);
+        __m512 vs = _mm512_load_ps(scale), vf = _mm512_load_ps(fb);
+        int kind = ep->kind;
+        if (kh == 3 && kw == 3 && dw == 1 && !is_signed && kind == OSPREY_QOUT_U8 && sw == 1 && sh == 1)
+            block_rows_zmm(padded, pw, 0, 1, 1, 3, row_step, index, wq, oh, ow, OSPREY_QOUT_U8, vb, vs, vf, zp16, obuf, 1);
+        else if (kh == 3 && kw == 3 && dw == 1 && !is_signed && kind == OSPREY_QOUT_U8 && sw == 2 && sh == 2)
+            block_rows_zmm(padded, pw, 0, 2, 2, 3, row_step, index, wq, oh, ow, OSPREY_QOUT_U8, vb, vs, vf, zp16, obuf, 1);
+        else
+            block_rows_zmm(padded, pw, is_signed, sh, sw, kh, row_step, index, wq, oh, ow, kind, vb, vs, vf, zp16, obuf, osize);
+        // Outputs back into their planes.
+        if (osize == 1) {
+            uint8_t *dst = (uint8_t *)out;
+            for (size_t i = 0; i < oplane; i += LANES) {
+                int n = oplane - i < LANES ? (int)(oplane - i) : LANES;
+                __m128i r[LANES];
+                for (int k = 0; k < LANES; k++) r[k] = k < n ? _mm_loadu_si128((const __m128i *)(obuf + (i + k) * LANES)) : _mm_setzero_si128();
+                transpose16(r);
+                for (int l = lo; l < hi; l++) {
+                    uint8_t *o = dst + (size_t)(p - lo + l) * oplane + i;
+                    if (n == LANES) _mm_storeu_si128((__m128i *)o, r[l]);
+                    else _mm_mask_storeu_epi8(o, (__mmask16)((1u << n) - 1), r[l]);
+                }
+            }
+        } else {
+            for (int l = lo; l < hi; l++) {
+                uint32_t *o = (uint32_t *)out + (size_t)(p - lo + l) * oplane;
+                for (size_t i = 0; i < oplane; i++) memcpy(o + i, obuf + (i * LANES + l) * 4, 4);
+            }
+        }
+        p += hi - lo;
+    }
+    return 1;
+}
 #else
+int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
+                                          const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                                          const osprey_qepilogue *ep, void *out, int32_t *scratch) {
+    (void)x; (void)is_signed; (void)x_zero; (void)first; (void)count; (void)channels; (void)h; (void)w; (void)weights; (void)kh; (void)kw;
+    (void)sh; (void)sw; (void)dh; (void)dw; (void)pt; (void)pl; (void)oh; (void)ow; (void)ep; (void)out; (void)scratch;
+    return 0;
+}
+
 void osprey_qdepthwise_channels_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
                                      const int32_t *packed, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
                                      const osprey_qepilogue *ep, void *out, int32_t *scratch) {

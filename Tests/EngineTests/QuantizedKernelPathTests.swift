@@ -7,7 +7,7 @@ import TestSupport
 /// Every body of the u8 x s8 kernels this CPU has (portable, AVX2, AVX-VNNI, AVX512-VNNI), forced one at a time,
 /// against the exact sums and the portable twin: the row GEMM and the convolution GEMM on odd shapes (1-9 and 13
 /// rows: partial and whole 6-row (ymm) and 8-row (zmm) tiles, columns off the 16-column panels, K off whole quads), full-range int8 weights (-128 and 127 against 255) on the
-/// paths that take them, and on the AVX2 path (which must hand them to the portable body).
+/// paths that take them, and on the AVX2 path (which must hand them to the portable body); the depthwise planes.
 @Suite(.serialized) struct QuantizedKernelPathTests {
     /// The bodies to run here: each path the CPU supports.
     private var paths: [Int32] {
@@ -159,6 +159,53 @@ import TestSupport
                     osprey_qgemm_s16(Int32(m), Int32(n), Int32(stride / 2), rows, Int32(stride), packed, &out, Int32(n))
                     _ = osprey_qkernels_force_path(-1)
                     #expect(out == exact, "int16 GEMM path \(path) \(m)x\(n)x\(k)")
+                }
+            }
+        }
+    }
+
+    /// The depthwise planes (`osprey_qdepthwise_planes`) on every path against the portable body: wide planes (rows of
+    /// 16-output vectors), small ones (the zmm body's runs across rows, the AVX2 channel kernel), strides 1-3 and unequal,
+    /// dilation, 1 x 1 to 5 x 5 windows, int8 and uint8 inputs, every output kind, a plane range starting mid-image, and
+    /// weights beyond int8 (which the zmm body hands to the AVX2 one).
+    @Test func depthwiseBodiesMatchThePortableBody() {
+        var rng = SeededGenerator(seed: 104)
+        let available = paths
+        // (h, w, kh, kw, sh, sw, pad, dilation)
+        let shapes = [(7, 7, 3, 3, 1, 1, 1, 1), (14, 14, 3, 3, 2, 2, 1, 1), (40, 37, 3, 3, 1, 1, 1, 1), (33, 50, 3, 3, 2, 2, 1, 1),
+                      (9, 11, 5, 5, 1, 1, 2, 1), (12, 10, 3, 3, 1, 2, 1, 1), (13, 13, 3, 3, 3, 3, 0, 1), (10, 19, 3, 3, 1, 1, 2, 2),
+                      (6, 5, 1, 1, 1, 1, 0, 1), (20, 20, 3, 5, 1, 1, 1, 1)]
+        let channels = 5, images = 2
+        for (h, w, kh, kw, sh, sw, pad, dilation) in shapes {
+            let oh = (h + 2 * pad - dilation * (kh - 1) - 1) / sh + 1, ow = (w + 2 * pad - dilation * (kw - 1) - 1) / sw + 1
+            for (isSigned, wide) in [(false, false), (true, false), (false, true)] {
+                let x = (0..<(images * channels * h * w)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                var weights = (0..<(channels * kh * kw)).map { _ in Int32.random(in: -128...127, using: &rng) }
+                if wide { weights[kh * kw - 1] = 200 }
+                let bias = (0..<channels).map { _ in Int32.random(in: -3000...3000, using: &rng) }
+                let scale = (0..<channels).map { _ in Float.random(in: 0.002...0.01, using: &rng) }, floatBias = rng.floats(channels)
+                var packed = [Int32](repeating: 0, count: Int(osprey_qdepthwise_channels_packed_count(Int32(channels), Int32(kh * kw))))
+                osprey_qdepthwise_channels_pack(weights, Int32(channels), Int32(kh * kw), &packed)
+                var scratch = [Int32](repeating: 0, count: Int(osprey_qdepthwise_scratch(Int32(h), Int32(w), Int32(kh), Int32(kw), Int32(sh), Int32(sw),
+                                                                                         Int32(dilation), Int32(dilation), Int32(pad), Int32(pad), Int32(oh), Int32(ow))))
+                let xZero: Int32 = isSigned ? -5 : 131
+                for kind in kinds() {
+                    let size = kind == OSPREY_QOUT_U8 || kind == OSPREY_QOUT_S8 ? 1 : 4
+                    func run(_ path: Int32) -> [UInt8] {
+                        var out = [UInt8](repeating: 0xA5, count: images * channels * oh * ow * size)
+                        _ = osprey_qkernels_force_path(path)
+                        defer { _ = osprey_qkernels_force_path(-1) }
+                        var ep = epilogue(kind, bias: bias, scale: scale, floatBias: floatBias)
+                        // Planes 3 on: the range starts mid-image and crosses into the next one.
+                        osprey_qdepthwise_planes(x, isSigned ? 1 : 0, xZero, 3, Int32(images * channels - 3), Int32(channels), Int32(h), Int32(w), weights,
+                                                 packed, Int32(kh), Int32(kw), Int32(sh), Int32(sw), Int32(dilation), Int32(dilation), Int32(pad), Int32(pad),
+                                                 Int32(oh), Int32(ow), &ep, &out, &scratch)
+                        return out
+                    }
+                    let reference = run(Int32(OSPREY_QPATH_PORTABLE))
+                    for path in available where path != OSPREY_QPATH_PORTABLE {
+                        #expect(run(path) == reference, "depthwise path \(path) \(h)x\(w) k \(kh)x\(kw) s \(sh),\(sw) signed \(isSigned) wide \(wide) kind \(kind)")
+                    }
                 }
             }
         }

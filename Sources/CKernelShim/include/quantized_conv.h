@@ -91,6 +91,14 @@ void osprey_qdepthwise_channels_avx2(const uint8_t *x, int is_signed, int32_t x_
                                      const int32_t *packed, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
                                      const osprey_qepilogue *ep, void *out, int32_t *scratch);
 
+/// The channel kernel on AVX512-VNNI + VBMI: each kernel row's taps of an output pixel as one load, one vpermb and one
+/// vpdpbusd for the block's 16 channels. `weights`: C x KH x KW centred int32 (the planar layout); `scratch` as the
+/// AVX2 body's. Returns 0 when a row's taps span more than 4 pixels (nothing written) or a weight is beyond int8
+/// (blocks before it may be written): the caller then computes the whole range with another body.
+int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
+                                          const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                                          const osprey_qepilogue *ep, void *out, int32_t *scratch);
+
 /// int32s of `osprey_qdepthwise_channels_pack`'s output.
 long osprey_qdepthwise_channels_packed_count(int channels, int taps);
 
@@ -103,6 +111,20 @@ int osprey_qdepthwise_channels_fits(int kh, int kw, int oh, int ow);
 
 /// int32s of scratch `osprey_qdepthwise_channels_avx2` needs.
 int osprey_qdepthwise_channels_scratch(int kh, int kw, int sh, int sw, int dh, int dw, int oh, int ow);
+
+/// `osprey_qdepthwise_planes` on AVX512-VNNI + VBMI (quantized_depthwise_zmm.c): 16 outputs per zmm, one vpdpbusd per
+/// kernel row and 4 taps; rows of 16 outputs, or for small planes runs across the padded rows. `scratch`:
+/// osprey_qdepthwise_zmm_scratch(...) int32s. Returns 0 when the geometry (nothing written) or a weight beyond int8
+/// (planes before it may be written) does not fit it: the caller then computes the whole range with another body.
+int osprey_qdepthwise_planes_avx512vnni(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
+                                        const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
+                                        const osprey_qepilogue *ep, void *out, int32_t *scratch);
+
+/// int32s of scratch `osprey_qdepthwise_planes_avx512vnni` needs.
+int osprey_qdepthwise_zmm_scratch(int kh, int kw, int sh, int sw, int dh, int dw, int oh, int ow);
+
+/// 1 when the CPU runs `osprey_qdepthwise_planes_avx512vnni` (AVX-512 F/BW/VL, VNNI and VBMI).
+int osprey_qdepthwise_zmm_supported(void);
 
 /// int32s of scratch `osprey_qdepthwise` and `osprey_qdepthwise_planes` need for these geometries.
 int osprey_qdepthwise_scratch(int h, int w, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow);
