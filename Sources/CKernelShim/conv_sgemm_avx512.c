@@ -8,8 +8,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-// A in the conv's packed panels (a[k * 6 + r]) or in rows (a[r * lda + k]).
-enum { PANEL = 0, ROWS = 1 };
+// A in the conv's packed panels (a[k * 6 + r]) or in rows (a[r * lda + k]); PLANES: packed panels, B read in place
+// from NCHW input planes (b[k * ldb + j], masked loads: the last plane's columns past `width` may not exist).
+enum { PANEL = 0, ROWS = 1, PLANES = 2 };
 
 // One depth step: load the strip(s) of B, broadcast each row's A and fold it in. Odd steps go to a second set of
 // accumulators, added in at the end: six rows over one strip still keep 12 FMA chains in flight (4-cycle latency, 2
@@ -17,10 +18,12 @@ enum { PANEL = 0, ROWS = 1 };
 // not depend on where the batch puts it).
 #define STEP(K, ODD)                                                                                        \
     {                                                                                                       \
-        const __m512 b0 = _mm512_loadu_ps(b + (K) * 16);                                                    \
-        const __m512 b1 = TWO ? _mm512_loadu_ps(b + strip_stride + (K) * 16) : b0;                          \
+        const __m512 b0 = LAYOUT == PLANES ? _mm512_maskz_loadu_ps(m0, b + (K) * ldb)                       \
+                                           : _mm512_loadu_ps(b + (K) * 16);                                 \
+        const __m512 b1 = !TWO ? b0 : LAYOUT == PLANES ? _mm512_maskz_loadu_ps(m1, b + 16 + (K) * ldb)      \
+                                                       : _mm512_loadu_ps(b + strip_stride + (K) * 16);      \
         for (int r = 0; r < 6; r++) {                                                                       \
-            const __m512 x = _mm512_set1_ps(LAYOUT == PANEL ? a[(K) * 6 + r] : rowp[r][K]);                 \
+            const __m512 x = _mm512_set1_ps(LAYOUT != ROWS ? a[(K) * 6 + r] : rowp[r][K]);                  \
             c[r][2 * (ODD)] = _mm512_fmadd_ps(x, b0, c[r][2 * (ODD)]);                                      \
             if (TWO) c[r][2 * (ODD) + 1] = _mm512_fmadd_ps(x, b1, c[r][2 * (ODD) + 1]);                     \
         }                                                                                                   \
@@ -29,8 +32,10 @@ enum { PANEL = 0, ROWS = 1 };
 // TWO and LAYOUT are literals at each wrapper's call, so every variant is specialised.
 __attribute__((target("avx512f"), always_inline))
 static inline void tile(const int TWO, const int LAYOUT, long rows, long width, long depth, const float *a, long lda, const float *b,
-                        long strip_stride, const float *start, float *out, long ldo, const float *residual, long ldr, float low,
-                        float high) {
+                        long strip_stride, long ldb, const float *start, float *out, long ldo, const float *residual, long ldr,
+                        float low, float high) {
+    const __mmask16 m0 = width >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << width) - 1);
+    const __mmask16 m1 = width <= 16 ? 0 : width >= 32 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - 16)) - 1);
     __m512 c[6][4];
     for (int r = 0; r < 6; r++) {
         c[r][0] = c[r][1] = _mm512_set1_ps(start ? start[r] : 0.0f);
@@ -44,6 +49,13 @@ static inline void tile(const int TWO, const int LAYOUT, long rows, long width, 
             STEP(0, 0) STEP(1, 1)
             for (int r = 0; r < 6; r++) rowp[r] += 2;
             b += 32;
+        }
+        if (k < depth) STEP(0, 0)
+    } else if (LAYOUT == PLANES) {
+        for (; k + 2 <= depth; k += 2) {
+            STEP(0, 0) STEP(1, 1)
+            a += 12;
+            b += 2 * ldb;
         }
         if (k < depth) STEP(0, 0)
     } else {
@@ -61,8 +73,6 @@ static inline void tile(const int TWO, const int LAYOUT, long rows, long width, 
         c[r][0] = _mm512_add_ps(c[r][0], c[r][2]);
         c[r][1] = _mm512_add_ps(c[r][1], c[r][3]);
     }
-    const __mmask16 m0 = width >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << width) - 1);
-    const __mmask16 m1 = width <= 16 ? 0 : width >= 32 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - 16)) - 1);
     const __m512 lo = _mm512_set1_ps(low), hi = _mm512_set1_ps(high);
     for (int r = 0; r < 6; r++) {
         if (r >= rows) break;
@@ -84,30 +94,48 @@ static inline void tile(const int TWO, const int LAYOUT, long rows, long width, 
 __attribute__((target("avx512f")))
 static void panel_two(long rows, long width, long depth, const float *a, const float *b, long strip_stride, const float *start,
                       float *out, long ldo, const float *residual, long ldr, float low, float high) {
-    tile(1, PANEL, rows, width, depth, a, 0, b, strip_stride, start, out, ldo, residual, ldr, low, high);
+    tile(1, PANEL, rows, width, depth, a, 0, b, strip_stride, 16, start, out, ldo, residual, ldr, low, high);
 }
 
 __attribute__((target("avx512f")))
 static void panel_one(long rows, long width, long depth, const float *a, const float *b, const float *start, float *out, long ldo,
                       const float *residual, long ldr, float low, float high) {
-    tile(0, PANEL, rows, width, depth, a, 0, b, 0, start, out, ldo, residual, ldr, low, high);
+    tile(0, PANEL, rows, width, depth, a, 0, b, 0, 16, start, out, ldo, residual, ldr, low, high);
 }
 
 __attribute__((target("avx512f")))
 static void rows_two(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride, float *out,
                      long ldo) {
-    tile(1, ROWS, rows, width, depth, a, lda, b, strip_stride, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
+    tile(1, ROWS, rows, width, depth, a, lda, b, strip_stride, 16, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
 }
 
 __attribute__((target("avx512f")))
 static void rows_one(long rows, long width, long depth, const float *a, long lda, const float *b, float *out, long ldo) {
-    tile(0, ROWS, rows, width, depth, a, lda, b, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
+    tile(0, ROWS, rows, width, depth, a, lda, b, 0, 16, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
 }
 
 void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
                              const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {
     if (width > 16) panel_two(rows, width, depth, a, b, strip_stride, start, out, ldo, residual, ldr, low, high);
     else panel_one(rows, width, depth, a, b, start, out, ldo, residual, ldr, low, high);
+}
+
+__attribute__((target("avx512f")))
+static void planes_two(long rows, long width, long depth, const float *a, const float *b, long ldb, const float *start, float *out,
+                       long ldo, const float *residual, long ldr, float low, float high) {
+    tile(1, PLANES, rows, width, depth, a, 0, b, 16, ldb, start, out, ldo, residual, ldr, low, high);
+}
+
+__attribute__((target("avx512f")))
+static void planes_one(long rows, long width, long depth, const float *a, const float *b, long ldb, const float *start, float *out,
+                       long ldo, const float *residual, long ldr, float low, float high) {
+    tile(0, PLANES, rows, width, depth, a, 0, b, 16, ldb, start, out, ldo, residual, ldr, low, high);
+}
+
+void osprey_conv_planes_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long ldb, const float *start,
+                                    float *out, long ldo, const float *residual, long ldr, float low, float high) {
+    if (width > 16) planes_two(rows, width, depth, a, b, ldb, start, out, ldo, residual, ldr, low, high);
+    else planes_one(rows, width, depth, a, b, ldb, start, out, ldo, residual, ldr, low, high);
 }
 
 void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride,
@@ -170,6 +198,12 @@ void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, 
                              const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {
     (void)rows; (void)width; (void)depth; (void)a; (void)b; (void)strip_stride; (void)start; (void)out; (void)ldo;
     (void)residual; (void)ldr; (void)low; (void)high;
+}
+
+void osprey_conv_planes_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long ldb, const float *start,
+                                    float *out, long ldo, const float *residual, long ldr, float low, float high) {
+    (void)rows; (void)width; (void)depth; (void)a; (void)b; (void)ldb; (void)start; (void)out; (void)ldo; (void)residual;
+    (void)ldr; (void)low; (void)high;
 }
 
 void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride,

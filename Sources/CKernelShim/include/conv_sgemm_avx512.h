@@ -13,6 +13,12 @@
 void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
                              const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high);
 
+/// The same product with B read in place from NCHW planes: c[r][j] = start[r] + sum_k a[k * 6 + r] * b[k * ldb + j]
+/// for j < width (1...32, loads masked to those lanes); stores, residual and clamp as `osprey_conv_tile_avx512`.
+/// Only call when `osprey_float_avx512()` is 1.
+void osprey_conv_planes_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long ldb, const float *start,
+                                    float *out, long ldo, const float *residual, long ldr, float low, float high);
+
 /// The same product with A in rows (Winograd's tiles x channels): c[r][j] = sum_k a[r' * lda + k] * b[...] as above,
 /// where r' = r for r < rows and 0 past them (missing rows repeat row 0 and are not stored). No residual, no clamp.
 void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride,
