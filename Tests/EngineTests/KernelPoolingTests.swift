@@ -1,4 +1,3 @@
-import CKernelShim
 import Testing
 @testable import Engine
 import TestSupport
@@ -56,29 +55,6 @@ private func pooledSize(_ size: Int, kernel: Int, stride: Int, dilation: Int, pa
                 checkPools(PoolGeometry(planes: 2, inHeight: 6, inWidth: width, outHeight: 3, outWidth: outWidth, window: SlidingWindow(kernelHeight: 3,
                                         kernelWidth: 3, strideHeight: 2, strideWidth: 2, padTop: 1, padLeft: padLeft, padBottom: 0,
                                         padRight: 1)), rng: &rng)
-            }
-        }
-    }
-
-    /// MaxPool 3x3 stride 2 runs the AVX-512F row kernel where the CPU has it: planes of 1-113 columns (masked row
-    /// tails, 16-output steps), pads 0-2 on either side, floor and ceil mode (windows past the edge), the Swift
-    /// flat-window pool forced on the same shapes.
-    @Test(.serialized, arguments: [true, false])
-    func maxPoolThreeByThreeStrideTwoMatchesReference(avx512: Bool) {
-        _ = osprey_float_avx512_enable(avx512 ? 1 : 0)
-        defer { _ = osprey_float_avx512_enable(1) }
-        var rng = SeededGenerator(seed: 34)
-        for (height, width) in [(1, 1), (3, 4), (7, 7), (13, 13), (27, 27), (55, 55), (20, 33), (9, 113), (112, 112)] {
-            for (padBegin, padEnd) in [(0, 0), (1, 1), (2, 1), (0, 2)] {
-                for ceil in [false, true] {
-                    var g = PoolGeometry(planes: 3, inHeight: height, inWidth: width, outHeight: 0, outWidth: 0,
-                                         window: SlidingWindow(kernelHeight: 3, kernelWidth: 3, strideHeight: 2, strideWidth: 2,
-                                                               padTop: padBegin, padLeft: padBegin, padBottom: padEnd, padRight: padEnd))
-                    g.outHeight = pooledSize(height, kernel: 3, stride: 2, dilation: 1, padBegin: padBegin, padEnd: padEnd, ceil: ceil)
-                    g.outWidth = pooledSize(width, kernel: 3, stride: 2, dilation: 1, padBegin: padBegin, padEnd: padEnd, ceil: ceil)
-                    guard g.outHeight >= 1 && g.outWidth >= 1 else { continue }
-                    checkPools(g, rng: &rng)
-                }
             }
         }
     }

@@ -42,7 +42,5 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 
 /// The dense convolution's and Winograd's product tiles in AVX-512F, chosen at run time (conv_sgemm_avx512.c).
 #include "conv_sgemm_avx512.h"
-/// MaxPool 3x3 stride 2 in AVX-512F.
-#include "max_pool_avx512.h"
 
 #endif

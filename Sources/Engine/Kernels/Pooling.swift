@@ -1,5 +1,3 @@
-import CKernelShim
-
 /// The concrete sizes of one 2-D pooling call on NCHW data (1-D pooling uses height 1).
 @dynamicMemberLookup
 public struct PoolGeometry: ComposedGeometry, Sendable, Hashable {
@@ -30,7 +28,6 @@ public struct PoolGeometry: ComposedGeometry, Sendable, Hashable {
 /// Each plane is copied into a scratch plane bordered with -infinity (covering ceil_mode overhang) so every output
 /// row is a run of vector maxima; planes are split across the compute pool.
 public func maxPool2D(_ g: PoolGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
-    if maxPool3x3Stride2(g, input: input, output: output) { return }
     if let layout = flatLayout(g) {
         flatPool(g, layout, MaxFold.self, input: input, output: output) { _, flat, out in
             out.update(from: flat, count: g.outWidth)
@@ -40,26 +37,6 @@ public func maxPool2D(_ g: PoolGeometry, input: UnsafePointer<Float>, output: Un
     pooledPlanes(g, fill: -.infinity, input: input, output: output) { padded, paddedWidth, out in
         windowRows(g, padded: padded, paddedWidth: paddedWidth, output: out, MaxFold.self)
     }
-}
-
-/// MaxPool 3x3 stride 2 without dilation (the ResNet, DenseNet and SqueezeNet stems) by the AVX-512F row kernel,
-/// planes split across the compute pool; false (nothing written) for other pools or CPUs.
-private func maxPool3x3Stride2(_ g: PoolGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) -> Bool {
-    let w = g.window
-    guard osprey_float_avx512() != 0, w.kernelHeight == 3, w.kernelWidth == 3, w.strideHeight == 2, w.strideWidth == 2,
-          w.dilationHeight == 1, w.dilationWidth == 1, (0...2).contains(w.padTop), (0...2).contains(w.padLeft),
-          g.planes > 0, g.outHeight > 0, g.outWidth > 0 else { return false }
-    let inPlane = g.inHeight * g.inWidth, outPlane = g.outHeight * g.outWidth
-    let rowFloats = osprey_max_pool_3x3s2_row_floats(g.outWidth, g.inWidth, w.padLeft)
-    parallelRanges(g.planes, minimumChunk: max(1, 4096 / max(1, inPlane))) { range in
-        withThreadScratch(rowFloats) { row in
-            for plane in range {
-                osprey_max_pool_3x3s2_avx512(input + plane * inPlane, g.inHeight, g.inWidth, output + plane * outPlane, g.outHeight,
-                                             g.outWidth, w.padTop, w.padLeft, row)
-            }
-        }
-    }
-    return true
 }
 
 /// AveragePool over each plane; `countIncludePad` divides by the window clipped to the padded input, else by the valid cells.
