@@ -48,7 +48,9 @@ enum PointwisePlanes {
                     for r in 0..<rows { starts[r] = r < valid ? bias?[firstChannel + r] ?? 0 : 0 }
                     let o = output + image * imageStride + firstChannel * outPlane + column
                     let res = residual.map { $0 + (image * g.outChannels + firstChannel) * outPlane + column }
-                    osprey_conv_planes_tile_avx512(valid, width, weights.depth, weights.panel(group: group, index: p), b, inPlane,
+                    // The first panel prefetches the next block of the same planes (the others find this one in L1).
+                    let ahead = p == 0 && column + 2 * blockWidth <= outPlane ? blockWidth : 0
+                    osprey_conv_planes_tile_avx512(valid, width, weights.depth, weights.panel(group: group, index: p), b, inPlane, ahead,
                                                    starts, o, outPlane, res, outPlane, bounds.low, bounds.high)
                 }
             }
