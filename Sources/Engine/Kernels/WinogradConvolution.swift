@@ -256,11 +256,21 @@ private struct WinogradBlock {
         let tile = work + 24 * Winograd.lanes
         let clamp = registerClamp
         let low = SIMD8<Float>(repeating: clamp?.low ?? -.infinity), high = SIMD8<Float>(repeating: clamp?.high ?? .infinity)
+        let wide = osprey_float_avx512() != 0
         for t in 0..<count {
             let (n, ty, tx) = position(first + t)
             let rows = min(4, oh - 4 * ty), columns = min(4, ow - 4 * tx)
             let corner = output + n * imageStride + 4 * ty * ow + 4 * tx
-            for c in Swift.stride(from: 0, to: k, by: Winograd.lanes) {
+            var c = 0
+            // AVX-512F: whole tiles 16 channels at a time in C (transform, bias, clamp and transposed stores).
+            if wide && rows == 4 && columns == 4 {
+                while c + 16 <= k {
+                    osprey_winograd_output_avx512(m + t * kp + c, stride * kp, filters.bias + c, corner + c * plane, plane, ow,
+                                                  clamp?.low ?? -.infinity, clamp?.high ?? .infinity)
+                    c += 16
+                }
+            }
+            for c in Swift.stride(from: c, to: k, by: Winograd.lanes) {
                 Winograd.outputTile(m + t * kp + c, positionStride: stride * kp, scratch: work, tile)
                 let bias = UnsafePointer(filters.bias + c).vector(SIMD8<Float>.self)
                 let lanes = min(Winograd.lanes, k - c)
