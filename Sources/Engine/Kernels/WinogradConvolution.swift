@@ -103,7 +103,7 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
         // Each position's V[p], U[p] and M[p] are what must share the L2 cache; the block's whole V and M (36 x tiles x
         // channels each) only stay in L3 between the transforms and the products. Blocks of up to 6 MB, then, but no
         // fewer than 16 tiles: every block reads all of U (9 MB at 256 channels), and 1 MB blocks read it 8 times per
-        // ResNet-18 batch-8 layer (-25%). Then at least one block per thread.
+        // ResNet-18 batch-8 layer (-25%).
         // When U is small (few channels: SqueezeNet's 16-64 to 64-256) blocks of up to 512 KB keep V and M in L2
         // instead: one big block left the output transform waiting on L3 for M (14% of SqueezeNet), and the extra
         // reads of U cost less than that round trip once a block's V and M hold at least half of U.
@@ -113,7 +113,9 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
         let budget = l2Tiles >= 12 && 2 * l2Tiles * perTile >= filterBytes ? l2Tiles : 6_291_456 / perTile
         var blocks = (tiling.tiles + max(16, budget) - 1) / max(16, budget)
         let threads = EngineThreads.threads
-        if threads > 1 && blocks < threads && tiling.tiles >= 8 * threads { blocks = threads }
+        // A multiple of the thread count, so that the threads finish together (SqueezeNet's 196 tiles in 5 L2 blocks
+        // left one of two threads idle for a fifth of the layer).
+        if threads > 1 && tiling.tiles >= 8 * threads { blocks = (blocks + threads - 1) / threads * threads }
         let perBlock = tilesPerBlock ?? (tiling.tiles + blocks - 1) / blocks
         blocks = (tiling.tiles + perBlock - 1) / perBlock
         parallelFor(blocks) { block in
