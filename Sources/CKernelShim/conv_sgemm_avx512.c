@@ -8,8 +8,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-// A in the conv's packed panels (a[k * 6 + r]) or in rows (a[r * lda + k]).
-enum { PANEL = 0, ROWS = 1 };
+// A in the conv's packed panels (a[k * 6 + r]) or in rows (a[r * lda + k]); PLANES: packed panels, B read in place
+// from NCHW input planes (b[k * ldb + j], masked loads: the last plane's columns past `width` may not exist).
+enum { PANEL = 0, ROWS = 1, PLANES = 2 };
 
 // One depth step: load the strip(s) of B, broadcast each row's A and fold it in. Odd steps go to a second set of
 // accumulators, added in at the end: six rows over one strip still keep 12 FMA chains in flight (4-cycle latency, 2
@@ -17,10 +18,12 @@ enum { PANEL = 0, ROWS = 1 };
 // not depend on where the batch puts it).
 #define STEP(K, ODD)                                                                                        \
     {                                                                                                       \
-        const __m512 b0 = _mm512_loadu_ps(b + (K) * 16);                                                    \
-        const __m512 b1 = TWO ? _mm512_loadu_ps(b + strip_stride + (K) * 16) : b0;                          \
+        const __m512 b0 = LAYOUT == PLANES ? _mm512_maskz_loadu_ps(m0, b + (K) * ldb)                       \
+                                           : _mm512_loadu_ps(b + (K) * 16);                                 \
+        const __m512 b1 = !TWO ? b0 : LAYOUT == PLANES ? _mm512_maskz_loadu_ps(m1, b + 16 + (K) * ldb)      \
+                                                       : _mm512_loadu_ps(b + strip_stride + (K) * 16);      \
         for (int r = 0; r < 6; r++) {                                                                       \
-            const __m512 x = _mm512_set1_ps(LAYOUT == PANEL ? a[(K) * 6 + r] : rowp[r][K]);                 \
+            const __m512 x = _mm512_set1_ps(LAYOUT != ROWS ? a[(K) * 6 + r] : rowp[r][K]);                  \
             c[r][2 * (ODD)] = _mm512_fmadd_ps(x, b0, c[r][2 * (ODD)]);                                      \
             if (TWO) c[r][2 * (ODD) + 1] = _mm512_fmadd_ps(x, b1, c[r][2 * (ODD) + 1]);                     \
         }                                                                                                   \
@@ -29,8 +32,10 @@ enum { PANEL = 0, ROWS = 1 };
 // TWO and LAYOUT are literals at each wrapper's call, so every variant is specialised.
 __attribute__((target("avx512f"), always_inline))
 static inline void tile(const int TWO, const int LAYOUT, long rows, long width, long depth, const float *a, long lda, const float *b,
-                        long strip_stride, const float *start, float *out, long ldo, const float *residual, long ldr, float low,
-                        float high) {
+                        long strip_stride, long ldb, long ahead, const float *start, float *out, long ldo,
+                        const float *residual, long ldr, float low, float high) {
+    const __mmask16 m0 = width >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << width) - 1);
+    const __mmask16 m1 = width <= 16 ? 0 : width >= 32 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - 16)) - 1);
     __m512 c[6][4];
     for (int r = 0; r < 6; r++) {
         c[r][0] = c[r][1] = _mm512_set1_ps(start ? start[r] : 0.0f);
@@ -44,6 +49,21 @@ static inline void tile(const int TWO, const int LAYOUT, long rows, long width, 
             STEP(0, 0) STEP(1, 1)
             for (int r = 0; r < 6; r++) rowp[r] += 2;
             b += 32;
+        }
+        if (k < depth) STEP(0, 0)
+    } else if (LAYOUT == PLANES) {
+        for (; k + 2 <= depth; k += 2) {
+            // The next block's two lines of these planes: one stream per plane is more than the hardware prefetcher
+            // follows once the input is in DRAM (batch 8).
+            if (ahead) {
+                __builtin_prefetch(b + ahead, 0, 3);
+                __builtin_prefetch(b + ahead + 16, 0, 3);
+                __builtin_prefetch(b + ldb + ahead, 0, 3);
+                __builtin_prefetch(b + ldb + ahead + 16, 0, 3);
+            }
+            STEP(0, 0) STEP(1, 1)
+            a += 12;
+            b += 2 * ldb;
         }
         if (k < depth) STEP(0, 0)
     } else {
@@ -61,8 +81,6 @@ static inline void tile(const int TWO, const int LAYOUT, long rows, long width, 
         c[r][0] = _mm512_add_ps(c[r][0], c[r][2]);
         c[r][1] = _mm512_add_ps(c[r][1], c[r][3]);
     }
-    const __mmask16 m0 = width >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << width) - 1);
-    const __mmask16 m1 = width <= 16 ? 0 : width >= 32 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - 16)) - 1);
     const __m512 lo = _mm512_set1_ps(low), hi = _mm512_set1_ps(high);
     for (int r = 0; r < 6; r++) {
         if (r >= rows) break;
@@ -84,30 +102,48 @@ static inline void tile(const int TWO, const int LAYOUT, long rows, long width, 
 __attribute__((target("avx512f")))
 static void panel_two(long rows, long width, long depth, const float *a, const float *b, long strip_stride, const float *start,
                       float *out, long ldo, const float *residual, long ldr, float low, float high) {
-    tile(1, PANEL, rows, width, depth, a, 0, b, strip_stride, start, out, ldo, residual, ldr, low, high);
+    tile(1, PANEL, rows, width, depth, a, 0, b, strip_stride, 16, 0, start, out, ldo, residual, ldr, low, high);
 }
 
 __attribute__((target("avx512f")))
 static void panel_one(long rows, long width, long depth, const float *a, const float *b, const float *start, float *out, long ldo,
                       const float *residual, long ldr, float low, float high) {
-    tile(0, PANEL, rows, width, depth, a, 0, b, 0, start, out, ldo, residual, ldr, low, high);
+    tile(0, PANEL, rows, width, depth, a, 0, b, 0, 16, 0, start, out, ldo, residual, ldr, low, high);
 }
 
 __attribute__((target("avx512f")))
 static void rows_two(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride, float *out,
                      long ldo) {
-    tile(1, ROWS, rows, width, depth, a, lda, b, strip_stride, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
+    tile(1, ROWS, rows, width, depth, a, lda, b, strip_stride, 16, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
 }
 
 __attribute__((target("avx512f")))
 static void rows_one(long rows, long width, long depth, const float *a, long lda, const float *b, float *out, long ldo) {
-    tile(0, ROWS, rows, width, depth, a, lda, b, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
+    tile(0, ROWS, rows, width, depth, a, lda, b, 0, 16, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
 }
 
 void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
                              const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {
     if (width > 16) panel_two(rows, width, depth, a, b, strip_stride, start, out, ldo, residual, ldr, low, high);
     else panel_one(rows, width, depth, a, b, start, out, ldo, residual, ldr, low, high);
+}
+
+__attribute__((target("avx512f")))
+static void planes_two(long rows, long width, long depth, const float *a, const float *b, long ldb, long ahead, const float *start, float *out,
+                       long ldo, const float *residual, long ldr, float low, float high) {
+    tile(1, PLANES, rows, width, depth, a, 0, b, 16, ldb, ahead, start, out, ldo, residual, ldr, low, high);
+}
+
+__attribute__((target("avx512f")))
+static void planes_one(long rows, long width, long depth, const float *a, const float *b, long ldb, long ahead, const float *start, float *out,
+                       long ldo, const float *residual, long ldr, float low, float high) {
+    tile(0, PLANES, rows, width, depth, a, 0, b, 16, ldb, ahead, start, out, ldo, residual, ldr, low, high);
+}
+
+void osprey_conv_planes_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long ldb, long ahead,
+                                    const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {
+    if (width > 16) planes_two(rows, width, depth, a, b, ldb, ahead, start, out, ldo, residual, ldr, low, high);
+    else planes_one(rows, width, depth, a, b, ldb, ahead, start, out, ldo, residual, ldr, low, high);
 }
 
 void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride,
@@ -164,12 +200,69 @@ void osprey_grouped_block_avx512(const float *scratch, const long *offsets, long
     }
 }
 
+// A^T m over 6 vectors: the Swift `Winograd.output1D` in 16 lanes.
+__attribute__((target("avx512f"), always_inline))
+static inline void output_1d(const __m512 m[6], __m512 out[4]) {
+    const __m512 p = _mm512_add_ps(m[1], m[2]), q = _mm512_sub_ps(m[1], m[2]);
+    const __m512 r = _mm512_add_ps(m[3], m[4]), s = _mm512_sub_ps(m[3], m[4]);
+    out[0] = _mm512_add_ps(_mm512_add_ps(m[0], p), r);
+    out[1] = _mm512_add_ps(q, _mm512_mul_ps(_mm512_set1_ps(2.0f), s));
+    out[2] = _mm512_add_ps(p, _mm512_mul_ps(_mm512_set1_ps(4.0f), r));
+    out[3] = _mm512_add_ps(_mm512_add_ps(q, _mm512_mul_ps(_mm512_set1_ps(8.0f), s)), m[5]);
+}
+
+// The Swift transform builds each channel's 4 outputs lane by lane (8 inserts per store: most of its time); here the
+// 4 x 16 results of a row are transposed by unpacks and shuffles into 16 runs of 4, one 128-bit store each.
+__attribute__((target("avx512f")))
+void osprey_winograd_output_avx512(const float *m, long position_stride, const float *bias, float *out, long plane,
+                                   long row_stride, float low, float high) {
+    __m512 rows[6][4];
+    for (int i = 0; i < 6; i++) {
+        __m512 v[6];
+        for (int j = 0; j < 6; j++) v[j] = _mm512_loadu_ps(m + (i * 6 + j) * position_stride);
+        output_1d(v, rows[i]);
+    }
+    const __m512 b = _mm512_loadu_ps(bias), lo = _mm512_set1_ps(low), hi = _mm512_set1_ps(high);
+    __m512 o[4][4];
+    for (int c = 0; c < 4; c++) {
+        __m512 v[6], t[4];
+        for (int i = 0; i < 6; i++) v[i] = rows[i][c];
+        output_1d(v, t);
+        for (int r = 0; r < 4; r++) o[r][c] = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(t[r], b)));
+    }
+    for (int r = 0; r < 4; r++) {
+        const __m512 t0 = _mm512_unpacklo_ps(o[r][0], o[r][1]), t1 = _mm512_unpackhi_ps(o[r][0], o[r][1]);
+        const __m512 t2 = _mm512_unpacklo_ps(o[r][2], o[r][3]), t3 = _mm512_unpackhi_ps(o[r][2], o[r][3]);
+        // Channel 4l + i of 128-bit lane l: u[i].
+        const __m512 u[4] = {_mm512_shuffle_ps(t0, t2, 0x44), _mm512_shuffle_ps(t0, t2, 0xEE), _mm512_shuffle_ps(t1, t3, 0x44),
+                             _mm512_shuffle_ps(t1, t3, 0xEE)};
+        float *row = out + r * row_stride;
+        for (int i = 0; i < 4; i++) {
+            _mm_storeu_ps(row + (0 + i) * plane, _mm512_extractf32x4_ps(u[i], 0));
+            _mm_storeu_ps(row + (4 + i) * plane, _mm512_extractf32x4_ps(u[i], 1));
+            _mm_storeu_ps(row + (8 + i) * plane, _mm512_extractf32x4_ps(u[i], 2));
+            _mm_storeu_ps(row + (12 + i) * plane, _mm512_extractf32x4_ps(u[i], 3));
+        }
+    }
+}
+
 #else
+
+void osprey_winograd_output_avx512(const float *m, long position_stride, const float *bias, float *out, long plane,
+                                   long row_stride, float low, float high) {
+    (void)m; (void)position_stride; (void)bias; (void)out; (void)plane; (void)row_stride; (void)low; (void)high;
+}
 
 void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
                              const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {
     (void)rows; (void)width; (void)depth; (void)a; (void)b; (void)strip_stride; (void)start; (void)out; (void)ldo;
     (void)residual; (void)ldr; (void)low; (void)high;
+}
+
+void osprey_conv_planes_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long ldb, long ahead,
+                                    const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high) {
+    (void)rows; (void)width; (void)depth; (void)a; (void)b; (void)ldb; (void)ahead; (void)start; (void)out; (void)ldo; (void)residual;
+    (void)ldr; (void)low; (void)high;
 }
 
 void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride,

@@ -189,6 +189,20 @@ public final class CompiledModel: Sendable {
         return byType.map { (opType: $0.key, seconds: $0.value.0, nodes: $0.value.1) }.sorted { $0.seconds > $1.seconds }
     }
 
+    /// Runs all outputs `repeats` times and returns each step's fastest time in plan order (a per-layer profile that
+    /// load on a shared machine inflates less than a sum over the runs).
+    public func profileSteps(_ feeds: [String: Tensor], repeats: Int = 1) throws -> [(label: String, opType: String, seconds: Double)] {
+        try validate(feeds)
+        var fastest = [Double](repeating: .infinity, count: plan.steps.count)
+        let wanted = outputs.map { outputSlots[$0.name]! }
+        for _ in 0..<max(1, repeats) {
+            var timings = [Double](repeating: 0, count: plan.steps.count)
+            _ = try withUnsafeMutablePointer(to: &timings) { try plan.execute(feeds: feeds, wanted: wanted, timings: $0) }
+            for i in fastest.indices { fastest[i] = min(fastest[i], timings[i]) }
+        }
+        return zip(plan.steps, fastest).map { (label: $0.label, opType: $0.opType, seconds: $1) }
+    }
+
     /// Bytes held by the process-wide activation buffer pool that every compiled model's runs share.
     public static var bufferPoolStatistics: BufferPoolStatistics { BufferPool.shared.statistics }
 

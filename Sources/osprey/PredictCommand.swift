@@ -9,7 +9,7 @@ let predictCommand = Command(
     summary: "Run an ONNX model on .npy inputs and write .npy outputs",
     help: """
         Usage: osprey predict MODEL.onnx --input [NAME=]FILE.npy ... (--output OUT.npy | --output-dir DIR)
-                              [--repeat N] [--threads N] [--row-parts N] [--profile]
+                              [--repeat N] [--threads N] [--row-parts N] [--profile] [--profile-steps]
 
         Inputs are NumPy .npy files (v1-v3, C order, little-endian; float32, float64, float16,
         int8-64, uint8-64, bool). With one model input, NAME= may be left out.
@@ -24,9 +24,10 @@ let predictCommand = Command(
                                 at a time (rows must be independent, as a served batch's are; `osprey serve` uses
                                 one range per thread); default 1, the batch whole, each operator split across threads
           --profile             Also print time per operator type over the runs
+          --profile-steps       Also print each step's fastest time over the runs, in plan order
         """
 ) { args in
-    let arguments = try Arguments(args, valueFlags: ["input", "output", "output-dir", "repeat", "threads", "row-parts"], booleanFlags: ["profile"])
+    let arguments = try Arguments(args, valueFlags: ["input", "output", "output-dir", "repeat", "threads", "row-parts"], booleanFlags: ["profile", "profile-steps"])
     guard arguments.positionals.count == 1, let modelPath = arguments.positionals.first else {
         throw UsageError(description: "expected exactly one model path, got \(arguments.positionals.count)")
     }
@@ -71,6 +72,11 @@ let predictCommand = Command(
         for entry in profile {
             let share = total > 0 ? Int((entry.seconds / total * 100).rounded()) : 0
             Console.out("  \(entry.opType): \(formatMilliseconds(entry.seconds / Double(repeats))) ms per run, \(entry.nodes) nodes, \(share)%")
+        }
+    }
+    if arguments.flag("profile-steps") {
+        for step in try model.profileSteps(feeds, repeats: repeats) {
+            Console.out("  \(formatMilliseconds(step.seconds)) ms \(step.opType) \(step.label)")
         }
     }
     if let outputFile {

@@ -290,6 +290,33 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         }
     }
 
+    /// Pointwise convs with few output channels read their input planes in place on AVX-512F (`PointwisePlanes`):
+    /// 1-66 output channels (last panels of 1-6 rows, up to the 11-panel limit), blocks of 32 columns cut at plane
+    /// edges (13x13, 1x1, 7x9), odd depths, register epilogues with and without a residual, Concat windows, one and
+    /// two threads; then the packed path forced (AVX2 tiles) on the same shapes.
+    @Test(.serialized, arguments: [1, 2])
+    func pointwisePlanesMatchReference(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 1616)
+        let epilogues: [(Activation, Bool)] = [(.relu, false), (.none, true), (.clip(min: 0, max: 6), true), (.none, false)]
+        var index = 0
+        for forceAVX2 in [false, true] {
+            _ = osprey_float_avx512_enable(forceAVX2 ? 0 : 1)
+            defer { _ = osprey_float_avx512_enable(1) }
+            for outChannels in [1, 6, 16, 23, 32, 64, 66] {
+                for (batch, channels, height, width) in [(1, 64, 13, 13), (3, 3, 1, 1), (2, 257, 7, 9), (1, 16, 11, 11)] {
+                    let (activation, withResidual) = epilogues[index % epilogues.count]
+                    let g = ConvGeometry(batch: batch, inChannels: channels, inHeight: height, inWidth: width, outChannels: outChannels,
+                                         window: SlidingWindow(kernelHeight: 1, kernelWidth: 1))
+                    checkConvolution(g, activation: activation, withBias: index % 3 != 2, withResidual: withResidual,
+                                     imageGap: index % 2 == 0 ? 9 : nil, rng: &rng)
+                    index += 1
+                }
+            }
+        }
+    }
+
     @Test func singleThreadMatchesReference() {
         var rng = SeededGenerator(seed: 5)
         EngineThreads.configure(threads: 1)

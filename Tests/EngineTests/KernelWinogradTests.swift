@@ -128,8 +128,9 @@ private func geometry(batch: Int = 1, channels: Int, height: Int, width: Int, ou
         checkWinograd(geometry(batch: 2, channels: 160, height: 7, width: 7, outChannels: 24, pad: 1), rng: &rng)
     }
 
-    /// The AVX-512F product tiles (when the CPU has them) and the AVX2 Swift tiles forced on the same machine: 16, 32
-    /// and 48 padded output channels (one strip, a pair, a pair and one), tile counts off the 6 rows, odd blocks.
+    /// The AVX-512F product tiles and output transform (when the CPU has them) and the AVX2 Swift ones forced on the
+    /// same machine: 16, 32 and 48 padded output channels (one strip, a pair, a pair and one; 20 and 40 channels end
+    /// in 8-lane groups after the 16-channel ones), tile counts off the 6 rows, odd blocks, whole and edge tiles.
     @Test(.serialized, arguments: [false, true])
     func bothProductKernelsMatchReference(forceAVX2: Bool) {
         _ = osprey_float_avx512_enable(forceAVX2 ? 0 : 1)

@@ -13,6 +13,13 @@
 void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
                              const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high);
 
+/// The same product with B read in place from NCHW planes: c[r][j] = start[r] + sum_k a[k * 6 + r] * b[k * ldb + j]
+/// for j < width (1...32, loads masked to those lanes); stores, residual and clamp as `osprey_conv_tile_avx512`.
+/// `ahead` non-zero: also prefetches b[k * ldb + ahead ..< + 32] (the next block's columns). Only call when
+/// `osprey_float_avx512()` is 1.
+void osprey_conv_planes_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long ldb, long ahead,
+                                    const float *start, float *out, long ldo, const float *residual, long ldr, float low, float high);
+
 /// The same product with A in rows (Winograd's tiles x channels): c[r][j] = sum_k a[r' * lda + k] * b[...] as above,
 /// where r' = r for r < rows and 0 past them (missing rows repeat row 0 and are not stored). No residual, no clamp.
 void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride,
@@ -23,5 +30,11 @@ void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, 
 /// (`depth` taps). Only call when `osprey_float_avx512()` is 1.
 void osprey_grouped_block_avx512(const float *scratch, const long *offsets, long depth, const float *panel, const float *start,
                                  long count, float *output);
+
+/// Winograd F(4x4, 3x3)'s output transform of one whole 4x4 tile for 16 output channels: A^T m A of the 36 products
+/// (position p's 16 channels at m + p * position_stride), plus bias[0..16), clamped to [low, high], then channel c's
+/// row r stored at out + c * plane + r * row_stride (4 floats). Only call when `osprey_float_avx512()` is 1.
+void osprey_winograd_output_avx512(const float *m, long position_stride, const float *bias, float *out, long plane,
+                                   long row_stride, float low, float high);
 
 #endif

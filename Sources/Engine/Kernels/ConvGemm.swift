@@ -61,6 +61,11 @@ func denseConvolution(_ g: ConvGeometry, weights: ConvWeightPanels, bias: Unsafe
                       activation: Activation, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
                       outputImageStride: Int? = nil, inputScale: UnsafePointer<Float>? = nil) {
     let imageStride = outputImageStride ?? g.outChannels * g.outHeight * g.outWidth
+    if g.isPointwise && inputScale == nil && PointwisePlanes.suits(g, weights: weights, activation: activation) {
+        PointwisePlanes.run(g, weights: weights, bias: bias, residual: residual, activation: activation, input: input, output: output,
+                            imageStride: imageStride)
+        return
+    }
     if g.isPointwise {
         multiplyPanels(g, weights: weights, bias: bias, residual: residual, activation: activation, input: input, padded: nil,
                        output: output, imageStride: imageStride, inputScale: inputScale)

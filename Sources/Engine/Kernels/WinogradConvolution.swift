@@ -103,11 +103,19 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
         // Each position's V[p], U[p] and M[p] are what must share the L2 cache; the block's whole V and M (36 x tiles x
         // channels each) only stay in L3 between the transforms and the products. Blocks of up to 6 MB, then, but no
         // fewer than 16 tiles: every block reads all of U (9 MB at 256 channels), and 1 MB blocks read it 8 times per
-        // ResNet-18 batch-8 layer (-25%). Then at least one block per thread.
-        let budget = 6_291_456 / (Winograd.positions * MemoryLayout<Float>.stride * (cp + kp))
+        // ResNet-18 batch-8 layer (-25%).
+        // When U is small (few channels: SqueezeNet's 16-64 to 64-256) blocks of up to 512 KB keep V and M in L2
+        // instead: one big block left the output transform waiting on L3 for M (14% of SqueezeNet), and the extra
+        // reads of U cost less than that round trip once a block's V and M hold at least half of U.
+        let perTile = Winograd.positions * MemoryLayout<Float>.stride * (cp + kp)
+        let filterBytes = Winograd.positions * MemoryLayout<Float>.stride * cp * kp
+        let l2Tiles = 524_288 / perTile
+        let budget = l2Tiles >= 12 && 2 * l2Tiles * perTile >= filterBytes ? l2Tiles : 6_291_456 / perTile
         var blocks = (tiling.tiles + max(16, budget) - 1) / max(16, budget)
         let threads = EngineThreads.threads
-        if threads > 1 && blocks < threads && tiling.tiles >= 8 * threads { blocks = threads }
+        // A multiple of the thread count, so that the threads finish together (SqueezeNet's 196 tiles in 5 L2 blocks
+        // left one of two threads idle for a fifth of the layer).
+        if threads > 1 && tiling.tiles >= 8 * threads { blocks = (blocks + threads - 1) / threads * threads }
         let perBlock = tilesPerBlock ?? (tiling.tiles + blocks - 1) / blocks
         blocks = (tiling.tiles + perBlock - 1) / perBlock
         parallelFor(blocks) { block in
@@ -250,11 +258,21 @@ private struct WinogradBlock {
         let tile = work + 24 * Winograd.lanes
         let clamp = registerClamp
         let low = SIMD8<Float>(repeating: clamp?.low ?? -.infinity), high = SIMD8<Float>(repeating: clamp?.high ?? .infinity)
+        let wide = osprey_float_avx512() != 0
         for t in 0..<count {
             let (n, ty, tx) = position(first + t)
             let rows = min(4, oh - 4 * ty), columns = min(4, ow - 4 * tx)
             let corner = output + n * imageStride + 4 * ty * ow + 4 * tx
-            for c in Swift.stride(from: 0, to: k, by: Winograd.lanes) {
+            var c = 0
+            // AVX-512F: whole tiles 16 channels at a time in C (transform, bias, clamp and transposed stores).
+            if wide && rows == 4 && columns == 4 {
+                while c + 16 <= k {
+                    osprey_winograd_output_avx512(m + t * kp + c, stride * kp, filters.bias + c, corner + c * plane, plane, ow,
+                                                  clamp?.low ?? -.infinity, clamp?.high ?? .infinity)
+                    c += 16
+                }
+            }
+            for c in Swift.stride(from: c, to: k, by: Winograd.lanes) {
                 Winograd.outputTile(m + t * kp + c, positionStride: stride * kp, scratch: work, tile)
                 let bias = UnsafePointer(filters.bias + c).vector(SIMD8<Float>.self)
                 let lanes = min(Winograd.lanes, k - c)
