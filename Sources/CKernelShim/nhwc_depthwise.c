@@ -99,33 +99,99 @@ static inline __m512 finish16(__m512 v, int epilogue, __m512 lo, __m512 hi) {
         } \
     } while (0)
 
+/// The interior columns [*x0, *x1) of an output row: every tap of those pixels lies inside the image's columns.
+static inline void interior_columns(const geometry_t *g, long *x0, long *x1) {
+    *x0 = (g->pad_left + g->stride_width - 1) / g->stride_width;
+    const long reach = g->in_width - g->kernel_width + g->pad_left;
+    *x1 = reach < 0 ? 0 : reach / g->stride_width + 1;
+    if (*x1 > g->out_width) *x1 = g->out_width;
+    if (*x0 > *x1) *x0 = *x1;
+}
+
+/// Pixels [x0, x1) of output row y, all K x K taps inside the image, for K = 3 or 5: each 16-channel block keeps its
+/// K * K weight vectors in registers while it walks the row (one load per multiply-add instead of two).
+OSPREY_AVX512 __attribute__((always_inline))
+static inline void interior_row(const int K, const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
+                                long x0, long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    const long C = g->channels, W = g->in_width, sw = g->stride_width;
+    const long top = y * g->stride_height - g->pad_top;
+    for (long c = 0; c < C; c += 16) {
+        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+        __m512 w[25];
+        for (int t = 0; t < K * K; t++) w[t] = _mm512_maskz_loadu_ps(m, weights + t * C + c);
+        const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
+        for (long x = x0; x < x1; x++) {
+            const float *src = in + (top * W + x * sw - g->pad_left) * C + c;
+            __m512 a = start, b = _mm512_setzero_ps();
+            for (int i = 0; i < K; i++)
+                for (int j = 0; j < K; j++) {
+                    const __m512 v = _mm512_maskz_loadu_ps(m, src + (i * W + j) * C);
+                    if ((i * K + j) & 1) b = _mm512_fmadd_ps(v, w[i * K + j], b);
+                    else a = _mm512_fmadd_ps(v, w[i * K + j], a);
+                }
+            a = _mm512_add_ps(a, b);
+            const long at = (y * g->out_width + x) * C + c;
+            if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
+            _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
+        }
+    }
+}
+
+OSPREY_AVX512 static void interior_row3(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
+                                        long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    interior_row(3, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+}
+
+OSPREY_AVX512 static void interior_row5(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
+                                        long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    interior_row(5, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+}
+
+/// Every channel of output pixel (y, x), taps clipped to the image (borders and kernels other than 3x3 and 5x5).
+OSPREY_AVX512
+static void pixel_avx512(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x, float *out,
+                         const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    const long C = g->channels;
+    const long whole = C / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (C - whole)) - 1);
+    long i0, i1, j0, j1, top, left;
+    tap_range(g, y, x, &i0, &i1, &j0, &j1, &top, &left);
+    const long at = (y * g->out_width + x) * C;
+    float *o = out + at;
+    const float *res = residual ? residual + at : 0;
+    long c = 0;
+    __mmask16 mask = 0xffff;
+    for (; c + 64 <= whole; c += 64) DW512_BLOCK(4);
+    const long rest = (whole - c) / 16;
+    if (rest == 3) DW512_BLOCK(3);
+    else if (rest == 2) DW512_BLOCK(2);
+    else if (rest == 1) DW512_BLOCK(1);
+    c = whole;
+    if (tail) {
+        mask = tail;
+        DW512_BLOCK(1);
+    }
+}
+
 OSPREY_AVX512
 static void depthwise_avx512(const geometry_t *g, const float *in, const float *weights, const float *bias, long first_row,
                              long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
-    const long C = g->channels;
     const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
-    const long whole = C / 16 * 16;
-    const __mmask16 tail = (__mmask16)((1u << (C - whole)) - 1);
-    for (long y = first_row; y < end_row; y++)
-        for (long x = 0; x < g->out_width; x++) {
-            long i0, i1, j0, j1, top, left;
-            tap_range(g, y, x, &i0, &i1, &j0, &j1, &top, &left);
-            const long at = (y * g->out_width + x) * C;
-            float *o = out + at;
-            const float *res = residual ? residual + at : 0;
-            long c = 0;
-            __mmask16 mask = 0xffff;
-            for (; c + 64 <= whole; c += 64) DW512_BLOCK(4);
-            const long rest = (whole - c) / 16;
-            if (rest == 3) DW512_BLOCK(3);
-            else if (rest == 2) DW512_BLOCK(2);
-            else if (rest == 1) DW512_BLOCK(1);
-            c = whole;
-            if (tail) {
-                mask = tail;
-                DW512_BLOCK(1);
-            }
+    const long k = g->kernel_height;
+    const int square = k == g->kernel_width && (k == 3 || k == 5);
+    long x0 = 0, x1 = 0;
+    if (square) interior_columns(g, &x0, &x1);
+    for (long y = first_row; y < end_row; y++) {
+        const long top = y * g->stride_height - g->pad_top;
+        if (!square || top < 0 || top + k > g->in_height || x0 >= x1) {
+            for (long x = 0; x < g->out_width; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
+            continue;
         }
+        for (long x = 0; x < x0; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
+        if (k == 3) interior_row3(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+        else interior_row5(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+        for (long x = x1; x < g->out_width; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
+    }
 }
 
 /// The epilogue on 8 lanes (the same math as depthwise_plane.c's finish8).

@@ -41,13 +41,20 @@ extension GraphOptimizer {
     /// inserted where a region is entered and where a value is read outside it (or is a graph output). Only regions
     /// with a depthwise conv and at least two convs are kept: fewer do not pay for the conversions.
     mutating func formChannelsLastRegions() {
+        for i in nodes.indices { orientChannelScale(i) }
+        let roles = profitableRoles()
+        guard !roles.isEmpty else { return }
+        rewriteRegions(roles)
+    }
+
+    /// The channels-last role of every node in a region worth forming.
+    private func profitableRoles() -> [Int: RegionRole] {
         var producer: [String: Int] = [:]
         for (i, planned) in nodes.enumerated() { for o in planned.node.outputs where !o.isEmpty { producer[o] = i } }
         var roles: [Int: RegionRole] = [:]
         for i in nodes.indices {
             if let role = convRole(nodes[i]) {
                 roles[i] = role
-                orientChannelScale(i, producer: producer, roles: roles)
                 continue
             }
             let node = nodes[i].node
@@ -68,8 +75,7 @@ extension GraphOptimizer {
             }
         }
         keepProfitableRegions(&roles, producer: producer)
-        guard !roles.isEmpty else { return }
-        rewriteRegions(roles)
+        return roles
     }
 
     /// The role of a Conv that has a channels-last kernel, or nil.
@@ -97,14 +103,28 @@ extension GraphOptimizer {
     }
 
     /// A folded squeeze-and-excitation Mul keeps the activations as the conv's input 0 and the scale as input 4;
-    /// when the Mul had them the other way round, swap them so the region value is the one read channels-last.
-    private mutating func orientChannelScale(_ i: Int, producer: [String: Int], roles: [Int: RegionRole]) {
+    /// when the Mul had them the other way round (input 0 comes from a pooled branch, input 4 does not), swaps them,
+    /// so the value a region reads channels-last is the activations.
+    private mutating func orientChannelScale(_ i: Int) {
         var inputs = nodes[i].node.inputs
-        guard inputs.count > fusedChannelScaleInput, !inputs[fusedChannelScaleInput].isEmpty,
-              let p = producer[inputs[fusedChannelScaleInput]], roles[p] != nil else { return }
-        if let q = producer[inputs[0]], roles[q] != nil { return }
+        guard nodes[i].node.opType == "Conv", inputs.count > fusedChannelScaleInput, !inputs[fusedChannelScaleInput].isEmpty,
+              isPooledBranch(inputs[0]), !isPooledBranch(inputs[fusedChannelScaleInput]) else { return }
         inputs.swapAt(0, fusedChannelScaleInput)
         nodes[i].node.inputs = inputs
+    }
+
+    /// Whether `value` is a global pool followed by at most a few convs and unary ops (a squeeze-and-excitation scale).
+    private func isPooledBranch(_ value: String) -> Bool {
+        var name = value
+        for _ in 0..<8 {
+            guard let p = nodes.firstIndex(where: { $0.node.outputs.contains(name) }), let first = nodes[p].node.inputs.first else { return false }
+            let op = nodes[p].node.opType
+            if ["GlobalAveragePool", "ReduceMean", "GlobalMaxPool"].contains(op) { return true }
+            let unary = nodes[p].node.inputs.dropFirst().allSatisfy { $0.isEmpty || constants[$0] != nil }
+            guard op == "Conv" || unary else { return false }
+            name = first
+        }
+        return false
     }
 
     /// Drops every connected group of region nodes without a depthwise conv or with fewer than two convs.

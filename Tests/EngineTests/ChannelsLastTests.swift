@@ -11,7 +11,8 @@ private typealias T = TestSupport
 @Suite struct ChannelsLastTests {
     /// Depthwise geometries: channel tails, strides 1 and 2, kernels 3 and 5, asymmetric pads, batch 2.
     private static let depthwiseCases: [(c: Int, h: Int, w: Int, k: Int, s: Int, pads: (Int, Int, Int, Int))] = [
-        (5, 7, 9, 3, 1, (1, 1, 1, 1)), (16, 8, 8, 3, 2, (0, 0, 1, 1)), (21, 9, 7, 5, 1, (2, 1, 2, 3)),
+        (5, 7, 9, 3, 1, (1, 1, 1, 1)), (16, 8, 8, 3, 2, (0, 0, 1, 1)), (24, 12, 13, 3, 2, (1, 1, 1, 1)), (40, 9, 9, 5, 1, (2, 2, 2, 2)),
+        (8, 6, 7, 4, 1, (1, 2, 2, 1)), (21, 9, 7, 5, 1, (2, 1, 2, 3)),
         (37, 11, 10, 5, 2, (2, 2, 1, 2)), (70, 6, 5, 3, 1, (0, 1, 2, 0)), (96, 4, 4, 3, 2, (1, 1, 1, 1)),
     ]
 
@@ -49,7 +50,7 @@ private typealias T = TestSupport
                 let input = rng.floats(batch * pixels * c), w = rng.floats(c * m), bias = rng.floats(m)
                 let residual = rng.floats(batch * pixels * m), scale = rng.floats(batch * c)
                 let packed = PackedMatrixB(w, depth: c, columns: m)
-                for activation in [Activation.none, .clip(min: 0, max: 6), .hardSwish, .silu] {
+                for activation in allActivations {
                     for scaled in [false, true] {
                         var fast = [Float](repeating: .nan, count: batch * pixels * m), reference = fast
                         withOptional(scaled ? scale : nil) { sp in
@@ -84,7 +85,7 @@ private typealias T = TestSupport
     /// A MobileNet-like graph: stem conv, depthwise + Relu6, projection with a residual Add, expansion + HardSwish,
     /// a strided 5x5 depthwise + HardSwish, a squeeze-and-excitation block, a projection, and an inner value that is
     /// also a graph output.
-    private static func mobileBlock() -> Model {
+    private static func mobileBlock(scaleFirst: Bool) -> Model {
         var rng = SeededGenerator(seed: 41)
         var inits: [(name: String, tensor: Tensor)] = []
         func weights(_ name: String, _ shape: [Int]) {
@@ -108,7 +109,7 @@ private typealias T = TestSupport
             Node(opType: "GlobalAveragePool", inputs: ["d"], outputs: ["p"]),
             conv("se1", "p"), Node(opType: "Relu", inputs: ["se1_y"], outputs: ["s1"]),
             conv("se2", "s1"), Node(opType: "HardSigmoid", inputs: ["se2_y"], outputs: ["s"], attributes: ["alpha": .float(1.0 / 6)]),
-            Node(opType: "Mul", inputs: ["d", "s"], outputs: ["m"]),
+            Node(opType: "Mul", inputs: scaleFirst ? ["s", "d"] : ["d", "s"], outputs: ["m"]),
             conv("pj", "m"),
         ]
         let inputs = [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(3), .fixed(10), .fixed(9)])]
@@ -116,9 +117,10 @@ private typealias T = TestSupport
                                                           outputs: [ValueInfo(name: "pj_y"), ValueInfo(name: "r")]))
     }
 
-    @Test func regionGivesTheSameOutputs() throws {
-        let region = try CompiledModel(model: Self.mobileBlock(), baseDirectory: nil, fuseResiduals: true)
-        let plain = try CompiledModel(model: Self.mobileBlock(), baseDirectory: nil, fuseResiduals: true, channelsLast: false)
+    @Test(arguments: [false, true])
+    func regionGivesTheSameOutputs(scaleFirst: Bool) throws {
+        let region = try CompiledModel(model: Self.mobileBlock(scaleFirst: scaleFirst), baseDirectory: nil, fuseResiduals: true)
+        let plain = try CompiledModel(model: Self.mobileBlock(scaleFirst: scaleFirst), baseDirectory: nil, fuseResiduals: true, channelsLast: false)
         var rng = SeededGenerator(seed: 9)
         for batch in [1, 2] {
             let x = Tensor(shape: [batch, 3, 10, 9], scalars: rng.floats(batch * 270))

@@ -82,7 +82,7 @@ func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: In
                            output: UnsafeMutablePointer<Float>) {
     let c = w.depth, m = w.columns
     guard let scale else {
-        packedMatmul(input, lda: c, rows: batch * pixels, w, bias: bias, residual: residual, activation: activation, out: output)
+        pointwiseProduct(input, rows: batch * pixels, w, bias: bias, residual: residual, activation: activation, output: output)
         return
     }
     let scaled = allocateFloats(pixels * c)
@@ -95,8 +95,31 @@ func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: In
                 for k in 0..<c { d[k] = s[k] * factors[k] }
             }
         }
-        packedMatmul(scaled, lda: c, rows: pixels, w, bias: bias, residual: residual.map { $0 + n * pixels * m }, activation: activation,
-                     out: output + n * pixels * m)
+        pointwiseProduct(scaled, rows: pixels, w, bias: bias, residual: residual.map { $0 + n * pixels * m }, activation: activation,
+                         output: output + n * pixels * m)
+    }
+}
+
+/// Whether the C shim's AVX-512 channels-last product runs on this CPU (read per call: tests switch AVX-512 off).
+var hasChannelsLastProduct: Bool { osprey_nhwc_pointwise_fast() == 1 }
+
+/// activation(A [rows x depth] * B + bias + residual): the C kernel with its epilogue in registers where it runs
+/// (bands of six rows split across the compute pool), else `packedMatmul`.
+func pointwiseProduct(_ a: UnsafePointer<Float>, rows: Int, _ w: PackedMatrixB, bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
+                      activation: Activation, output: UnsafeMutablePointer<Float>) {
+    guard hasChannelsLastProduct else {
+        packedMatmul(a, lda: w.depth, rows: rows, w, bias: bias, residual: residual, activation: activation, out: output)
+        return
+    }
+    let epilogue = DepthwisePlaneEpilogue(activation)
+    let bands = (rows + 5) / 6, columns = w.columns
+    // Below about a million multiply-adds a second thread's wake-up costs more than it saves.
+    let chunk = rows * columns * w.depth < 1 << 20 ? bands : max(1, 6144 / max(1, columns * 6))
+    parallelRanges(bands, minimumChunk: chunk) { range in
+        let first = range.lowerBound * 6, end = min(rows, range.upperBound * 6)
+        osprey_nhwc_pointwise_f32(first, end, w.depth, a, w.depth, w.pointer, columns, bias, residual, output, epilogue.code, epilogue.low,
+                                  epilogue.high)
+        if !epilogue.complete { activation.apply(output + first * columns, count: (end - first) * columns) }
     }
 }
 
