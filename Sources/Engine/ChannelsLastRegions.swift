@@ -45,6 +45,7 @@ extension GraphOptimizer {
         let roles = profitableRoles()
         guard !roles.isEmpty else { return }
         rewriteRegions(roles)
+        fuseChannelsLastSeparableConvs()
     }
 
     /// The channels-last role of every node in a region worth forming.

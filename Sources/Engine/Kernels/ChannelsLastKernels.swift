@@ -154,3 +154,50 @@ func channelsLastChannelMeans(_ x: UnsafePointer<Float>, batch: Int, pixels: Int
         for k in 0..<channels { o[k] *= inverse }
     }
 }
+
+/// A depthwise conv (epilogue code and bounds as `osprey_nhwc_depthwise_f32` takes them) followed by a pointwise conv:
+/// output [N][outH][outW][M] = activation(depthwise(input) * W + bias + residual). With the AVX-512 product, bands of
+/// depthwise output rows (about 256 KB) go through a per-thread scratch straight into the product; elsewhere the two
+/// run one after the other over whole tensors.
+func channelsLastSeparable(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Float>, depthwiseWeights: UnsafePointer<Float>,
+                           depthwiseBias: UnsafePointer<Float>?, depthwiseEpilogue: (code: Int32, low: Float, high: Float),
+                           pointwise w: PackedMatrixB, pointwiseBias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
+                           activation: Activation, output: UnsafeMutablePointer<Float>) {
+    let c = g.channels, m = w.columns, pixels = g.outHeight * g.outWidth
+    var image = g.image
+    guard hasChannelsLastProduct else {
+        let middle = allocateFloats(g.batch * pixels * c)
+        defer { middle.deallocate() }
+        let rows = g.batch * g.outHeight, outRow = g.outWidth * c, inImage = g.inHeight * g.inWidth * c
+        parallelRanges(rows, minimumChunk: max(1, 16_384 / max(1, outRow))) { range in
+            var row = range.lowerBound
+            while row < range.upperBound {
+                let n = row / g.outHeight, first = row % g.outHeight, end = min(g.outHeight, first + range.upperBound - row)
+                osprey_nhwc_depthwise_f32(&image, input + n * inImage, depthwiseWeights, depthwiseBias, first, end, middle + n * pixels * c,
+                                          nil, depthwiseEpilogue.code, depthwiseEpilogue.low, depthwiseEpilogue.high)
+                row += end - first
+            }
+        }
+        pointwiseProduct(middle, rows: g.batch * pixels, w, bias: pointwiseBias, residual: residual, activation: activation, output: output)
+        return
+    }
+    let band = max(1, min(g.outHeight, 65_536 / max(1, g.outWidth * c)))
+    let bandsPerImage = (g.outHeight + band - 1) / band
+    let epilogue = DepthwisePlaneEpilogue(activation)
+    let inImage = g.inHeight * g.inWidth * c
+    parallelRanges(g.batch * bandsPerImage) { range in
+        let scratch = allocateFloats(band * g.outWidth * c)
+        defer { scratch.deallocate() }
+        for task in range {
+            let n = task / bandsPerImage, first = (task % bandsPerImage) * band, end = min(g.outHeight, first + band)
+            // The kernel writes row y at y * outW * C from `out`: shift the scratch so row `first` lands at its start.
+            osprey_nhwc_depthwise_f32(&image, input + n * inImage, depthwiseWeights, depthwiseBias, first, end,
+                                      scratch - first * g.outWidth * c, nil, depthwiseEpilogue.code, depthwiseEpilogue.low,
+                                      depthwiseEpilogue.high)
+            let rows = (end - first) * g.outWidth, at = (n * pixels + first * g.outWidth) * m
+            osprey_nhwc_pointwise_f32(0, rows, c, scratch, c, w.pointer, m, pointwiseBias, residual.map { $0 + at }, output + at,
+                                      epilogue.code, epilogue.low, epilogue.high)
+            if !epilogue.complete { activation.apply(output + at, count: rows * m) }
+        }
+    }
+}

@@ -11,6 +11,9 @@ let toChannelsLastOp = "ToChannelsLast"
 let toChannelsFirstOp = "ToChannelsFirst"
 /// GlobalAveragePool of an NHWC value, giving the ordinary NCHW [N, C, 1, 1] result.
 let channelsLastMeanOp = "ChannelsLastGlobalAveragePool"
+/// A depthwise conv and the pointwise conv that alone reads it (`ChannelsLastSeparableFusion.swift`): inputs X, the
+/// depthwise W and B, the pointwise skip, W and B; the depthwise attributes plus its epilogue code and bounds.
+let channelsLastSeparableOp = "ChannelsLastSeparableConv"
 
 /// An NHWC float32 input: its four dimensions, or an error saying what arrived.
 private func channelsLastInput(_ x: Tensor, channels: Int?, _ ctx: OpContext) throws -> (n: Int, h: Int, w: Int, c: Int) {
@@ -50,10 +53,27 @@ private func addLate(_ y: Tensor, _ late: Tensor?, _ activation: Activation, _ c
     return sum
 }
 
+/// Pointwise weights W [M][C] (x 1 x 1) as the product's B [C][M], packed once.
+private func packedPointwiseWeights(_ w: Tensor) -> PackedMatrixB {
+    let m = w.shape[0], c = w.shape[1]
+    let wT = w.withUnsafeBufferPointer(of: Float.self) { wp in
+        var t = [Float](repeating: 0, count: m * c)
+        for o in 0..<m { for k in 0..<c { t[k * m + o] = wp[o * c + k] } }
+        return t
+    }
+    return wT.withUnsafeBufferPointer { PackedMatrixB($0.baseAddress!, depth: c, columns: m) }
+}
+
 /// Runs `body` with the optional tensor's float pointer (nil when absent).
 private func withOptionalFloats<R>(_ t: Tensor?, _ body: (UnsafePointer<Float>?) throws -> R) rethrows -> R {
     guard let t else { return try body(nil) }
     return try t.floatPointer { try body($0) }
+}
+
+/// Runs `body` with the optional array's base pointer (nil when absent).
+private func withOptionalArray<R>(_ values: [Float]?, _ body: (UnsafePointer<Float>?) -> R) -> R {
+    guard let values else { return body(nil) }
+    return values.withUnsafeBufferPointer { body($0.baseAddress) }
 }
 
 let channelsLastOperators: OperatorTable = [
@@ -63,13 +83,7 @@ let channelsLastOperators: OperatorTable = [
         }
         let m = w.shape[0], c = w.shape[1]
         let bias = try constantBias(ctx, count: m)
-        // W [M][C] as the product's B [C][M], packed once.
-        let wT = w.withUnsafeBufferPointer(of: Float.self) { wp in
-            var t = [Float](repeating: 0, count: m * c)
-            for o in 0..<m { for k in 0..<c { t[k * m + o] = wp[o * c + k] } }
-            return t
-        }
-        let packed = wT.withUnsafeBufferPointer { PackedMatrixB($0.baseAddress!, depth: c, columns: m) }
+        let packed = packedPointwiseWeights(w)
         let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
         let fusesScale = ctx.hasInput(fusedChannelScaleInput)
         return PreparedKernel(kernel: { inputs in
@@ -150,6 +164,59 @@ let channelsLastOperators: OperatorTable = [
             }
             return [try addLate(y, late, activation, ctx)]
         }, consumedInputs: ctx.hasInput(2) ? [1, 2] : [1])
+    },
+    channelsLastSeparableOp: { ctx in
+        let attrs = try WindowAttributes(ctx)
+        guard let w = ctx.constants[1], w.dtype == .float32, w.rank == 4, w.shape[1] == 1,
+              let pw = ctx.constants[separablePointwiseWeightsInput], pw.dtype == .float32, pw.rank == 4, pw.shape[1] == w.shape[0],
+              pw.shape[2] == 1, pw.shape[3] == 1 else {
+            throw ctx.error(.invalidModel, "weights must be constant float32 C x 1 x kH x kW and M x C x 1 x 1")
+        }
+        let channels = w.shape[0], kh = w.shape[2], kw = w.shape[3], m = pw.shape[0]
+        let dwBias = try constantBias(ctx, count: channels)
+        var pointwiseBias: [Float]?
+        if ctx.hasInput(5) {
+            guard let b = ctx.constants[5], b.dtype == .float32, b.count == m else { throw ctx.error(.invalidModel, "bias must be constant float32 of \(m) values") }
+            pointwiseBias = b.scalars(as: Float.self)
+        }
+        let pwBias = pointwiseBias
+        let code = Int32(try ctx.int("depthwise_epilogue", 0))
+        let bounds = try ctx.floats("depthwise_bounds") ?? [-.infinity, .infinity]
+        guard bounds.count == 2 else { throw ctx.error(.invalidModel, "depthwise_bounds must be two floats") }
+        let weights = w.withUnsafeBufferPointer(of: Float.self) { channelsLastDepthwiseWeights($0.baseAddress!, channels: channels, taps: kh * kw) }
+        let packed = packedPointwiseWeights(pw)
+        let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
+        return PreparedKernel(kernel: { inputs in
+            let x = try inputs.required(0, ctx)
+            let (n, h, wd, _) = try channelsLastInput(x, channels: channels, ctx)
+            let r = try attrs.resolve(spatial: 2, inputSpatial: [h, wd], kernel: [kh, kw], ctx)
+            guard r.dilations == [1, 1] else { throw ctx.error(.unsupportedAttribute, "dilations \(r.dilations) (only 1)") }
+            guard h + r.padBegin[0] + r.padEnd[0] >= kh, wd + r.padBegin[1] + r.padEnd[1] >= kw else {
+                throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \([kh, kw])")
+            }
+            let g = ChannelsLastDepthwiseGeometry(batch: n, inHeight: h, inWidth: wd, channels: channels, kernelHeight: kh, kernelWidth: kw,
+                                                  strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0], padLeft: r.padBegin[1],
+                                                  outHeight: (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1,
+                                                  outWidth: (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1)
+            let outShape = [n, g.outHeight, g.outWidth, m]
+            let (skip, late) = fusesResidual ? try residualOperand(inputs, outShape: outShape, ctx) : (nil, nil)
+            let y = Tensor.makeFloat(shape: outShape) { o in
+                x.floatPointer { xp in
+                    withOptionalFloats(skip) { rp in
+                        weights.withUnsafeBufferPointer { wp in
+                            withOptionalArray(dwBias) { db in
+                                withOptionalArray(pwBias) { pb in
+                                    channelsLastSeparable(g, input: xp, depthwiseWeights: wp.baseAddress!, depthwiseBias: db,
+                                                          depthwiseEpilogue: (code, bounds[0], bounds[1]), pointwise: packed, pointwiseBias: pb,
+                                                          residual: rp, activation: late == nil ? activation : .none, output: o)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            return [try addLate(y, late, activation, ctx)]
+        }, consumedInputs: Set([1, 2, separablePointwiseWeightsInput, 5].filter { ctx.hasInput($0) }))
     },
     toChannelsLastOp: { ctx in PreparedKernel { inputs in
         let x = try inputs.required(0, ctx)
