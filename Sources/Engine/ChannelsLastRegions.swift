@@ -42,6 +42,7 @@ extension GraphOptimizer {
     /// with a depthwise conv and at least two convs are kept: fewer do not pay for the conversions.
     mutating func formChannelsLastRegions() {
         for i in nodes.indices { orientChannelScale(i) }
+        rewritePooledPointwiseConvs()
         let roles = profitableRoles()
         guard !roles.isEmpty else { return }
         rewriteRegions(roles)
@@ -120,12 +121,25 @@ extension GraphOptimizer {
         for _ in 0..<8 {
             guard let p = nodes.firstIndex(where: { $0.node.outputs.contains(name) }), let first = nodes[p].node.inputs.first else { return false }
             let op = nodes[p].node.opType
-            if ["GlobalAveragePool", "ReduceMean", "GlobalMaxPool"].contains(op) { return true }
+            if ["GlobalAveragePool", "GlobalMaxPool"].contains(op) { return true }
             let unary = nodes[p].node.inputs.dropFirst().allSatisfy { $0.isEmpty || constants[$0] != nil }
-            guard op == "Conv" || unary else { return false }
+            guard op == "Conv" || op == channelsLastPointwiseOp || unary else { return false }
             name = first
         }
         return false
+    }
+
+    /// Squeeze-and-excitation convs read a pooled [N, C, 1, 1] value: one pixel a row, which the NCHW conv's product
+    /// packs into a 16-pixel strip (15/16 of its work on padding). Their single pixel is the same bytes in NHWC, so the
+    /// channels-last product runs them with the images as rows, NCHW in and out (other shapes convert at run time).
+    private mutating func rewritePooledPointwiseConvs() {
+        for i in nodes.indices {
+            guard case .pointwise? = convRole(nodes[i]), !nodes[i].residual, nodes[i].node.inputs.count <= 3,
+                  isPooledBranch(nodes[i].node.inputs[0]) else { continue }
+            nodes[i].node.opType = channelsLastPointwiseOp
+            nodes[i].node.domain = fusedDomain
+            nodes[i].node.attributes[channelsFirstPointwiseAttribute] = .int(1)
+        }
     }
 
     /// Drops every connected group of region nodes without a depthwise conv or with fewer than two convs.

@@ -136,7 +136,8 @@ private typealias T = TestSupport
         }
         let kinds = Set(try region.profile(["x": Tensor(shape: [1, 3, 10, 9], scalars: rng.floats(270))]).map(\.opType))
         #expect(kinds.isSuperset(of: [channelsLastSeparableOp + "+Add", channelsLastDepthwiseOp + "+hardSwish", channelsLastPointwiseOp + "+Mul",
-                                      channelsLastMeanOp, toChannelsLastOp, toChannelsFirstOp]), "\(kinds)")
+                                      channelsLastMeanOp, toChannelsLastOp, toChannelsFirstOp,
+                                      channelsLastPointwiseOp + "+relu"]), "\(kinds)")
         #expect(!kinds.contains("Conv+Mul"), "\(kinds)")
     }
 

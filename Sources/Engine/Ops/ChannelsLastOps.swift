@@ -3,6 +3,8 @@ import Tensor
 /// Internal ops of channels-last regions (`ChannelsLastRegions.swift`), in the fused domain. Their tensors are
 /// real NHWC values: [N, H, W, C].
 let channelsLastPointwiseOp = "ChannelsLastPointwiseConv"
+/// Attribute of a `channelsLastPointwiseOp` whose input and output are NCHW (squeeze-and-excitation convs on pooled values).
+let channelsFirstPointwiseAttribute = "channels_first"
 /// Depthwise Conv on NHWC input and output (inputs as Conv's: X, W, B, then the fused residual).
 let channelsLastDepthwiseOp = "ChannelsLastDepthwiseConv"
 /// NCHW -> NHWC at a region's entry.
@@ -86,8 +88,24 @@ let channelsLastOperators: OperatorTable = [
         let packed = packedPointwiseWeights(w)
         let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
         let fusesScale = ctx.hasInput(fusedChannelScaleInput)
+        // An NCHW input (a pooled squeeze-and-excitation branch, [N, C, 1, 1]): one pixel is the same bytes in NHWC.
+        let channelsFirst = try ctx.int(channelsFirstPointwiseAttribute, 0) != 0
         return PreparedKernel(kernel: { inputs in
             var x = try inputs.required(0, ctx)
+            var nchwShape: [Int]?
+            if channelsFirst {
+                guard x.dtype == .float32, x.rank == 4 else { throw ctx.error(.executionFailed, "input \(x.dtype) \(x.shape) is not float32 N x C x H x W") }
+                let (n, xc, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+                nchwShape = [n, m, h, wd]
+                if h * wd == 1 {
+                    x = x.reshaped([n, 1, 1, xc])
+                } else {
+                    let source = x
+                    x = Tensor.makeFloat(shape: [n, h, wd, xc]) { d in
+                        source.floatPointer { convertLayout($0, d, batch: n, channels: xc, pixels: h * wd, toChannelsLast: true) }
+                    }
+                }
+            }
             let (n, h, wd, _) = try channelsLastInput(x, channels: c, ctx)
             let outShape = [n, h, wd, m]
             // A folded squeeze-and-excitation Mul: [N, C, 1, 1] scales channels; an NCHW operand of x's size multiplies first.
@@ -121,7 +139,12 @@ let channelsLastOperators: OperatorTable = [
                     }
                 }
             }
-            return [try addLate(y, late, activation, ctx)]
+            let result = try addLate(y, late, activation, ctx)
+            guard let nchwShape else { return [result] }
+            if h * wd == 1 { return [result.reshaped(nchwShape)] }
+            return [Tensor.makeFloat(shape: nchwShape) { d in
+                result.floatPointer { convertLayout($0, d, batch: n, channels: m, pixels: h * wd, toChannelsLast: false) }
+            }]
         }, consumedInputs: ctx.hasInput(2) ? [1, 2] : [1])
     },
     channelsLastDepthwiseOp: { ctx in
