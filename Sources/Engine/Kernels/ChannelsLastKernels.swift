@@ -32,15 +32,18 @@ func channelsLastDepthwise(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePoin
                            output: UnsafeMutablePointer<Float>) {
     let epilogue = DepthwisePlaneEpilogue(activation)
     let inImage = g.inHeight * g.inWidth * g.channels, outRow = g.outWidth * g.channels
-    var image = g.image
+    // One read-only copy per thread: the C kernel takes it by pointer.
+    let image = g.image
     let rows = g.batch * g.outHeight
     parallelRanges(rows, minimumChunk: max(1, 16_384 / max(1, outRow))) { range in
         var row = range.lowerBound
         while row < range.upperBound {
             let n = row / g.outHeight, first = row % g.outHeight, end = min(g.outHeight, first + range.upperBound - row)
             let outImage = n * g.outHeight * outRow
-            osprey_nhwc_depthwise_f32(&image, input + n * inImage, weights, bias, first, end, output + outImage,
-                                      residual.map { $0 + outImage }, epilogue.code, epilogue.low, epilogue.high)
+            withUnsafePointer(to: image) { geometry in
+                osprey_nhwc_depthwise_f32(geometry, input + n * inImage, weights, bias, first, end, output + outImage,
+                                          residual.map { $0 + outImage }, epilogue.code, epilogue.low, epilogue.high)
+            }
             if !epilogue.complete { activation.apply(output + outImage + first * outRow, count: (end - first) * outRow) }
             row += end - first
         }
@@ -164,7 +167,8 @@ func channelsLastSeparable(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePoin
                            pointwise w: PackedMatrixB, pointwiseBias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
                            activation: Activation, output: UnsafeMutablePointer<Float>) {
     let c = g.channels, m = w.columns, pixels = g.outHeight * g.outWidth
-    var image = g.image
+    // One read-only copy per thread: the C kernel takes it by pointer.
+    let image = g.image
     guard hasChannelsLastProduct else {
         let middle = allocateFloats(g.batch * pixels * c)
         defer { middle.deallocate() }
@@ -173,8 +177,10 @@ func channelsLastSeparable(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePoin
             var row = range.lowerBound
             while row < range.upperBound {
                 let n = row / g.outHeight, first = row % g.outHeight, end = min(g.outHeight, first + range.upperBound - row)
-                osprey_nhwc_depthwise_f32(&image, input + n * inImage, depthwiseWeights, depthwiseBias, first, end, middle + n * pixels * c,
-                                          nil, depthwiseEpilogue.code, depthwiseEpilogue.low, depthwiseEpilogue.high)
+                withUnsafePointer(to: image) { geometry in
+                    osprey_nhwc_depthwise_f32(geometry, input + n * inImage, depthwiseWeights, depthwiseBias, first, end, middle + n * pixels * c,
+                                              nil, depthwiseEpilogue.code, depthwiseEpilogue.low, depthwiseEpilogue.high)
+                }
                 row += end - first
             }
         }
@@ -191,9 +197,11 @@ func channelsLastSeparable(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePoin
         for task in range {
             let n = task / bandsPerImage, first = (task % bandsPerImage) * band, end = min(g.outHeight, first + band)
             // The kernel writes row y at y * outW * C from `out`: shift the scratch so row `first` lands at its start.
-            osprey_nhwc_depthwise_f32(&image, input + n * inImage, depthwiseWeights, depthwiseBias, first, end,
-                                      scratch - first * g.outWidth * c, nil, depthwiseEpilogue.code, depthwiseEpilogue.low,
-                                      depthwiseEpilogue.high)
+            withUnsafePointer(to: image) { geometry in
+                osprey_nhwc_depthwise_f32(geometry, input + n * inImage, depthwiseWeights, depthwiseBias, first, end,
+                                          scratch - first * g.outWidth * c, nil, depthwiseEpilogue.code, depthwiseEpilogue.low,
+                                          depthwiseEpilogue.high)
+            }
             let rows = (end - first) * g.outWidth, at = (n * pixels + first * g.outWidth) * m
             osprey_nhwc_pointwise_f32(0, rows, c, scratch, c, w.pointer, m, pointwiseBias, residual.map { $0 + at }, output + at,
                                       epilogue.code, epilogue.low, epilogue.high)
