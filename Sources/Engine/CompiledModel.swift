@@ -32,22 +32,26 @@ public final class CompiledModel: Sendable {
 
     /// Compiles `model`; `baseDirectory` is where external tensor data would be resolved (the decoder already inlined it).
     public convenience init(model: consuming ONNX.Model, baseDirectory: String? = nil) throws {
-        try self.init(model: model, baseDirectory: baseDirectory, fuseResiduals: true)
+        try self.init(model: model, baseDirectory: baseDirectory, fuseResiduals: true,
+                      channelsLast: !GraphOptimizer.channelsLastDisabledByEnvironment)
     }
 
     /// Compiles `model` for in-process use, where graph inputs and outputs may also be sequences and optionals (fed and
     /// returned as sequence / empty-optional `Tensor` values, as subgraph bodies exchange them); the server's loader
     /// keeps refusing such models because its protocols carry tensors only.
     public convenience init(model: consuming ONNX.Model, allowingContainerValues: Bool) throws {
-        try self.init(model: model, baseDirectory: nil, fuseResiduals: true, isSubgraph: allowingContainerValues)
+        try self.init(model: model, baseDirectory: nil, fuseResiduals: true, isSubgraph: allowingContainerValues,
+                      channelsLast: !GraphOptimizer.channelsLastDisabledByEnvironment)
     }
 
     /// Compiles `model`; `fuseResiduals: false` keeps residual Adds as separate steps, `fuseChains: false` keeps
     /// decomposed activation chains, constant scale-and-shift after convs, channel-scale Muls before 1x1 convs and QDQ
     /// patterns as their nodes (tests compare both);
-    /// `isSubgraph` marks a control-flow body; `placeConcatInputs: false` keeps every Concat copying its inputs.
+    /// `isSubgraph` marks a control-flow body; `placeConcatInputs: false` keeps every Concat copying its inputs;
+    /// `channelsLast: false` keeps depthwise-separable chains NCHW (`OSPREY_CHANNELS_LAST=0` does so for models
+    /// compiled through the public initializers).
     init(model: consuming ONNX.Model, baseDirectory: String?, fuseResiduals: Bool, fuseChains: Bool = true, isSubgraph: Bool = false,
-         placeConcatInputs: Bool = true) throws {
+         placeConcatInputs: Bool = true, channelsLast: Bool = true) throws {
         // The optimizer's constant table becomes the only owner of the initializers (when the caller gives the model
         // up), so weights that BatchNormalization folding or packing replace are freed as compilation goes instead
         // of all three copies living until the end (ResNet-18 batch 8: peak RSS 157 -> 140 MiB).
@@ -64,7 +68,8 @@ public final class CompiledModel: Sendable {
 
         let available = Set(inputInfos.map(\.name)).union(constants.keys)
         var optimizer = try Self.optimize(graph, constants: consume constants, available: available, opset: opset,
-                                          fuseResiduals: fuseResiduals, fuseChains: fuseChains)
+                                          fuseResiduals: fuseResiduals, fuseChains: fuseChains,
+                                          channelsLast: channelsLast)
         var builder = PlanBuilder(inputs: inputs)
         builder.placesConcatInputs = placeConcatInputs
         try builder.lower(optimizer.nodes, constants: optimizer.constants, opset: opset)
@@ -98,7 +103,7 @@ public final class CompiledModel: Sendable {
 
     /// Orders the nodes and runs the optimizer passes (constant folding, BatchNormalization folding, fusions).
     private static func optimize(_ graph: Graph, constants: consuming [String: Tensor], available: Set<String>, opset: Int,
-                                 fuseResiduals: Bool, fuseChains: Bool) throws -> GraphOptimizer {
+                                 fuseResiduals: Bool, fuseChains: Bool, channelsLast: Bool) throws -> GraphOptimizer {
         // Control-flow nodes read outer values inside their subgraphs: list those as extra inputs so ordering and liveness see them.
         let nodes = graph.nodes.map { node -> Node in
             guard ["If", "Loop", "Scan", "SequenceMap"].contains(node.opType) else { return node }
@@ -126,6 +131,7 @@ public final class CompiledModel: Sendable {
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }
         if fuseChains { optimizer.fuseChannelScaleIntoConvs() }
+        if channelsLast { optimizer.formChannelsLastRegions() }
         return optimizer
     }
 

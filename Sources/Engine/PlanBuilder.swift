@@ -64,7 +64,7 @@ struct PlanBuilder {
                 concatAxes[steps.count] = Int(axis)
             }
             let biased = planned.residual || (node.opType == "MatMul" && node.inputs.count == 3)
-            let scaled = node.opType == "Conv" && node.inputs.count > fusedChannelScaleInput
+            let scaled = (node.opType == "Conv" || node.opType == channelsLastPointwiseOp) && node.inputs.count > fusedChannelScaleInput
             let fused = (scaled ? "+Mul" : "") + (biased ? "+Add" : "") + (planned.activation == .none ? "" : "+\(planned.activation)")
             steps.append(ExecutionStep(label: ctx.label, opType: node.opType + fused, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
         }

@@ -33,6 +33,10 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 #include "float_activations.h"
 /// The depthwise convolution's plane loop with its epilogue in AVX2 + FMA (depthwise_plane.c).
 #include "depthwise_plane.h"
+/// The channels-last depthwise convolution with its epilogue in registers (nhwc_depthwise.c).
+#include "nhwc_depthwise.h"
+/// The channels-last pointwise convolution's product with its epilogue in registers, AVX-512F (nhwc_pointwise.c).
+#include "nhwc_pointwise.h"
 /// Batched 2-D transposes of 4-byte elements in 8 x 8 AVX tiles (transpose_tiles.c).
 #include "transpose_tiles.h"
 /// The packed-B float product's micro-kernel in AVX2 + FMA (packed_sgemm.c).

@@ -1,0 +1,264 @@
+// Channels-last depthwise convolution: every tap is a contiguous vector of channels, so the kernel vectorises over
+// channels with no padded plane copy (the NCHW kernel in depthwise_plane.c copies each plane into a zero-bordered
+// scratch first); border pixels just skip the taps that fall outside the image. Engine's NHWC regions call it.
+#include "include/nhwc_depthwise.h"
+#include "include/depthwise_plane.h"
+#include "include/float_activations.h"
+#include <math.h>
+
+typedef osprey_nhwc_depthwise_geometry geometry_t;
+
+/// The epilogue on one value (the portable body and the vector bodies' scalar channel tails).
+static inline float finish1(float v, int epilogue, float lo, float hi) {
+    switch (epilogue) {
+    case OSPREY_DW_SILU: return v / (1.0f + expf(-v));
+    case OSPREY_DW_SIGMOID: return 1.0f / (1.0f + expf(-v));
+    case OSPREY_DW_HARDSWISH: {
+        float gate = v / 6.0f + 0.5f;
+        gate = gate < 0 ? 0 : (gate > 1 ? 1 : gate);
+        return v * gate;
+    }
+    default: return v < lo ? lo : (v > hi ? hi : v);
+    }
+}
+
+/// The taps of output pixel (y, x) that fall inside the image: rows [*i0, *i1), columns [*j0, *j1).
+static inline void tap_range(const geometry_t *g, long y, long x, long *i0, long *i1, long *j0, long *j1, long *top, long *left) {
+    *top = y * g->stride_height - g->pad_top;
+    *left = x * g->stride_width - g->pad_left;
+    *i0 = *top < 0 ? -*top : 0;
+    *i1 = g->in_height - *top < g->kernel_height ? g->in_height - *top : g->kernel_height;
+    *j0 = *left < 0 ? -*left : 0;
+    *j1 = g->in_width - *left < g->kernel_width ? g->in_width - *left : g->kernel_width;
+}
+
+/// Channels [c0, c1) of one output pixel, one value at a time.
+static inline void pixel_scalar(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x,
+                                long c0, long c1, float *out, const float *residual, int epilogue, float lo, float hi) {
+    long i0, i1, j0, j1, top, left;
+    tap_range(g, y, x, &i0, &i1, &j0, &j1, &top, &left);
+    const long C = g->channels;
+    for (long c = c0; c < c1; c++) {
+        float acc = bias ? bias[c] : 0.0f;
+        for (long i = i0; i < i1; i++)
+            for (long j = j0; j < j1; j++)
+                acc += in[((top + i) * g->in_width + left + j) * C + c] * weights[(i * g->kernel_width + j) * C + c];
+        if (residual) acc += residual[c];
+        out[c] = finish1(acc, epilogue, lo, hi);
+    }
+}
+
+static void depthwise_portable(const geometry_t *g, const float *in, const float *weights, const float *bias, long first_row,
+                               long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
+    const long C = g->channels;
+    for (long y = first_row; y < end_row; y++)
+        for (long x = 0; x < g->out_width; x++) {
+            const long at = (y * g->out_width + x) * C;
+            pixel_scalar(g, in, weights, bias, y, x, 0, C, out + at, residual ? residual + at : 0, epilogue, lo, hi);
+        }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include "avx2_logistic.h"
+#include "avx512_math.h"
+
+/// The epilogue on 16 lanes; compare + blend for the clamp keeps a NaN, as Swift's clamp does.
+OSPREY_AVX512 __attribute__((always_inline))
+static inline __m512 finish16(__m512 v, int epilogue, __m512 lo, __m512 hi) {
+    if (epilogue == OSPREY_DW_CLAMP) {
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
+        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
+    }
+    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish16(v);
+    return logistic16(v, epilogue == OSPREY_DW_SILU);
+}
+
+/// `n` (1...4) vectors of 16 channels from channel c of one pixel, all taps; the last vector masked by `mask`
+/// (0xffff when whole). Independent accumulators hide the FMA latency along the taps.
+#define DW512_BLOCK(n) do { \
+        __m512 acc[4]; \
+        for (int k = 0; k < (n); k++) { \
+            __mmask16 m_ = k == (n) - 1 ? mask : 0xffff; \
+            acc[k] = bias ? _mm512_maskz_loadu_ps(m_, bias + c + 16 * k) : _mm512_setzero_ps(); \
+        } \
+        for (long i = i0; i < i1; i++) \
+            for (long j = j0; j < j1; j++) { \
+                const float *src = in + ((top + i) * g->in_width + left + j) * C + c; \
+                const float *w = weights + (i * g->kernel_width + j) * C + c; \
+                for (int k = 0; k < (n); k++) { \
+                    __mmask16 m_ = k == (n) - 1 ? mask : 0xffff; \
+                    acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m_, src + 16 * k), _mm512_maskz_loadu_ps(m_, w + 16 * k), acc[k]); \
+                } \
+            } \
+        for (int k = 0; k < (n); k++) { \
+            __mmask16 m_ = k == (n) - 1 ? mask : 0xffff; \
+            __m512 v = acc[k]; \
+            if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m_, res + c + 16 * k)); \
+            _mm512_mask_storeu_ps(o + c + 16 * k, m_, finish16(v, epilogue, lov, hiv)); \
+        } \
+    } while (0)
+
+/// The interior columns [*x0, *x1) of an output row: every tap of those pixels lies inside the image's columns.
+static inline void interior_columns(const geometry_t *g, long *x0, long *x1) {
+    *x0 = (g->pad_left + g->stride_width - 1) / g->stride_width;
+    const long reach = g->in_width - g->kernel_width + g->pad_left;
+    *x1 = reach < 0 ? 0 : reach / g->stride_width + 1;
+    if (*x1 > g->out_width) *x1 = g->out_width;
+    if (*x0 > *x1) *x0 = *x1;
+}
+
+/// Pixels [x0, x1) of output row y, all K x K taps inside the image, for K = 3 or 5: each 16-channel block keeps its
+/// K * K weight vectors in registers while it walks the row (one load per multiply-add instead of two).
+OSPREY_AVX512 __attribute__((always_inline))
+static inline void interior_row(const int K, const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
+                                long x0, long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    const long C = g->channels, W = g->in_width, sw = g->stride_width;
+    const long top = y * g->stride_height - g->pad_top;
+    for (long c = 0; c < C; c += 16) {
+        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+        __m512 w[25];
+        for (int t = 0; t < K * K; t++) w[t] = _mm512_maskz_loadu_ps(m, weights + t * C + c);
+        const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
+        for (long x = x0; x < x1; x++) {
+            const float *src = in + (top * W + x * sw - g->pad_left) * C + c;
+            __m512 a = start, b = _mm512_setzero_ps();
+            for (int i = 0; i < K; i++)
+                for (int j = 0; j < K; j++) {
+                    const __m512 v = _mm512_maskz_loadu_ps(m, src + (i * W + j) * C);
+                    if ((i * K + j) & 1) b = _mm512_fmadd_ps(v, w[i * K + j], b);
+                    else a = _mm512_fmadd_ps(v, w[i * K + j], a);
+                }
+            a = _mm512_add_ps(a, b);
+            const long at = (y * g->out_width + x) * C + c;
+            if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
+            _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
+        }
+    }
+}
+
+OSPREY_AVX512 static void interior_row3(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
+                                        long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    interior_row(3, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+}
+
+OSPREY_AVX512 static void interior_row5(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
+                                        long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    interior_row(5, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+}
+
+/// Every channel of output pixel (y, x), taps clipped to the image (borders and kernels other than 3x3 and 5x5).
+OSPREY_AVX512
+static void pixel_avx512(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x, float *out,
+                         const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    const long C = g->channels;
+    const long whole = C / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (C - whole)) - 1);
+    long i0, i1, j0, j1, top, left;
+    tap_range(g, y, x, &i0, &i1, &j0, &j1, &top, &left);
+    const long at = (y * g->out_width + x) * C;
+    float *o = out + at;
+    const float *res = residual ? residual + at : 0;
+    long c = 0;
+    __mmask16 mask = 0xffff;
+    for (; c + 64 <= whole; c += 64) DW512_BLOCK(4);
+    const long rest = (whole - c) / 16;
+    if (rest == 3) DW512_BLOCK(3);
+    else if (rest == 2) DW512_BLOCK(2);
+    else if (rest == 1) DW512_BLOCK(1);
+    c = whole;
+    if (tail) {
+        mask = tail;
+        DW512_BLOCK(1);
+    }
+}
+
+OSPREY_AVX512
+static void depthwise_avx512(const geometry_t *g, const float *in, const float *weights, const float *bias, long first_row,
+                             long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
+    const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
+    const long k = g->kernel_height;
+    const int square = k == g->kernel_width && (k == 3 || k == 5);
+    long x0 = 0, x1 = 0;
+    if (square) interior_columns(g, &x0, &x1);
+    for (long y = first_row; y < end_row; y++) {
+        const long top = y * g->stride_height - g->pad_top;
+        if (!square || top < 0 || top + k > g->in_height || x0 >= x1) {
+            for (long x = 0; x < g->out_width; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
+            continue;
+        }
+        for (long x = 0; x < x0; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
+        if (k == 3) interior_row3(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+        else interior_row5(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+        for (long x = x1; x < g->out_width; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
+    }
+}
+
+/// The epilogue on 8 lanes (the same math as depthwise_plane.c's finish8).
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256 finish8_nhwc(__m256 v, int epilogue, __m256 lo, __m256 hi) {
+    if (epilogue == OSPREY_DW_CLAMP) {
+        v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
+        return _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
+    }
+    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish8(v);
+    return logistic8(v, epilogue == OSPREY_DW_SILU);
+}
+
+/// `n` (1...4) whole vectors of 8 channels from channel c of one pixel, all taps.
+#define DW256_BLOCK(n) do { \
+        __m256 acc[4]; \
+        for (int k = 0; k < (n); k++) acc[k] = bias ? _mm256_loadu_ps(bias + c + 8 * k) : _mm256_setzero_ps(); \
+        for (long i = i0; i < i1; i++) \
+            for (long j = j0; j < j1; j++) { \
+                const float *src = in + ((top + i) * g->in_width + left + j) * C + c; \
+                const float *w = weights + (i * g->kernel_width + j) * C + c; \
+                for (int k = 0; k < (n); k++) \
+                    acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(src + 8 * k), _mm256_loadu_ps(w + 8 * k), acc[k]); \
+            } \
+        for (int k = 0; k < (n); k++) { \
+            __m256 v = acc[k]; \
+            if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + c + 8 * k)); \
+            _mm256_storeu_ps(o + c + 8 * k, finish8_nhwc(v, epilogue, lov, hiv)); \
+        } \
+    } while (0)
+
+__attribute__((target("avx2,fma")))
+static void depthwise_avx2(const geometry_t *g, const float *in, const float *weights, const float *bias, long first_row,
+                           long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
+    const long C = g->channels;
+    const __m256 lov = _mm256_set1_ps(lo), hiv = _mm256_set1_ps(hi);
+    const long whole = C / 8 * 8;
+    for (long y = first_row; y < end_row; y++)
+        for (long x = 0; x < g->out_width; x++) {
+            long i0, i1, j0, j1, top, left;
+            tap_range(g, y, x, &i0, &i1, &j0, &j1, &top, &left);
+            const long at = (y * g->out_width + x) * C;
+            float *o = out + at;
+            const float *res = residual ? residual + at : 0;
+            long c = 0;
+            for (; c + 32 <= whole; c += 32) DW256_BLOCK(4);
+            const long rest = (whole - c) / 8;
+            if (rest == 3) DW256_BLOCK(3);
+            else if (rest == 2) DW256_BLOCK(2);
+            else if (rest == 1) DW256_BLOCK(1);
+            // Channels past the last whole vector one at a time (masked AVX2 stores are slow on AMD Zen).
+            if (whole < C) pixel_scalar(g, in, weights, bias, y, x, whole, C, o, res, epilogue, lo, hi);
+        }
+}
+
+void osprey_nhwc_depthwise_f32(const geometry_t *g, const float *in, const float *weights, const float *bias, long first_row,
+                               long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
+    if (osprey_float_avx512()) depthwise_avx512(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lo, hi);
+    else if (osprey_float_activations_fast()) depthwise_avx2(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lo, hi);
+    else depthwise_portable(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lo, hi);
+}
+
+#else
+
+void osprey_nhwc_depthwise_f32(const geometry_t *g, const float *in, const float *weights, const float *bias, long first_row,
+                               long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
+    depthwise_portable(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lo, hi);
+}
+
+#endif

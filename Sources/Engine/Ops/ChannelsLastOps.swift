@@ -1,0 +1,267 @@
+import Tensor
+
+/// Internal ops of channels-last regions (`ChannelsLastRegions.swift`), in the fused domain. Their tensors are
+/// real NHWC values: [N, H, W, C].
+let channelsLastPointwiseOp = "ChannelsLastPointwiseConv"
+/// Attribute of a `channelsLastPointwiseOp` whose input and output are NCHW (squeeze-and-excitation convs on pooled values).
+let channelsFirstPointwiseAttribute = "channels_first"
+/// Depthwise Conv on NHWC input and output (inputs as Conv's: X, W, B, then the fused residual).
+let channelsLastDepthwiseOp = "ChannelsLastDepthwiseConv"
+/// NCHW -> NHWC at a region's entry.
+let toChannelsLastOp = "ToChannelsLast"
+/// NHWC -> NCHW at a region's exit.
+let toChannelsFirstOp = "ToChannelsFirst"
+/// GlobalAveragePool of an NHWC value, giving the ordinary NCHW [N, C, 1, 1] result.
+let channelsLastMeanOp = "ChannelsLastGlobalAveragePool"
+/// A depthwise conv and the pointwise conv that alone reads it (`ChannelsLastSeparableFusion.swift`): inputs X, the
+/// depthwise W and B, the pointwise skip, W and B; the depthwise attributes plus its epilogue code and bounds.
+let channelsLastSeparableOp = "ChannelsLastSeparableConv"
+
+/// An NHWC float32 input: its four dimensions, or an error saying what arrived.
+private func channelsLastInput(_ x: Tensor, channels: Int?, _ ctx: OpContext) throws -> (n: Int, h: Int, w: Int, c: Int) {
+    guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
+    guard x.rank == 4 else { throw ctx.error(.executionFailed, "input \(x.shape) is not N x H x W x C") }
+    if let channels, x.shape[3] != channels {
+        throw ctx.error(.executionFailed, "input has \(x.shape[3]) channels, the weights expect \(channels)")
+    }
+    return (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+}
+
+/// The constant float32 bias (input 2) of `count` channels, nil when the node has none.
+private func constantBias(_ ctx: OpContext, count: Int) throws -> [Float]? {
+    guard ctx.hasInput(2) else { return nil }
+    guard let b = ctx.constants[2], b.dtype == .float32, b.count == count else {
+        throw ctx.error(.invalidModel, "bias must be a constant float32 tensor of \(count) values")
+    }
+    return b.scalars(as: Float.self)
+}
+
+/// The fused residual (input 3) when it has the output's shape (added in the epilogue), or the one to add after it.
+private func residualOperand(_ inputs: KernelInputs, outShape: [Int], _ ctx: OpContext) throws -> (inKernel: Tensor?, late: Tensor?) {
+    guard let r = inputs[fusedResidualInput] else { return (nil, nil) }
+    guard r.dtype == .float32 else { throw ctx.error(.unsupportedDType, "Add operand is \(r.dtype), expected float32") }
+    if r.shape == outShape { return (r, nil) }
+    guard broadcastShape(outShape, r.shape) != nil else {
+        throw ctx.error(.executionFailed, "cannot broadcast shapes \(outShape) and \(r.shape) in the fused Add")
+    }
+    return (nil, r)
+}
+
+/// `y + late` then the activation, when the residual had to broadcast.
+private func addLate(_ y: Tensor, _ late: Tensor?, _ activation: Activation, _ ctx: OpContext) throws -> Tensor {
+    guard let late else { return y }
+    var sum = try broadcastBinary(y, late, ctx) { (a: Float, b: Float) -> Float in a + b }
+    sum.withUnsafeMutableBufferPointer(of: Float.self) { p in if let base = p.baseAddress { activation.apply(base, count: p.count) } }
+    return sum
+}
+
+/// Pointwise weights W [M][C] (x 1 x 1) as the product's B [C][M], packed once.
+private func packedPointwiseWeights(_ w: Tensor) -> PackedMatrixB {
+    let m = w.shape[0], c = w.shape[1]
+    let wT = w.withUnsafeBufferPointer(of: Float.self) { wp in
+        var t = [Float](repeating: 0, count: m * c)
+        for o in 0..<m { for k in 0..<c { t[k * m + o] = wp[o * c + k] } }
+        return t
+    }
+    return wT.withUnsafeBufferPointer { PackedMatrixB($0.baseAddress!, depth: c, columns: m) }
+}
+
+/// Runs `body` with the optional tensor's float pointer (nil when absent).
+private func withOptionalFloats<R>(_ t: Tensor?, _ body: (UnsafePointer<Float>?) throws -> R) rethrows -> R {
+    guard let t else { return try body(nil) }
+    return try t.floatPointer { try body($0) }
+}
+
+/// Runs `body` with the optional array's base pointer (nil when absent).
+private func withOptionalArray<R>(_ values: [Float]?, _ body: (UnsafePointer<Float>?) -> R) -> R {
+    guard let values else { return body(nil) }
+    return values.withUnsafeBufferPointer { body($0.baseAddress) }
+}
+
+let channelsLastOperators: OperatorTable = [
+    channelsLastPointwiseOp: { ctx in
+        guard let w = ctx.constants[1], w.dtype == .float32, w.rank == 4, w.shape[2] == 1, w.shape[3] == 1 else {
+            throw ctx.error(.invalidModel, "weights must be constant float32 M x C x 1 x 1")
+        }
+        let m = w.shape[0], c = w.shape[1]
+        let bias = try constantBias(ctx, count: m)
+        let packed = packedPointwiseWeights(w)
+        let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
+        let fusesScale = ctx.hasInput(fusedChannelScaleInput)
+        // An NCHW input (a pooled squeeze-and-excitation branch, [N, C, 1, 1]): one pixel is the same bytes in NHWC.
+        let channelsFirst = try ctx.int(channelsFirstPointwiseAttribute, 0) != 0
+        return PreparedKernel(kernel: { inputs in
+            var x = try inputs.required(0, ctx)
+            var nchwShape: [Int]?
+            if channelsFirst {
+                guard x.dtype == .float32, x.rank == 4 else { throw ctx.error(.executionFailed, "input \(x.dtype) \(x.shape) is not float32 N x C x H x W") }
+                let (n, xc, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+                nchwShape = [n, m, h, wd]
+                if h * wd == 1 {
+                    x = x.reshaped([n, 1, 1, xc])
+                } else {
+                    let source = x
+                    x = Tensor.makeFloat(shape: [n, h, wd, xc]) { d in
+                        source.floatPointer { convertLayout($0, d, batch: n, channels: xc, pixels: h * wd, toChannelsLast: true) }
+                    }
+                }
+            }
+            let (n, h, wd, _) = try channelsLastInput(x, channels: c, ctx)
+            let outShape = [n, h, wd, m]
+            // A folded squeeze-and-excitation Mul: [N, C, 1, 1] scales channels; an NCHW operand of x's size multiplies first.
+            var scale: Tensor?
+            if fusesScale {
+                let other = try inputs.required(fusedChannelScaleInput, ctx)
+                guard other.dtype == .float32 else { throw ctx.error(.unsupportedDType, "Mul operand is \(other.dtype), expected float32") }
+                if other.shape == [n, c, 1, 1] {
+                    scale = other
+                } else if other.shape == [n, c, h, wd] {
+                    let last = Tensor.makeFloat(shape: x.shape) { d in
+                        other.floatPointer { convertLayout($0, d, batch: n, channels: c, pixels: h * wd, toChannelsLast: true) }
+                    }
+                    x = try broadcastBinary(x, last, ctx) { (a: Float, b: Float) -> Float in a * b }
+                } else {
+                    throw ctx.error(.executionFailed, "Mul operand \(other.shape) is neither a channel scale nor the size of \([n, c, h, wd])")
+                }
+            }
+            let (skip, late) = fusesResidual ? try residualOperand(inputs, outShape: outShape, ctx) : (nil, nil)
+            let input = x
+            let y = Tensor.makeFloat(shape: outShape) { o in
+                input.floatPointer { xp in
+                    withOptionalFloats(skip) { rp in
+                        withOptionalFloats(scale) { sp in
+                            let run = { (bp: UnsafePointer<Float>?) in
+                                channelsLastPointwise(xp, batch: n, pixels: h * wd, packed, bias: bp, residual: rp, scale: sp,
+                                                      activation: late == nil ? activation : .none, output: o)
+                            }
+                            if let bias { bias.withUnsafeBufferPointer { run($0.baseAddress) } } else { run(nil) }
+                        }
+                    }
+                }
+            }
+            let result = try addLate(y, late, activation, ctx)
+            guard let nchwShape else { return [result] }
+            if h * wd == 1 { return [result.reshaped(nchwShape)] }
+            return [Tensor.makeFloat(shape: nchwShape) { d in
+                result.floatPointer { convertLayout($0, d, batch: n, channels: m, pixels: h * wd, toChannelsLast: false) }
+            }]
+        }, consumedInputs: ctx.hasInput(2) ? [1, 2] : [1])
+    },
+    channelsLastDepthwiseOp: { ctx in
+        let attrs = try WindowAttributes(ctx)
+        guard let w = ctx.constants[1], w.dtype == .float32, w.rank == 4, w.shape[1] == 1 else {
+            throw ctx.error(.invalidModel, "weights must be constant float32 C x 1 x kH x kW")
+        }
+        let channels = w.shape[0], kh = w.shape[2], kw = w.shape[3]
+        guard try ctx.int("group", 1) == channels else { throw ctx.error(.invalidModel, "group must equal the \(channels) channels") }
+        let bias = try constantBias(ctx, count: channels)
+        let weights = w.withUnsafeBufferPointer(of: Float.self) { channelsLastDepthwiseWeights($0.baseAddress!, channels: channels, taps: kh * kw) }
+        let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
+        return PreparedKernel(kernel: { inputs in
+            let x = try inputs.required(0, ctx)
+            let (n, h, wd, _) = try channelsLastInput(x, channels: channels, ctx)
+            let r = try attrs.resolve(spatial: 2, inputSpatial: [h, wd], kernel: [kh, kw], ctx)
+            guard r.dilations == [1, 1] else { throw ctx.error(.unsupportedAttribute, "dilations \(r.dilations) (only 1)") }
+            let outH = (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1
+            let outW = (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1
+            guard h + r.padBegin[0] + r.padEnd[0] >= kh, wd + r.padBegin[1] + r.padEnd[1] >= kw, outH > 0, outW > 0 else {
+                throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \([kh, kw])")
+            }
+            let g = ChannelsLastDepthwiseGeometry(batch: n, inHeight: h, inWidth: wd, channels: channels, kernelHeight: kh, kernelWidth: kw,
+                                                  strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0],
+                                                  padLeft: r.padBegin[1], outHeight: outH, outWidth: outW)
+            let outShape = [n, outH, outW, channels]
+            let (skip, late) = fusesResidual ? try residualOperand(inputs, outShape: outShape, ctx) : (nil, nil)
+            let y = Tensor.makeFloat(shape: outShape) { o in
+                x.floatPointer { xp in
+                    withOptionalFloats(skip) { rp in
+                        weights.withUnsafeBufferPointer { wp in
+                            let run = { (bp: UnsafePointer<Float>?) in
+                                channelsLastDepthwise(g, input: xp, weights: wp.baseAddress!, bias: bp, residual: rp,
+                                                      activation: late == nil ? activation : .none, output: o)
+                            }
+                            if let bias { bias.withUnsafeBufferPointer { run($0.baseAddress) } } else { run(nil) }
+                        }
+                    }
+                }
+            }
+            return [try addLate(y, late, activation, ctx)]
+        }, consumedInputs: ctx.hasInput(2) ? [1, 2] : [1])
+    },
+    channelsLastSeparableOp: { ctx in
+        let attrs = try WindowAttributes(ctx)
+        guard let w = ctx.constants[1], w.dtype == .float32, w.rank == 4, w.shape[1] == 1,
+              let pw = ctx.constants[separablePointwiseWeightsInput], pw.dtype == .float32, pw.rank == 4, pw.shape[1] == w.shape[0],
+              pw.shape[2] == 1, pw.shape[3] == 1 else {
+            throw ctx.error(.invalidModel, "weights must be constant float32 C x 1 x kH x kW and M x C x 1 x 1")
+        }
+        let channels = w.shape[0], kh = w.shape[2], kw = w.shape[3], m = pw.shape[0]
+        let dwBias = try constantBias(ctx, count: channels)
+        var pointwiseBias: [Float]?
+        if ctx.hasInput(5) {
+            guard let b = ctx.constants[5], b.dtype == .float32, b.count == m else { throw ctx.error(.invalidModel, "bias must be constant float32 of \(m) values") }
+            pointwiseBias = b.scalars(as: Float.self)
+        }
+        let pwBias = pointwiseBias
+        let code = Int32(try ctx.int("depthwise_epilogue", 0))
+        let bounds = try ctx.floats("depthwise_bounds") ?? [-.infinity, .infinity]
+        guard bounds.count == 2 else { throw ctx.error(.invalidModel, "depthwise_bounds must be two floats") }
+        let weights = w.withUnsafeBufferPointer(of: Float.self) { channelsLastDepthwiseWeights($0.baseAddress!, channels: channels, taps: kh * kw) }
+        let packed = packedPointwiseWeights(pw)
+        let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
+        return PreparedKernel(kernel: { inputs in
+            let x = try inputs.required(0, ctx)
+            let (n, h, wd, _) = try channelsLastInput(x, channels: channels, ctx)
+            let r = try attrs.resolve(spatial: 2, inputSpatial: [h, wd], kernel: [kh, kw], ctx)
+            guard r.dilations == [1, 1] else { throw ctx.error(.unsupportedAttribute, "dilations \(r.dilations) (only 1)") }
+            guard h + r.padBegin[0] + r.padEnd[0] >= kh, wd + r.padBegin[1] + r.padEnd[1] >= kw else {
+                throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \([kh, kw])")
+            }
+            let g = ChannelsLastDepthwiseGeometry(batch: n, inHeight: h, inWidth: wd, channels: channels, kernelHeight: kh, kernelWidth: kw,
+                                                  strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0], padLeft: r.padBegin[1],
+                                                  outHeight: (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1,
+                                                  outWidth: (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1)
+            let outShape = [n, g.outHeight, g.outWidth, m]
+            let (skip, late) = fusesResidual ? try residualOperand(inputs, outShape: outShape, ctx) : (nil, nil)
+            let y = Tensor.makeFloat(shape: outShape) { o in
+                x.floatPointer { xp in
+                    withOptionalFloats(skip) { rp in
+                        weights.withUnsafeBufferPointer { wp in
+                            withOptionalArray(dwBias) { db in
+                                withOptionalArray(pwBias) { pb in
+                                    channelsLastSeparable(g, input: xp, depthwiseWeights: wp.baseAddress!, depthwiseBias: db,
+                                                          depthwiseEpilogue: (code, bounds[0], bounds[1]), pointwise: packed, pointwiseBias: pb,
+                                                          residual: rp, activation: late == nil ? activation : .none, output: o)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            return [try addLate(y, late, activation, ctx)]
+        }, consumedInputs: Set([1, 2, separablePointwiseWeightsInput, 5].filter { ctx.hasInput($0) }))
+    },
+    toChannelsLastOp: { ctx in PreparedKernel { inputs in
+        let x = try inputs.required(0, ctx)
+        guard x.dtype == .float32, x.rank == 4 else { throw ctx.error(.executionFailed, "input \(x.dtype) \(x.shape) is not float32 N x C x H x W") }
+        let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
+        return [Tensor.makeFloat(shape: [n, h, w, c]) { d in
+            x.floatPointer { convertLayout($0, d, batch: n, channels: c, pixels: h * w, toChannelsLast: true) }
+        }]
+    } },
+    toChannelsFirstOp: { ctx in PreparedKernel { inputs in
+        let x = try inputs.required(0, ctx)
+        let (n, h, w, c) = try channelsLastInput(x, channels: nil, ctx)
+        return [Tensor.makeFloat(shape: [n, c, h, w], placement: inputs.placement) { d in
+            x.floatPointer { convertLayout($0, d, batch: n, channels: c, pixels: h * w, toChannelsLast: false) }
+        }]
+    } },
+    channelsLastMeanOp: { ctx in PreparedKernel { inputs in
+        let x = try inputs.required(0, ctx)
+        let (n, h, w, c) = try channelsLastInput(x, channels: nil, ctx)
+        guard h * w > 0 else { throw ctx.error(.executionFailed, "input \(x.shape) has no pixels") }
+        return [Tensor.makeFloat(shape: [n, c, 1, 1]) { d in
+            x.floatPointer { channelsLastChannelMeans($0, batch: n, pixels: h * w, channels: c, out: d) }
+        }]
+    } },
+]

@@ -1,0 +1,188 @@
+import Testing
+import Tensor
+import ONNX
+import CKernelShim
+@testable import Engine
+import TestSupport
+
+private typealias T = TestSupport
+
+/// Channels-last kernels against their plain twins, and graphs compiled with and without channels-last regions.
+@Suite struct ChannelsLastTests {
+    /// Depthwise geometries: channel tails, strides 1 and 2, kernels 3 and 5, asymmetric pads, batch 2.
+    private static let depthwiseCases: [(c: Int, h: Int, w: Int, k: Int, s: Int, pads: (Int, Int, Int, Int))] = [
+        (5, 7, 9, 3, 1, (1, 1, 1, 1)), (16, 8, 8, 3, 2, (0, 0, 1, 1)), (24, 12, 13, 3, 2, (1, 1, 1, 1)), (40, 9, 9, 5, 1, (2, 2, 2, 2)),
+        (8, 6, 7, 4, 1, (1, 2, 2, 1)), (21, 9, 7, 5, 1, (2, 1, 2, 3)),
+        (37, 11, 10, 5, 2, (2, 2, 1, 2)), (70, 6, 5, 3, 1, (0, 1, 2, 0)), (96, 4, 4, 3, 2, (1, 1, 1, 1)),
+    ]
+
+    @Test func depthwiseMatchesReferenceOnEveryBody() {
+        var rng = SeededGenerator(seed: 5)
+        forEachFloatKernelBody { body in
+            for (c, h, w, k, s, pads) in Self.depthwiseCases {
+                let (top, left, bottom, right) = pads
+                let g = ChannelsLastDepthwiseGeometry(batch: 2, inHeight: h, inWidth: w, channels: c, kernelHeight: k, kernelWidth: k,
+                                                      strideHeight: s, strideWidth: s, padTop: top, padLeft: left,
+                                                      outHeight: (h + top + bottom - k) / s + 1, outWidth: (w + left + right - k) / s + 1)
+                let input = rng.floats(2 * h * w * c), weights = rng.floats(k * k * c), bias = rng.floats(c)
+                let outCount = 2 * g.outHeight * g.outWidth * c
+                let residual = rng.floats(outCount).map { $0 * 3 }
+                for activation in allActivations {
+                    for withResidual in [false, true] {
+                        var fast = [Float](repeating: .nan, count: outCount), reference = fast
+                        let r: [Float]? = withResidual ? residual : nil
+                        withOptional(r) { rp in
+                            channelsLastDepthwise(g, input: input, weights: weights, bias: bias, residual: rp, activation: activation, output: &fast)
+                            channelsLastDepthwiseReference(g, input: input, weights: weights, bias: bias, residual: rp, activation: activation,
+                                                           output: &reference)
+                        }
+                        expectClose(fast, reference, "\(body) c \(c) \(h)x\(w) k \(k) s \(s) \(activation) residual \(withResidual)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func pointwiseMatchesReferenceOnEveryBody() {
+        var rng = SeededGenerator(seed: 6)
+        forEachFloatKernelBody { body in
+            for (batch, pixels, c, m) in [(2, 7, 5, 3), (2, 13, 24, 40), (1, 49, 96, 17), (2, 30, 33, 64)] {
+                let input = rng.floats(batch * pixels * c), w = rng.floats(c * m), bias = rng.floats(m)
+                let residual = rng.floats(batch * pixels * m), scale = rng.floats(batch * c)
+                let packed = PackedMatrixB(w, depth: c, columns: m)
+                for activation in allActivations {
+                    for scaled in [false, true] {
+                        var fast = [Float](repeating: .nan, count: batch * pixels * m), reference = fast
+                        withOptional(scaled ? scale : nil) { sp in
+                            channelsLastPointwise(input, batch: batch, pixels: pixels, packed, bias: bias, residual: residual, scale: sp,
+                                                  activation: activation, output: &fast)
+                        }
+                        var a = input
+                        if scaled { for n in 0..<batch { for p in 0..<pixels { for k in 0..<c { a[(n * pixels + p) * c + k] *= scale[n * c + k] } } } }
+                        packedMatmulReference(a, lda: c, rows: batch * pixels, b: w, depth: c, columns: m, bias: bias, residual: residual,
+                                              activation: activation, out: &reference)
+                        expectClose(fast, reference, "\(body) \(batch)x\(pixels) \(c)->\(m) \(activation) scaled \(scaled)")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The fused depthwise + pointwise kernel against the depthwise and product twins, on both bodies.
+    @Test func separableMatchesItsTwoHalvesOnEveryBody() {
+        var rng = SeededGenerator(seed: 12)
+        forEachFloatKernelBody { body in
+            for (c, m, h, w, s) in [(24, 40, 9, 11, 1), (37, 16, 12, 7, 2)] {
+                let g = ChannelsLastDepthwiseGeometry(batch: 2, inHeight: h, inWidth: w, channels: c, kernelHeight: 3, kernelWidth: 3,
+                                                      strideHeight: s, strideWidth: s, padTop: 1, padLeft: 1,
+                                                      outHeight: (h + 2 - 3) / s + 1, outWidth: (w + 2 - 3) / s + 1)
+                let pixels = g.outHeight * g.outWidth
+                let input = rng.floats(2 * h * w * c), dw = rng.floats(9 * c), dwBias = rng.floats(c)
+                let pw = rng.floats(c * m), pwBias = rng.floats(m), residual = rng.floats(2 * pixels * m)
+                var middle = [Float](repeating: 0, count: 2 * pixels * c), expected = [Float](repeating: 0, count: 2 * pixels * m)
+                channelsLastDepthwiseReference(g, input: input, weights: dw, bias: dwBias, residual: nil, activation: .clip(min: 0, max: 6),
+                                               output: &middle)
+                packedMatmulReference(middle, lda: c, rows: 2 * pixels, b: pw, depth: c, columns: m, bias: pwBias, residual: residual,
+                                      activation: .hardSwish, out: &expected)
+                var fast = [Float](repeating: .nan, count: expected.count)
+                channelsLastSeparable(g, input: input, depthwiseWeights: dw, depthwiseBias: dwBias, depthwiseEpilogue: (0, 0, 6),
+                                      pointwise: PackedMatrixB(pw, depth: c, columns: m), pointwiseBias: pwBias, residual: residual,
+                                      activation: .hardSwish, output: &fast)
+                expectClose(fast, expected, "\(body) c \(c) m \(m) s \(s)")
+            }
+        }
+    }
+
+    @Test func layoutConversionsRoundTrip() {
+        var rng = SeededGenerator(seed: 7)
+        for (n, c, h, w) in [(2, 3, 5, 7), (1, 17, 9, 9), (2, 1, 4, 4), (3, 40, 1, 1)] {
+            let x = rng.floats(n * c * h * w)
+            var last = [Float](repeating: 0, count: x.count), back = last
+            convertLayout(x, &last, batch: n, channels: c, pixels: h * w, toChannelsLast: true)
+            var expected = last
+            for b in 0..<n { for k in 0..<c { for p in 0..<(h * w) { expected[(b * h * w + p) * c + k] = x[(b * c + k) * h * w + p] } } }
+            #expect(last == expected, "\([n, c, h, w])")
+            convertLayout(last, &back, batch: n, channels: c, pixels: h * w, toChannelsLast: false)
+            #expect(back == x, "\([n, c, h, w])")
+        }
+    }
+
+    /// A MobileNet-like graph: stem conv, depthwise + Relu6, projection with a residual Add, expansion + HardSwish,
+    /// a strided 5x5 depthwise + HardSwish, a squeeze-and-excitation block, a projection, and an inner value that is
+    /// also a graph output.
+    private static func mobileBlock(scaleFirst: Bool) -> Model {
+        var rng = SeededGenerator(seed: 41)
+        var inits: [(name: String, tensor: Tensor)] = []
+        func weights(_ name: String, _ shape: [Int]) {
+            inits.append((name: name, tensor: Tensor(shape: shape, scalars: rng.floats(Tensor.elementCount(shape)).map { $0 * 0.5 })))
+            inits.append((name: name + "_b", tensor: Tensor(shape: [shape[0]], scalars: rng.floats(shape[0]))))
+        }
+        weights("stem", [8, 3, 3, 3]); weights("dw1", [8, 1, 3, 3]); weights("pw1", [8, 8, 1, 1]); weights("ex", [24, 8, 1, 1])
+        weights("dw2", [24, 1, 5, 5]); weights("se1", [6, 24, 1, 1]); weights("se2", [24, 6, 1, 1]); weights("pj", [12, 24, 1, 1])
+        inits.append((name: "zero", tensor: Tensor(scalar: Float(0)))); inits.append((name: "six", tensor: Tensor(scalar: Float(6))))
+        func conv(_ name: String, _ input: String, _ attributes: [String: Attribute] = [:]) -> Node {
+            Node(opType: "Conv", inputs: [input, name, name + "_b"], outputs: [name + "_y"], attributes: attributes)
+        }
+        let nodes = [
+            conv("stem", "x", ["pads": .ints([1, 1, 1, 1])]), Node(opType: "Relu", inputs: ["stem_y"], outputs: ["a"]),
+            conv("dw1", "a", ["group": .int(8), "pads": .ints([1, 1, 1, 1])]),
+            Node(opType: "Clip", inputs: ["dw1_y", "zero", "six"], outputs: ["b"]),
+            conv("pw1", "b"), Node(opType: "Add", inputs: ["pw1_y", "a"], outputs: ["r"]),
+            conv("ex", "r"), Node(opType: "HardSwish", inputs: ["ex_y"], outputs: ["e"]),
+            conv("dw2", "e", ["group": .int(24), "strides": .ints([2, 2]), "pads": .ints([2, 1, 2, 2])]),
+            Node(opType: "HardSwish", inputs: ["dw2_y"], outputs: ["d"]),
+            Node(opType: "GlobalAveragePool", inputs: ["d"], outputs: ["p"]),
+            conv("se1", "p"), Node(opType: "Relu", inputs: ["se1_y"], outputs: ["s1"]),
+            conv("se2", "s1"), Node(opType: "HardSigmoid", inputs: ["se2_y"], outputs: ["s"], attributes: ["alpha": .float(1.0 / 6)]),
+            Node(opType: "Mul", inputs: scaleFirst ? ["s", "d"] : ["d", "s"], outputs: ["m"]),
+            conv("pj", "m"),
+        ]
+        let inputs = [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(3), .fixed(10), .fixed(9)])]
+        return Model(opsetImports: ["": 17], graph: Graph(name: "mobile", nodes: nodes, initializers: inits, inputs: inputs,
+                                                          outputs: [ValueInfo(name: "pj_y"), ValueInfo(name: "r")]))
+    }
+
+    @Test(arguments: [false, true])
+    func regionGivesTheSameOutputs(scaleFirst: Bool) throws {
+        let region = try CompiledModel(model: Self.mobileBlock(scaleFirst: scaleFirst), baseDirectory: nil, fuseResiduals: true)
+        let plain = try CompiledModel(model: Self.mobileBlock(scaleFirst: scaleFirst), baseDirectory: nil, fuseResiduals: true, channelsLast: false)
+        var rng = SeededGenerator(seed: 9)
+        // The CPU's own bodies only: switching AVX-512 off here would change what concurrently running tests compute.
+        do {
+            let body = "default"
+            for batch in [1, 2] {
+                let x = Tensor(shape: [batch, 3, 10, 9], scalars: rng.floats(batch * 270))
+                let a = try region.run(["x": x]), b = try plain.run(["x": x])
+                for name in ["pj_y", "r"] {
+                    #expect(a[name]!.shape == b[name]!.shape, "\(body) \(name) batch \(batch)")
+                    #expect(T.close(T.floats(a[name]!), T.floats(b[name]!)), "\(body) \(name) batch \(batch)")
+                }
+                let split = try region.runSplittingRows(["x": x], parts: 2)
+                #expect(T.close(T.floats(split["pj_y"]!), T.floats(b["pj_y"]!)), "\(body) row split batch \(batch)")
+            }
+        }
+        let kinds = Set(try region.profile(["x": Tensor(shape: [1, 3, 10, 9], scalars: rng.floats(270))]).map(\.opType))
+        #expect(kinds.isSuperset(of: [channelsLastSeparableOp + "+Add", channelsLastDepthwiseOp + "+hardSwish", channelsLastPointwiseOp + "+Mul",
+                                      channelsLastMeanOp, toChannelsLastOp, toChannelsFirstOp,
+                                      channelsLastPointwiseOp + "+relu"]), "\(kinds)")
+        #expect(!kinds.contains("Conv+Mul"), "\(kinds)")
+    }
+
+    /// One depthwise conv alone is not worth two conversions: the graph stays NCHW.
+    @Test func lonelyDepthwiseStaysChannelsFirst() throws {
+        let w = Tensor(shape: [4, 1, 3, 3], scalars: [Float](repeating: 0.1, count: 36))
+        let graph = Graph(name: "dw", nodes: [Node(opType: "Conv", inputs: ["x", "w"], outputs: ["y"], attributes: ["group": .int(4)])],
+                          initializers: [(name: "w", tensor: w)],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(1), .fixed(4), .fixed(5), .fixed(5)])],
+                          outputs: [ValueInfo(name: "y")])
+        let model = try CompiledModel(model: Model(opsetImports: ["": 17], graph: graph), baseDirectory: nil, fuseResiduals: true)
+        let kinds = Set(try model.profile(["x": Tensor(shape: [1, 4, 5, 5], scalars: [Float](repeating: 1, count: 100))]).map(\.opType))
+        #expect(kinds == ["Conv"], "\(kinds)")
+    }
+}
+
+/// Runs `body` with the array's pointer, or nil.
+private func withOptional<R>(_ values: [Float]?, _ body: (UnsafePointer<Float>?) -> R) -> R {
+    guard let values else { return body(nil) }
+    return values.withUnsafeBufferPointer { body($0.baseAddress) }
+}
