@@ -1,3 +1,4 @@
+import Foundation
 import Infrastructure
 import Synchronization
 import Tensor
@@ -8,13 +9,19 @@ extension CompiledModel {
     ///
     /// The caller asserts what dynamic batching assumes: each output row depends only on the same input row, and every
     /// input and output has the batch as its first axis. Each part computes exactly what a 1-thread engine computes
-    /// on those rows. `parts` defaults to `defaultParts`; with fewer than 2 parts or rows (or an output that does not
+    /// on those rows. `parts` defaults to `automaticParts`; with fewer than 2 parts or rows (or an output that does not
     /// keep one row per input row), this is `run(feeds)`.
     public func runSplittingRows(_ feeds: [String: Tensor], parts requested: Int? = nil) throws -> [String: Tensor] {
         guard let rows = Self.commonRows(feeds) else { return try run(feeds) }
-        var parts = min(requested ?? Self.defaultParts(rows: rows, threads: EngineThreads.threads), rows)
-        // A light model (a few microseconds a row) loses more to waking the other threads than the split gains.
-        if requested == nil && !rowCost.worthSplitting(rows: rows, parts: parts) { parts = 1 }
+        let threads = EngineThreads.threads
+        var parts = min(requested ?? Self.automaticParts(rows: rows, threads: threads, constantBytes: retainedConstantBytes,
+                                                         cacheBytes: Self.lastLevelCacheBytes), rows)
+        // A light model (a few microseconds a row) loses more to waking the other threads than the split gains: as
+        // many parts as carry the least work worth a part each, none below one per thread.
+        if requested == nil {
+            parts = rowCost.affordableParts(rows: rows, wanted: parts)
+            if parts < min(threads, rows) { parts = 1 }
+        }
         let started = SystemClock.nanoseconds()
         defer { rowCost.record(rows: rows, parallel: min(parts, EngineThreads.threads), nanoseconds: SystemClock.nanoseconds() &- started) }
         guard parts >= 2 else { return try run(feeds) }
@@ -45,6 +52,34 @@ extension CompiledModel {
         threads < 2 ? 1 : max(threads, min(2 * threads, rows / 2))
     }
 
+    /// Parts when the caller names none: one row per part while the weights fit in half of the last-level cache
+    /// (`cacheBytes`; each part then reads them from the cache, and its 1-row activations stay closer to the core),
+    /// else `defaultParts`. MobileNetV2 (14 MB of weights, 32 MiB cache), 8 rows on 2 threads, loaded box, paired
+    /// runs: 8 parts of 1 row cost 9% less CPU per image than 4 parts of 2 rows, and 18% less than one thread's batch.
+    static func automaticParts(rows: Int, threads: Int, constantBytes: Int, cacheBytes: Int) -> Int {
+        guard threads >= 2 else { return 1 }
+        return 2 * constantBytes <= cacheBytes ? max(1, rows) : defaultParts(rows: rows, threads: threads)
+    }
+
+    /// The L3 cache this core shares, in bytes, from sysfs (`index3/size`, e.g. "32768K"); 8 MiB when absent. Not
+    /// glibc's `_SC_LEVEL3_CACHE_SIZE`: in this VM it reports the whole socket's 384 MiB, not the 32 MiB a core sees.
+    static let lastLevelCacheBytes: Int = {
+        let directory = "/sys/devices/system/cpu/cpu0/cache/index3/"
+        func read(_ name: String) -> String? {
+            (try? String(contentsOfFile: directory + name, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return read("level") == "3" ? read("size").flatMap(CompiledModel.cacheBytes) ?? 8 << 20 : 8 << 20
+    }()
+
+    /// Bytes of a sysfs cache size ("32768K", "1M", "512"); nil when malformed.
+    static func cacheBytes(_ text: String) -> Int? {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        guard let last = text.last else { return nil }
+        let scale = units[last] ?? 1
+        guard let value = Int(scale == 1 ? text : String(text.dropLast())), value > 0 else { return nil }
+        return value * scale
+    }
+
     /// The first-axis length every feed shares, if they all have one.
     private static func commonRows(_ feeds: [String: Tensor]) -> Int? {
         guard let first = feeds.values.first, first.rank > 0 else { return nil }
@@ -64,6 +99,14 @@ final class RowCostEstimate: Sendable {
     func worthSplitting(rows: Int, parts: Int) -> Bool {
         let perRow = nanosecondsPerRow.load(ordering: .relaxed)
         return perRow == 0 || perRow * rows >= parts * Self.minimumPartNanoseconds
+    }
+
+    /// The most parts, up to `wanted`, that each get at least `minimumPartNanoseconds` of estimated work (`wanted`
+    /// until measured; at least 1).
+    func affordableParts(rows: Int, wanted: Int) -> Int {
+        let perRow = nanosecondsPerRow.load(ordering: .relaxed)
+        guard perRow > 0 else { return wanted }
+        return max(1, min(wanted, perRow * rows / Self.minimumPartNanoseconds))
     }
 
     /// Records a run of `rows` rows on `parallel` threads that took `nanoseconds` of wall time.
