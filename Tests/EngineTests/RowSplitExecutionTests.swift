@@ -80,11 +80,16 @@ import Tensor
     }
 
     @Test func weightsThatFitTheCacheRunOneRowPerPart() {
-        let cache = 32 << 20
-        #expect(CompiledModel.automaticParts(rows: 8, threads: 2, constantBytes: 14 << 20, cacheBytes: cache) == 8)
-        #expect(CompiledModel.automaticParts(rows: 32, threads: 2, constantBytes: 1 << 20, cacheBytes: cache) == 32)
-        #expect(CompiledModel.automaticParts(rows: 8, threads: 2, constantBytes: 20 << 20, cacheBytes: cache) == 4, "the two-row rule")
-        #expect(CompiledModel.automaticParts(rows: 8, threads: 1, constantBytes: 1 << 20, cacheBytes: cache) == 1)
+        let cache = 32 << 20, fiveMilliseconds = 5_000_000
+        #expect(CompiledModel.automaticParts(rows: 8, threads: 2, constantBytes: 14 << 20, cacheBytes: cache, nanosecondsPerRow: fiveMilliseconds) == 8)
+        #expect(CompiledModel.automaticParts(rows: 32, threads: 2, constantBytes: 1 << 20, cacheBytes: cache, nanosecondsPerRow: fiveMilliseconds) == 32)
+        #expect(CompiledModel.automaticParts(rows: 8, threads: 2, constantBytes: 20 << 20, cacheBytes: cache, nanosecondsPerRow: fiveMilliseconds) == 4,
+                "weights past half the cache: the two-row rule")
+        #expect(CompiledModel.automaticParts(rows: 32, threads: 2, constantBytes: 8 << 20, cacheBytes: cache, nanosecondsPerRow: 500_000) == 4,
+                "0.5 ms a row over 8 MiB of weights (a matrix-vector row): the two-row rule")
+        #expect(CompiledModel.automaticParts(rows: 8, threads: 2, constantBytes: 14 << 20, cacheBytes: cache, nanosecondsPerRow: 0) == 4,
+                "unmeasured: the two-row rule")
+        #expect(CompiledModel.automaticParts(rows: 8, threads: 1, constantBytes: 1 << 20, cacheBytes: cache, nanosecondsPerRow: fiveMilliseconds) == 1)
         #expect(CompiledModel.lastLevelCacheBytes > 0)
         #expect(CompiledModel.cacheBytes("32768K") == 32 << 20)
         #expect(CompiledModel.cacheBytes("1M") == 1 << 20)
