@@ -79,6 +79,35 @@ import Tensor
         #expect(!cost.worthSplitting(rows: 1_000, parts: 1_000_000))
     }
 
+    @Test func weightsThatFitTheCacheRunOneRowPerPart() {
+        let cache = 32 << 20, fiveMilliseconds = 5_000_000
+        #expect(CompiledModel.automaticParts(rows: 8, threads: 2, constantBytes: 14 << 20, cacheBytes: cache, nanosecondsPerRow: fiveMilliseconds) == 8)
+        #expect(CompiledModel.automaticParts(rows: 32, threads: 2, constantBytes: 1 << 20, cacheBytes: cache, nanosecondsPerRow: fiveMilliseconds) == 32)
+        #expect(CompiledModel.automaticParts(rows: 8, threads: 2, constantBytes: 20 << 20, cacheBytes: cache, nanosecondsPerRow: fiveMilliseconds) == 4,
+                "weights past half the cache: the two-row rule")
+        #expect(CompiledModel.automaticParts(rows: 32, threads: 2, constantBytes: 8 << 20, cacheBytes: cache, nanosecondsPerRow: 500_000) == 4,
+                "0.5 ms a row over 8 MiB of weights (a matrix-vector row): the two-row rule")
+        #expect(CompiledModel.automaticParts(rows: 8, threads: 2, constantBytes: 14 << 20, cacheBytes: cache, nanosecondsPerRow: 0) == 4,
+                "unmeasured: the two-row rule")
+        #expect(CompiledModel.automaticParts(rows: 8, threads: 1, constantBytes: 1 << 20, cacheBytes: cache, nanosecondsPerRow: fiveMilliseconds) == 1)
+        #expect(CompiledModel.lastLevelCacheBytes > 0)
+        #expect(CompiledModel.cacheBytes("32768K") == 32 << 20)
+        #expect(CompiledModel.cacheBytes("1M") == 1 << 20)
+        #expect(CompiledModel.cacheBytes("512") == 512)
+        #expect(CompiledModel.cacheBytes("") == nil && CompiledModel.cacheBytes("K") == nil && CompiledModel.cacheBytes("-1K") == nil)
+    }
+
+    @Test func partsKeepTheLeastWorkEach() {
+        let cost = RowCostEstimate()
+        #expect(cost.affordableParts(rows: 8, wanted: 8) == 8, "unmeasured: as wanted")
+        cost.record(rows: 8, parallel: 2, nanoseconds: 20_000_000)  // 5 ms a row on one thread
+        #expect(cost.affordableParts(rows: 8, wanted: 8) == 8)
+        cost.record(rows: 8, parallel: 1, nanoseconds: 2_400_000)  // 0.3 ms a row: 2.4 ms of work
+        #expect(cost.affordableParts(rows: 8, wanted: 8) == 2)
+        cost.record(rows: 8, parallel: 1, nanoseconds: 80_000)  // 10 us a row
+        #expect(cost.affordableParts(rows: 8, wanted: 8) == 1)
+    }
+
     @Test func kernelsInsideAPartPlanForOneThread() {
         let seen = Tally(2)
         parallelParts(2) { part in if EngineThreads.threads == 1 { seen.hit(part) } }
