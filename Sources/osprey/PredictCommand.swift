@@ -21,8 +21,9 @@ let predictCommand = Command(
           --repeat N            Run N times and print the median milliseconds per run (default 1)
           --threads N           Compute threads (default and maximum: the number of cores)
           --row-parts N         Run the batch as N row ranges, each thread running the whole model on one range
-                                at a time (rows must be independent, as a served batch's are; `osprey serve` uses
-                                one range per thread); default 1, the batch whole, each operator split across threads
+                                at a time (rows must be independent, as a served batch's are; `osprey serve` picks
+                                one row per range when the weights fit in half the L3 cache, else ranges of two
+                                rows or more); default 1, the batch whole, each operator split across threads
           --profile             Also print time per operator type over the runs
           --profile-steps       Also print each step's fastest time over the runs, in plan order
         """
