@@ -4,6 +4,8 @@
 #ifndef OSPREY_AVX512_MATH_H
 #define OSPREY_AVX512_MATH_H
 
+#include "include/depthwise_plane.h"
+
 #define OSPREY_AVX512 __attribute__((target("avx512f,fma")))
 
 /// e^x on 16 lanes: exp8's clamps, rounding trick, split ln 2 and Cephes polynomial.
@@ -67,6 +69,18 @@ static inline __m512 gelu16(__m512 x) {
     const __m512 erf = _mm512_div_ps(_mm512_mul_ps(p, v), q);
     const __m512 half = _mm512_mul_ps(x, _mm512_set1_ps(0.5f));
     return _mm512_fmadd_ps(half, erf, half);
+}
+
+/// The float conv epilogues on 16 lanes (OSPREY_DW_CLAMP with lo/hi, SILU, SIGMOID, HARDSWISH), shared by the
+/// depthwise plane and the channels-last kernels; compare + blend for the clamp keeps a NaN, as Swift's clamp does.
+OSPREY_AVX512 __attribute__((always_inline))
+static inline __m512 finish16(__m512 v, int epilogue, __m512 lo, __m512 hi) {
+    if (epilogue == OSPREY_DW_CLAMP) {
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
+        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
+    }
+    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish16(v);
+    return logistic16(v, epilogue == OSPREY_DW_SILU);
 }
 
 #endif

@@ -153,18 +153,6 @@ DW_BODY(plane_hard_swish, OSPREY_DW_HARDSWISH)
 // The AVX-512F bodies: 32 outputs a step in two zmm vectors, and a row's last 1-31 outputs 16 at a time through
 // masked loads and stores (on AVX-512 these are as fast as plain ones, so no stack buffer and no overlapping store).
 
-/// finish8 on 16 lanes.
-OSPREY_AVX512 __attribute__((always_inline))
-static inline __m512 finish16(__m512 v, int epilogue, __m512 lo, __m512 hi) {
-    if (epilogue == OSPREY_DW_CLAMP) {
-        // A NaN fails both compares and stays, as in finish8.
-        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
-        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
-    }
-    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish16(v);
-    return logistic16(v, epilogue == OSPREY_DW_SILU);
-}
-
 /// Lanes of a row's next 16 outputs that exist (`left` of them).
 OSPREY_AVX512 __attribute__((always_inline))
 static inline __mmask16 lanes16(int left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }

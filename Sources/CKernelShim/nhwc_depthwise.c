@@ -63,17 +63,6 @@ static void depthwise_portable(const geometry_t *g, const float *in, const float
 #include "avx2_logistic.h"
 #include "avx512_math.h"
 
-/// The epilogue on 16 lanes; compare + blend for the clamp keeps a NaN, as Swift's clamp does.
-OSPREY_AVX512 __attribute__((always_inline))
-static inline __m512 finish16(__m512 v, int epilogue, __m512 lo, __m512 hi) {
-    if (epilogue == OSPREY_DW_CLAMP) {
-        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
-        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
-    }
-    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish16(v);
-    return logistic16(v, epilogue == OSPREY_DW_SILU);
-}
-
 /// `n` (1...4) vectors of 16 channels from channel c of one pixel, all taps; the last vector masked by `mask`
 /// (0xffff when whole). Independent accumulators hide the FMA latency along the taps.
 #define DW512_BLOCK(n) do { \

@@ -12,17 +12,6 @@
 
 int osprey_nhwc_pointwise_fast(void) { return osprey_float_avx512(); }
 
-/// The epilogue on 16 lanes (compare + blend for the clamp keeps a NaN).
-OSPREY_AVX512 __attribute__((always_inline))
-static inline __m512 finish16(__m512 v, int epilogue, __m512 lo, __m512 hi) {
-    if (epilogue == OSPREY_DW_CLAMP) {
-        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
-        return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
-    }
-    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish16(v);
-    return logistic16(v, epilogue == OSPREY_DW_SILU);
-}
-
 /// ROWS (1...6) rows times WIDTH (1 or 2) strips from column `column`: one zmm accumulator per row and strip; the
 /// columns past `columns` are masked off in the epilogue's loads and the store.
 OSPREY_AVX512 __attribute__((always_inline))
