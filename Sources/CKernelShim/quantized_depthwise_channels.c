@@ -96,6 +96,55 @@ static inline __m128i load_tail(const uint8_t *p, int count, int behind) {
 
 /// The requantization of 16 channels' sums (channels 0-7 in v0, 8-15 in v1) with per-channel bias and scale, 16
 /// values in the output type to `o`.
+/// Input planes p - lo + l (lanes l in [lo, hi) of a 16-channel block) transposed into the padded block, which is
+/// first filled with the zero point; 16 pixels at a time, lanes outside [lo, hi) zero. Past a plane's end lie the
+/// next plane's bytes (ignored); only `end`, the range's end, is a wall.
+__attribute__((target("avx2"), always_inline))
+static inline void fill_padded_block(const uint8_t *x, int p, int lo, int hi, size_t plane, const uint8_t *end, int w, int pt,
+                                     int pl, int ph, int pw, int32_t x_zero, uint8_t *padded) {
+    memset(padded, (uint8_t)x_zero, (size_t)ph * pw * LANES);
+    int iy = 0, ix = 0;  // input position of pixel i
+    for (size_t i = 0; i < plane; i += LANES) {
+        int n = plane - i < LANES ? (int)(plane - i) : LANES;
+        __m128i r[LANES];
+        for (int l = 0; l < LANES; l++) {
+            if (l < lo || l >= hi) { r[l] = _mm_setzero_si128(); continue; }
+            const uint8_t *at = x + (size_t)(p - lo + l) * plane + i;
+            r[l] = at + LANES <= end ? _mm_loadu_si128((const __m128i *)at) : load_tail(at, n, plane >= LANES);
+        }
+        transpose16(r);
+        for (int k = 0; k < n; k++) {
+            int py = iy + pt, px = ix + pl;
+            if (py < ph && px < pw) _mm_storeu_si128((__m128i *)(padded + ((size_t)py * pw + px) * LANES), r[k]);
+            if (++ix == w) { ix = 0; iy++; }
+        }
+    }
+}
+
+/// The block's outputs (`obuf`, 16 channels per pixel, `osize` bytes each) back into their planes of `out`.
+__attribute__((target("avx2"), always_inline))
+static inline void store_block_outputs(const uint8_t *obuf, int osize, size_t oplane, int p, int lo, int hi, void *out) {
+    if (osize == 1) {
+        uint8_t *dst = (uint8_t *)out;
+        for (size_t i = 0; i < oplane; i += LANES) {
+            int n = oplane - i < LANES ? (int)(oplane - i) : LANES;
+            __m128i r[LANES];
+            for (int k = 0; k < LANES; k++) r[k] = k < n ? _mm_loadu_si128((const __m128i *)(obuf + (i + k) * LANES)) : _mm_setzero_si128();
+            transpose16(r);
+            for (int l = lo; l < hi; l++) {
+                uint8_t *o = dst + (size_t)(p - lo + l) * oplane + i;
+                if (n == LANES) _mm_storeu_si128((__m128i *)o, r[l]);
+                else { _Alignas(16) uint8_t tmp[16]; _mm_store_si128((__m128i *)tmp, r[l]); memcpy(o, tmp, (size_t)n); }
+            }
+        }
+    } else {
+        for (int l = lo; l < hi; l++) {
+            uint32_t *o = (uint32_t *)out + (size_t)(p - lo + l) * oplane;
+            for (size_t i = 0; i < oplane; i++) memcpy(o + i, obuf + (i * LANES + l) * 4, 4);
+        }
+    }
+}
+
 __attribute__((target("avx2"), always_inline))
 static inline void epilogue_channels(int kind, __m256i zp, const __m256i bias[2], const __m256 scale[2], const __m256 fbias[2],
                                      __m256i v0, __m256i v1, void *o) {
@@ -176,24 +225,7 @@ void osprey_qdepthwise_channels_avx2(const uint8_t *x, int is_signed, int32_t x_
         __m256i vb[2] = {_mm256_load_si256((const __m256i *)bias), _mm256_load_si256((const __m256i *)(bias + 8))};
         __m256 vs[2] = {_mm256_load_ps(scale), _mm256_load_ps(scale + 8)}, vf[2] = {_mm256_load_ps(fb), _mm256_load_ps(fb + 8)};
         // Input planes transposed into the padded buffer, 16 pixels at a time.
-        memset(padded, (uint8_t)x_zero, (size_t)ph * pw * LANES);
-        int iy = 0, ix = 0;  // input position of pixel i
-        for (size_t i = 0; i < plane; i += LANES) {
-            int n = plane - i < LANES ? (int)(plane - i) : LANES;
-            __m128i r[LANES];
-            for (int l = 0; l < LANES; l++) {
-                if (l < lo || l >= hi) { r[l] = _mm_setzero_si128(); continue; }
-                const uint8_t *at = x + (size_t)(p - lo + l) * plane + i;
-                // Past a plane's end lie the next plane's bytes (ignored); only the range's end is a wall.
-                r[l] = at + LANES <= end ? _mm_loadu_si128((const __m128i *)at) : load_tail(at, n, plane >= LANES);
-            }
-            transpose16(r);
-            for (int k = 0; k < n; k++) {
-                int py = iy + pt, px = ix + pl;
-                if (py < ph && px < pw) _mm_storeu_si128((__m128i *)(padded + ((size_t)py * pw + px) * LANES), r[k]);
-                if (++ix == w) { ix = 0; iy++; }
-            }
-        }
+        fill_padded_block(x, p, lo, hi, plane, end, w, pt, pl, ph, pw, x_zero, padded);
         // Lanes outside [lo, hi) read zero-point bytes and are never stored.
         const __m256i *wv = (const __m256i *)block;
         int kind = ep->kind;
@@ -201,25 +233,7 @@ void osprey_qdepthwise_channels_avx2(const uint8_t *x, int is_signed, int32_t x_
         else if (taps == 9 && !is_signed && sw == 2 && sh == 2) block_rows(padded, pw, 0, 2, 2, 5, offsets, wv, oh, ow, kind, zp, vb, vs, vf, obuf, osize);
         else block_rows(padded, pw, is_signed, sh, sw, pairs, offsets, wv, oh, ow, kind, zp, vb, vs, vf, obuf, osize);
         // Outputs back into their planes.
-        if (osize == 1) {
-            uint8_t *dst = (uint8_t *)out;
-            for (size_t i = 0; i < oplane; i += LANES) {
-                int n = oplane - i < LANES ? (int)(oplane - i) : LANES;
-                __m128i r[LANES];
-                for (int k = 0; k < LANES; k++) r[k] = k < n ? _mm_loadu_si128((const __m128i *)(obuf + (i + k) * LANES)) : _mm_setzero_si128();
-                transpose16(r);
-                for (int l = lo; l < hi; l++) {
-                    uint8_t *o = dst + (size_t)(p - lo + l) * oplane + i;
-                    if (n == LANES) _mm_storeu_si128((__m128i *)o, r[l]);
-                    else { _Alignas(16) uint8_t tmp[16]; _mm_store_si128((__m128i *)tmp, r[l]); memcpy(o, tmp, (size_t)n); }
-                }
-            }
-        } else {
-            for (int l = lo; l < hi; l++) {
-                uint32_t *o = (uint32_t *)out + (size_t)(p - lo + l) * oplane;
-                for (size_t i = 0; i < oplane; i++) memcpy(o + i, obuf + (i * LANES + l) * 4, 4);
-            }
-        }
+        store_block_outputs(obuf, osize, oplane, p, lo, hi, out);
         p += hi - lo;
     }
 }
@@ -295,23 +309,7 @@ int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32
         if (ep->scale) for (int l = lo; l < hi; l++) scale[l] = ep->scale[base + l];
         if (ep->float_bias) for (int l = lo; l < hi; l++) fb[l] = ep->float_bias[base + l];
         // Input planes transposed into the padded buffer (raw bytes: the flip comes after the loads), 16 pixels at a time.
-        memset(padded, (uint8_t)x_zero, (size_t)ph * pw * LANES);
-        int iy = 0, ix = 0;
-        for (size_t i = 0; i < plane; i += LANES) {
-            int n = plane - i < LANES ? (int)(plane - i) : LANES;
-            __m128i r[LANES];
-            for (int l = 0; l < LANES; l++) {
-                if (l < lo || l >= hi) { r[l] = _mm_setzero_si128(); continue; }
-                const uint8_t *at = x + (size_t)(p - lo + l) * plane + i;
-                r[l] = at + LANES <= end ? _mm_loadu_si128((const __m128i *)at) : load_tail(at, n, plane >= LANES);
-            }
-            transpose16(r);
-            for (int k = 0; k < n; k++) {
-                int py = iy + pt, px = ix + pl;
-                if (py < ph && px < pw) _mm_storeu_si128((__m128i *)(padded + ((size_t)py * pw + px) * LANES), r[k]);
-                if (++ix == w) { ix = 0; iy++; }
-            }
-        }
+        fill_padded_block(x, p, lo, hi, plane, end, w, pt, pl, ph, pw, x_zero, padded);
         __m512i vb = _mm512_load_si512((const void *)bias);
         __m512 vs = _mm512_load_ps(scale), vf = _mm512_load_ps(fb);
         int kind = ep->kind;
@@ -322,25 +320,7 @@ int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32
         else
             block_rows_zmm(padded, pw, is_signed, sh, sw, kh, row_step, index, wq, oh, ow, kind, vb, vs, vf, zp16, obuf, osize);
         // Outputs back into their planes.
-        if (osize == 1) {
-            uint8_t *dst = (uint8_t *)out;
-            for (size_t i = 0; i < oplane; i += LANES) {
-                int n = oplane - i < LANES ? (int)(oplane - i) : LANES;
-                __m128i r[LANES];
-                for (int k = 0; k < LANES; k++) r[k] = k < n ? _mm_loadu_si128((const __m128i *)(obuf + (i + k) * LANES)) : _mm_setzero_si128();
-                transpose16(r);
-                for (int l = lo; l < hi; l++) {
-                    uint8_t *o = dst + (size_t)(p - lo + l) * oplane + i;
-                    if (n == LANES) _mm_storeu_si128((__m128i *)o, r[l]);
-                    else _mm_mask_storeu_epi8(o, (__mmask16)((1u << n) - 1), r[l]);
-                }
-            }
-        } else {
-            for (int l = lo; l < hi; l++) {
-                uint32_t *o = (uint32_t *)out + (size_t)(p - lo + l) * oplane;
-                for (size_t i = 0; i < oplane; i++) memcpy(o + i, obuf + (i * LANES + l) * 4, 4);
-            }
-        }
+        store_block_outputs(obuf, osize, oplane, p, lo, hi, out);
         p += hi - lo;
     }
     return 1;

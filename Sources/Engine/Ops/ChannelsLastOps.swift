@@ -28,12 +28,28 @@ private func channelsLastInput(_ x: Tensor, channels: Int?, _ ctx: OpContext) th
 }
 
 /// The constant float32 bias (input 2) of `count` channels, nil when the node has none.
-private func constantBias(_ ctx: OpContext, count: Int) throws -> [Float]? {
-    guard ctx.hasInput(2) else { return nil }
-    guard let b = ctx.constants[2], b.dtype == .float32, b.count == count else {
+private func constantBias(_ ctx: OpContext, count: Int, input: Int = 2) throws -> [Float]? {
+    guard ctx.hasInput(input) else { return nil }
+    guard let b = ctx.constants[input], b.dtype == .float32, b.count == count else {
         throw ctx.error(.invalidModel, "bias must be a constant float32 tensor of \(count) values")
     }
     return b.scalars(as: Float.self)
+}
+
+/// The depthwise conv's geometry on NHWC input `x`: pads, strides and output size from the attributes (dilation 1).
+private func depthwiseGeometry(_ x: Tensor, _ attrs: WindowAttributes, channels: Int, kernel: (h: Int, w: Int),
+                               _ ctx: OpContext) throws -> ChannelsLastDepthwiseGeometry {
+    let (n, h, wd, _) = try channelsLastInput(x, channels: channels, ctx)
+    let (kh, kw) = kernel
+    let r = try attrs.resolve(spatial: 2, inputSpatial: [h, wd], kernel: [kh, kw], ctx)
+    guard r.dilations == [1, 1] else { throw ctx.error(.unsupportedAttribute, "dilations \(r.dilations) (only 1)") }
+    guard h + r.padBegin[0] + r.padEnd[0] >= kh, wd + r.padBegin[1] + r.padEnd[1] >= kw else {
+        throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \([kh, kw])")
+    }
+    return ChannelsLastDepthwiseGeometry(batch: n, inHeight: h, inWidth: wd, channels: channels, kernelHeight: kh, kernelWidth: kw,
+                                         strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0],
+                                         padLeft: r.padBegin[1], outHeight: (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1,
+                                         outWidth: (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1)
 }
 
 /// The fused residual (input 3) when it has the output's shape (added in the epilogue), or the one to add after it.
@@ -159,28 +175,17 @@ let channelsLastOperators: OperatorTable = [
         let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
         return PreparedKernel(kernel: { inputs in
             let x = try inputs.required(0, ctx)
-            let (n, h, wd, _) = try channelsLastInput(x, channels: channels, ctx)
-            let r = try attrs.resolve(spatial: 2, inputSpatial: [h, wd], kernel: [kh, kw], ctx)
-            guard r.dilations == [1, 1] else { throw ctx.error(.unsupportedAttribute, "dilations \(r.dilations) (only 1)") }
-            let outH = (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1
-            let outW = (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1
-            guard h + r.padBegin[0] + r.padEnd[0] >= kh, wd + r.padBegin[1] + r.padEnd[1] >= kw, outH > 0, outW > 0 else {
-                throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \([kh, kw])")
-            }
-            let g = ChannelsLastDepthwiseGeometry(batch: n, inHeight: h, inWidth: wd, channels: channels, kernelHeight: kh, kernelWidth: kw,
-                                                  strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0],
-                                                  padLeft: r.padBegin[1], outHeight: outH, outWidth: outW)
-            let outShape = [n, outH, outW, channels]
+            let g = try depthwiseGeometry(x, attrs, channels: channels, kernel: (kh, kw), ctx)
+            let outShape = [g.batch, g.outHeight, g.outWidth, channels]
             let (skip, late) = fusesResidual ? try residualOperand(inputs, outShape: outShape, ctx) : (nil, nil)
             let y = Tensor.makeFloat(shape: outShape) { o in
                 x.floatPointer { xp in
                     withOptionalFloats(skip) { rp in
                         weights.withUnsafeBufferPointer { wp in
-                            let run = { (bp: UnsafePointer<Float>?) in
+                            withOptionalArray(bias) { bp in
                                 channelsLastDepthwise(g, input: xp, weights: wp.baseAddress!, bias: bp, residual: rp,
                                                       activation: late == nil ? activation : .none, output: o)
                             }
-                            if let bias { bias.withUnsafeBufferPointer { run($0.baseAddress) } } else { run(nil) }
                         }
                     }
                 }
@@ -197,12 +202,7 @@ let channelsLastOperators: OperatorTable = [
         }
         let channels = w.shape[0], kh = w.shape[2], kw = w.shape[3], m = pw.shape[0]
         let dwBias = try constantBias(ctx, count: channels)
-        var pointwiseBias: [Float]?
-        if ctx.hasInput(5) {
-            guard let b = ctx.constants[5], b.dtype == .float32, b.count == m else { throw ctx.error(.invalidModel, "bias must be constant float32 of \(m) values") }
-            pointwiseBias = b.scalars(as: Float.self)
-        }
-        let pwBias = pointwiseBias
+        let pwBias = try constantBias(ctx, count: m, input: 5)
         let code = Int32(try ctx.int("depthwise_epilogue", 0))
         let bounds = try ctx.floats("depthwise_bounds") ?? [-.infinity, .infinity]
         guard bounds.count == 2 else { throw ctx.error(.invalidModel, "depthwise_bounds must be two floats") }
@@ -211,17 +211,8 @@ let channelsLastOperators: OperatorTable = [
         let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
         return PreparedKernel(kernel: { inputs in
             let x = try inputs.required(0, ctx)
-            let (n, h, wd, _) = try channelsLastInput(x, channels: channels, ctx)
-            let r = try attrs.resolve(spatial: 2, inputSpatial: [h, wd], kernel: [kh, kw], ctx)
-            guard r.dilations == [1, 1] else { throw ctx.error(.unsupportedAttribute, "dilations \(r.dilations) (only 1)") }
-            guard h + r.padBegin[0] + r.padEnd[0] >= kh, wd + r.padBegin[1] + r.padEnd[1] >= kw else {
-                throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \([kh, kw])")
-            }
-            let g = ChannelsLastDepthwiseGeometry(batch: n, inHeight: h, inWidth: wd, channels: channels, kernelHeight: kh, kernelWidth: kw,
-                                                  strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0], padLeft: r.padBegin[1],
-                                                  outHeight: (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1,
-                                                  outWidth: (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1)
-            let outShape = [n, g.outHeight, g.outWidth, m]
+            let g = try depthwiseGeometry(x, attrs, channels: channels, kernel: (kh, kw), ctx)
+            let outShape = [g.batch, g.outHeight, g.outWidth, m]
             let (skip, late) = fusesResidual ? try residualOperand(inputs, outShape: outShape, ctx) : (nil, nil)
             let y = Tensor.makeFloat(shape: outShape) { o in
                 x.floatPointer { xp in
