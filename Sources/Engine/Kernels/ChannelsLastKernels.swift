@@ -191,7 +191,7 @@ func channelsLastSeparable(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePoin
     // Every compute thread needs a band: at batch 1 a whole small image fits one band and ran on one thread
     // (ShuffleNetV2 at 2 threads 1.27x the NCHW plan's time). Below about a million multiply-adds, as in
     // `pointwiseProduct`, a second thread's wake-up costs more than it saves.
-    let bandsWanted = (EngineThreads.threads + g.batch - 1) / g.batch
+    let bandsWanted = (EngineThreads.threads + g.batch - 1) / max(1, g.batch)  // an empty batch is one (empty) task
     if bandsWanted > 1, pixels * c * m >= 1 << 20 {
         band = min(band, max(1, (g.outHeight + bandsWanted - 1) / bandsWanted))
     }
