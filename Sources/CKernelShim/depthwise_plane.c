@@ -137,18 +137,20 @@ static inline void plane_taps(const float *const *bases, int taps, const float *
     }
 }
 
-/// One body per (kernel, epilogue) pair, so the epilogue's branch is resolved at compile time.
-#define DW_BODY(name, epilogue_value) \
-    __attribute__((target("avx2,fma"))) \
+/// One body per (kernel, epilogue) pair, so the epilogue's branch is resolved at compile time; `target` is the ISA
+/// attribute and `suffix` names the plane kernels of that ISA.
+#define DW_BODY(name, target, suffix, epilogue_value) \
+    target \
     static void name(const float *const *bases, int taps, const float *weights, float bias, int rows, int row_width, int width, \
                      float *out, const float *residual, float lo, float hi) { \
-        if (taps == 9) plane3x3(bases, weights, bias, rows, row_width, width, out, residual, epilogue_value, lo, hi); \
-        else plane_taps(bases, taps, weights, bias, rows, row_width, width, out, residual, epilogue_value, lo, hi); \
+        if (taps == 9) plane3x3##suffix(bases, weights, bias, rows, row_width, width, out, residual, epilogue_value, lo, hi); \
+        else plane_taps##suffix(bases, taps, weights, bias, rows, row_width, width, out, residual, epilogue_value, lo, hi); \
     }
-DW_BODY(plane_clamp, OSPREY_DW_CLAMP)
-DW_BODY(plane_silu, OSPREY_DW_SILU)
-DW_BODY(plane_sigmoid, OSPREY_DW_SIGMOID)
-DW_BODY(plane_hard_swish, OSPREY_DW_HARDSWISH)
+#define OSPREY_AVX2_FMA __attribute__((target("avx2,fma")))
+DW_BODY(plane_clamp, OSPREY_AVX2_FMA, , OSPREY_DW_CLAMP)
+DW_BODY(plane_silu, OSPREY_AVX2_FMA, , OSPREY_DW_SILU)
+DW_BODY(plane_sigmoid, OSPREY_AVX2_FMA, , OSPREY_DW_SIGMOID)
+DW_BODY(plane_hard_swish, OSPREY_AVX2_FMA, , OSPREY_DW_HARDSWISH)
 
 // The AVX-512F bodies: 32 outputs a step in two zmm vectors, and a row's last 1-31 outputs 16 at a time through
 // masked loads and stores (on AVX-512 these are as fast as plain ones, so no stack buffer and no overlapping store).
@@ -238,17 +240,10 @@ static inline void plane_taps_512(const float *const *bases, int taps, const flo
     }
 }
 
-#define DW_BODY_512(name, epilogue_value) \
-    OSPREY_AVX512 \
-    static void name(const float *const *bases, int taps, const float *weights, float bias, int rows, int row_width, int width, \
-                     float *out, const float *residual, float lo, float hi) { \
-        if (taps == 9) plane3x3_512(bases, weights, bias, rows, row_width, width, out, residual, epilogue_value, lo, hi); \
-        else plane_taps_512(bases, taps, weights, bias, rows, row_width, width, out, residual, epilogue_value, lo, hi); \
-    }
-DW_BODY_512(plane_clamp_512, OSPREY_DW_CLAMP)
-DW_BODY_512(plane_silu_512, OSPREY_DW_SILU)
-DW_BODY_512(plane_sigmoid_512, OSPREY_DW_SIGMOID)
-DW_BODY_512(plane_hard_swish_512, OSPREY_DW_HARDSWISH)
+DW_BODY(plane_clamp_512, OSPREY_AVX512, _512, OSPREY_DW_CLAMP)
+DW_BODY(plane_silu_512, OSPREY_AVX512, _512, OSPREY_DW_SILU)
+DW_BODY(plane_sigmoid_512, OSPREY_AVX512, _512, OSPREY_DW_SIGMOID)
+DW_BODY(plane_hard_swish_512, OSPREY_AVX512, _512, OSPREY_DW_HARDSWISH)
 
 void osprey_depthwise_plane_f32(const float *const *bases, int taps, const float *weights, float bias, int rows, int row_width,
                                 int width, float *out, const float *residual, int epilogue, float lo, float hi) {

@@ -202,29 +202,16 @@ static void strip_portable(long rows, long depth, const float *a, long lda, cons
     }
 }
 
+/// One strip body per row count (1-6), indexed by rows: a constant count keeps the accumulators in registers.
+typedef void (*strip_body)(long, const float *, long, const float *, long, const float *, float *, long, int);
+
 void osprey_sgemm_strip(long rows, long depth, const float *a, long lda, const float *b, long ldb, const float *start, float *tile, long ldt, int gelu) {
 #if defined(__x86_64__)
-    if (osprey_float_avx512()) {
-        switch (rows) {
-        case 6: strip16_6(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 5: strip16_5(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 4: strip16_4(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 3: strip16_3(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 2: strip16_2(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 1: strip16_1(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        default: break;
-        }
-    }
-    if (osprey_float_activations_fast()) {
-        switch (rows) {
-        case 6: strip_6(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 5: strip_5(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 4: strip_4(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 3: strip_3(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 2: strip_2(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        case 1: strip_1(depth, a, lda, b, ldb, start, tile, ldt, gelu); return;
-        default: break;
-        }
+    static const strip_body zmm[7] = {0, strip16_1, strip16_2, strip16_3, strip16_4, strip16_5, strip16_6};
+    static const strip_body ymm[7] = {0, strip_1, strip_2, strip_3, strip_4, strip_5, strip_6};
+    if (rows >= 1 && rows <= 6) {
+        if (osprey_float_avx512()) { zmm[rows](depth, a, lda, b, ldb, start, tile, ldt, gelu); return; }
+        if (osprey_float_activations_fast()) { ymm[rows](depth, a, lda, b, ldb, start, tile, ldt, gelu); return; }
     }
 #endif
     strip_portable(rows, depth, a, lda, b, ldb, start, tile, ldt);
@@ -233,17 +220,9 @@ void osprey_sgemm_strip(long rows, long depth, const float *a, long lda, const f
 void osprey_sgemm_strip_pair(long rows, long depth, const float *a, long lda, const float *b, long ldb, long second, const float *start,
                              float *tile, long ldt, int gelu) {
 #if defined(__x86_64__)
-    if (osprey_float_avx512()) {
-        switch (rows) {
-        case 6: pair16_6(depth, a, lda, b, ldb, second, start, tile, ldt, gelu); return;
-        case 5: pair16_5(depth, a, lda, b, ldb, second, start, tile, ldt, gelu); return;
-        case 4: pair16_4(depth, a, lda, b, ldb, second, start, tile, ldt, gelu); return;
-        case 3: pair16_3(depth, a, lda, b, ldb, second, start, tile, ldt, gelu); return;
-        case 2: pair16_2(depth, a, lda, b, ldb, second, start, tile, ldt, gelu); return;
-        case 1: pair16_1(depth, a, lda, b, ldb, second, start, tile, ldt, gelu); return;
-        default: break;
-        }
-    }
+    static void (*const zmm[7])(long, const float *, long, const float *, long, long, const float *, float *, long, int) = {
+        0, pair16_1, pair16_2, pair16_3, pair16_4, pair16_5, pair16_6};
+    if (rows >= 1 && rows <= 6 && osprey_float_avx512()) { zmm[rows](depth, a, lda, b, ldb, second, start, tile, ldt, gelu); return; }
 #endif
     osprey_sgemm_strip(rows, depth, a, lda, b, ldb, start, tile, ldt, gelu);
     osprey_sgemm_strip(rows, depth, a, lda, b + second, ldb, start ? start + 16 : 0, tile + 16, ldt, gelu);

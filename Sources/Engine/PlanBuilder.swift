@@ -36,9 +36,21 @@ struct PlanBuilder {
     }
 
     /// Prepares each node's kernel (with its constant inputs) and assigns slots to what it reads and writes.
-    mutating func lower(_ nodes: [PlannedNode], constants: [String: Tensor], opset: Int) throws {
+    /// A constant is dropped from `constants` after its last reader (unless `keeping` names it), so one its kernels
+    /// packed is freed as lowering goes rather than living beside its packed copy until the end.
+    mutating func lower(_ nodes: [PlannedNode], constants: inout [String: Tensor], keeping: Set<String>, opset: Int) throws {
+        var readersLeft: [String: Int] = [:]
+        for planned in nodes {
+            for name in Set(planned.node.inputs) where constants[name] != nil { readersLeft[name, default: 0] += 1 }
+        }
         for planned in nodes {
             let node = planned.node
+            defer {
+                for name in Set(node.inputs) where !keeping.contains(name) {
+                    guard let left = readersLeft[name] else { continue }
+                    if left > 1 { readersLeft[name] = left - 1 } else { readersLeft[name] = nil; constants[name] = nil }
+                }
+            }
             var known: [Int: Tensor] = [:]
             for (i, name) in node.inputs.enumerated() where !name.isEmpty {
                 if let c = constants[name] { known[i] = c }

@@ -184,6 +184,8 @@ private func geometry(batch: Int = 1, channels: Int, height: Int, width: Int, ou
         defer { filters.deallocate() }
         #expect(filters.fits(geometry(channels: 16, height: 16, width: 16, outChannels: 32, pad: 1)))
         #expect(!filters.fits(geometry(channels: 16, height: 7, width: 7, outChannels: 32, pad: 1)), "4 tiles: direct")
+        #expect(!filters.fits(geometry(batch: 8, channels: 16, height: 7, width: 7, outChannels: 32, pad: 1)),
+                "4 tiles an image: direct at any batch")
         var strided = geometry(channels: 16, height: 32, width: 32, outChannels: 32, pad: 1)
         strided.parts.window.strideHeight = 2
         #expect(!filters.fits(strided))
@@ -195,9 +197,11 @@ private func geometry(batch: Int = 1, channels: Int, height: Int, width: Int, ou
         #expect(!WinogradFilters.suits(outChannels: 32, inChannels: 32, kernelHeight: 5, kernelWidth: 5, groups: 1))
     }
 
-    /// The packed convolution with Winograd filters agrees with the reference on the calls it sends either way.
+    /// The packed convolution with Winograd filters (made from its weight panels on the first call that needs them,
+    /// odd channel counts included) agrees with the reference on the calls it sends either way.
     @Test func packedConvolutionMatchesReferenceOnBothPaths() {
         var rng = SeededGenerator(seed: 15)
+        checkWinograd(geometry(channels: 19, height: 13, width: 13, outChannels: 23, pad: 1), withResidual: false, viaPacked: true, rng: &rng)
         checkWinograd(geometry(batch: 2, channels: 16, height: 16, width: 16, outChannels: 32, pad: 1), activation: .relu, withResidual: true,
                       viaPacked: true, rng: &rng)
         checkWinograd(geometry(channels: 16, height: 7, width: 7, outChannels: 32, pad: 1), activation: .relu, viaPacked: true, rng: &rng)

@@ -1,3 +1,5 @@
+import Infrastructure
+
 /// Convolution weights prepared once at compile time, run many times with any batch and spatial size.
 ///
 /// Depthwise convs (one input channel per group) use a vectorised direct kernel on OIHW filters; every other conv
@@ -13,8 +15,10 @@ public final class PackedConvolution: @unchecked Sendable {
     private let panels: ConvWeightPanels?
     /// The same weights in 4-row panels for `groupedConvolution`, when the groups are small enough for it.
     private let groupedPanels: ConvWeightPanels?
-    /// The 3x3 filters in the Winograd domain as well, when the conv always runs at stride and dilation 1.
-    private let winograd: WinogradFilters?
+    /// The 3x3 filters in the Winograd domain as well, when the conv always runs at stride and dilation 1: built on
+    /// the first call that runs there, since they are 4x the weights and a layer that only sees small planes
+    /// (ResNet-18's 7x7 stage at batch 1: 113 MB) never needs them.
+    private let winograd: LazyWinogradFilters?
     private let bias: UnsafeMutablePointer<Float>?
 
     /// Packs OIHW `weights` (count outChannels * inChannels/groups * kh * kw) and an optional per-output-channel bias;
@@ -39,7 +43,7 @@ public final class PackedConvolution: @unchecked Sendable {
         self.bias = bias.map(copiedFloats)
         winograd = unitStride && WinogradFilters.suits(outChannels: outChannels, inChannels: inChannels, kernelHeight: kernelHeight,
                                                        kernelWidth: kernelWidth, groups: groups)
-            ? WinogradFilters(weights: weights.baseAddress!, bias: bias?.baseAddress, outChannels: outChannels, inChannels: inChannels)
+            ? LazyWinogradFilters(outChannels: outChannels, inChannels: inChannels)
             : nil
     }
 
@@ -47,7 +51,6 @@ public final class PackedConvolution: @unchecked Sendable {
         filters?.deallocate()
         panels?.deallocate()
         groupedPanels?.deallocate()
-        winograd?.deallocate()
         bias?.deallocate()
     }
 
@@ -66,8 +69,8 @@ public final class PackedConvolution: @unchecked Sendable {
         precondition(outputImageStride == nil || writesStridedOutput(g), "this convolution writes compact images only")
         precondition(inputChannelScale == nil || scalesInputChannels(g), "this convolution takes no input scale")
         guard g.batch > 0, g.outHeight > 0, g.outWidth > 0 else { return }
-        if let winograd, winograd.fits(g) {
-            winogradConvolution(g, filters: winograd, residual: residual, activation: activation, input: input, output: output,
+        if let winograd, winograd.fits(g), let panels {
+            winogradConvolution(g, filters: winograd.filters(panels: panels, bias: bias.map { UnsafePointer($0) }), residual: residual, activation: activation, input: input, output: output,
                                 outputImageStride: outputImageStride)
         } else if let filters {
             depthwiseConvolution(g, input: input, weights: filters, bias: bias, residual: residual, activation: activation, output: output)
@@ -121,6 +124,46 @@ public func convolutionReference(_ g: ConvGeometry, input: UnsafePointer<Float>,
                     output[index] = activation(sum + (residual?[index] ?? 0))
                 }
             }
+        }
+    }
+}
+
+/// Winograd-domain filters made from a conv's 6-row weight panels on first use, then kept (behind a lock: the
+/// compute threads of a row-split batch may ask at once).
+final class LazyWinogradFilters: @unchecked Sendable {
+    /// Input and output channels of the convolution.
+    let inChannels: Int, outChannels: Int
+    private let lock = Lock()
+    private var built: WinogradFilters?
+
+    /// Filters for a dense 3x3 conv of these channels, not yet transformed.
+    init(outChannels: Int, inChannels: Int) {
+        self.outChannels = outChannels
+        self.inChannels = inChannels
+    }
+
+    deinit { built?.deallocate() }
+
+    /// Whether a call with geometry `g` should run in the Winograd domain (`WinogradFilters.fits`).
+    func fits(_ g: ConvGeometry) -> Bool {
+        WinogradFilters.fits(g, inChannels: inChannels, outChannels: outChannels)
+    }
+
+    /// The transformed filters, made now from `panels` (one group, 6-row panels of OIHW rows) and `bias` if this is
+    /// the first call.
+    func filters(panels: ConvWeightPanels, bias: UnsafePointer<Float>?) -> WinogradFilters {
+        lock.withLock {
+            if let built { return built }
+            let depth = inChannels * 9, rows = panels.rows
+            let weights = allocateFloats(outChannels * depth)
+            defer { weights.deallocate() }
+            for m in 0..<outChannels {
+                let panel = panels.pointer + (m / rows) * depth * rows
+                for k in 0..<depth { weights[m * depth + k] = panel[k * rows + m % rows] }
+            }
+            let made = WinogradFilters(weights: weights, bias: bias, outChannels: outChannels, inChannels: inChannels)
+            built = made
+            return made
         }
     }
 }
