@@ -63,18 +63,17 @@ static inline void strip_rows(const int ROWS, long depth, const float *a, long l
     }
 }
 
-#define STRIP_KERNEL(ROWS)                                                                                            \
-    __attribute__((target("avx2,fma")))                                                                              \
-    static void strip_##ROWS(long depth, const float *a, long lda, const float *b, long ldb, const float *start, float *tile, long ldt, int gelu) { \
-        strip_rows(ROWS, depth, a, lda, b, ldb, start, tile, ldt, gelu);                                                              \
+/// `NAME_1` ... `NAME_6`: `BODY` (an inlined strip of a constant ROWS) compiled for `TARGET` once per row count.
+#define STRIP_KERNELS(TARGET, NAME, BODY)                                                                             \
+    STRIP_KERNEL(TARGET, NAME, BODY, 1) STRIP_KERNEL(TARGET, NAME, BODY, 2) STRIP_KERNEL(TARGET, NAME, BODY, 3)     \
+    STRIP_KERNEL(TARGET, NAME, BODY, 4) STRIP_KERNEL(TARGET, NAME, BODY, 5) STRIP_KERNEL(TARGET, NAME, BODY, 6)
+#define STRIP_KERNEL(TARGET, NAME, BODY, ROWS)                                                                        \
+    TARGET static void NAME##_##ROWS(long depth, const float *a, long lda, const float *b, long ldb, const float *start, \
+                                     float *tile, long ldt, int gelu) {                                              \
+        BODY(ROWS, depth, a, lda, b, ldb, start, tile, ldt, gelu);                                                    \
     }
 
-STRIP_KERNEL(1)
-STRIP_KERNEL(2)
-STRIP_KERNEL(3)
-STRIP_KERNEL(4)
-STRIP_KERNEL(5)
-STRIP_KERNEL(6)
+STRIP_KERNELS(__attribute__((target("avx2,fma"))), strip, strip_rows)
 
 // The AVX-512F body: one zmm accumulator per row covers the strip, which leaves 26 of the 32 registers for more: the
 // depth is split into SETS interleaved chains (steps p, p + SETS, ... go to chain p % SETS), so 8-16 independent
@@ -177,18 +176,7 @@ PAIR16_KERNEL(4)
 PAIR16_KERNEL(5)
 PAIR16_KERNEL(6)
 
-#define STRIP16_KERNEL(ROWS)                                                                                          \
-    OSPREY_AVX512                                                                                                    \
-    static void strip16_##ROWS(long depth, const float *a, long lda, const float *b, long ldb, const float *start, float *tile, long ldt, int gelu) { \
-        strip16_rows(ROWS, depth, a, lda, b, ldb, start, tile, ldt, gelu);                                           \
-    }
-
-STRIP16_KERNEL(1)
-STRIP16_KERNEL(2)
-STRIP16_KERNEL(3)
-STRIP16_KERNEL(4)
-STRIP16_KERNEL(5)
-STRIP16_KERNEL(6)
+STRIP_KERNELS(OSPREY_AVX512, strip16, strip16_rows)
 
 #endif
 
