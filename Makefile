@@ -23,6 +23,7 @@ run: build
 # Test servers take a free gRPC port (the default 8081 may be taken on a shared machine).
 test test-deep: export OSPREY_GRPC_PORT ?= 0
 test: test-deps
+	.ci/onnx-newer-tests
 	$(SWIFT) build --build-tests
 	# Serially: the CPU-bound conformance suites otherwise hold both cooperative threads of a 2-core box and starve the
 	# tests that bound a rejection's latency (and the whole run is faster: 47 s against 62 s here).

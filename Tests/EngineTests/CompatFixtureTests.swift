@@ -29,6 +29,12 @@ import ONNX
         for file in try FileManager.default.contentsOfDirectory(atPath: dir) {
             if file.hasPrefix("input_"), file.hasSuffix(".npy") {
                 feeds[String(file.dropFirst(6).dropLast(4))] = try TestSupport.npy(dir + "/" + file)
+            } else if file.hasPrefix("input_"), file.hasSuffix(".txt") {
+                // String inputs: a "#shape D0 D1 ..." line, then one value per line.
+                let lines = try String(contentsOfFile: dir + "/" + file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+                let shape = lines[0].split(separator: " ").dropFirst().compactMap { Int($0) }
+                let values = lines.dropFirst().prefix(shape.reduce(1, *)).map { Array($0.utf8) }
+                feeds[String(file.dropFirst(6).dropLast(4))] = Tensor(shape: shape, strings: values)
             } else if file.hasPrefix("output_"), file.hasSuffix(".npy") {
                 expected[String(file.dropFirst(7).dropLast(4))] = try TestSupport.npy(dir + "/" + file)
             } else if file.hasPrefix("output_"), file.hasSuffix(".txt") {
@@ -36,7 +42,7 @@ import ONNX
                 expectedStrings[String(file.dropFirst(7).dropLast(4))] = text.split(separator: "\n").map(String.init)
             }
         }
-        #expect(!expected.isEmpty)
+        #expect(!expected.isEmpty || !expectedStrings.isEmpty)
         let results = try model.run(feeds)
         for (output, reference) in expected {
             let actual = try #require(results[output], "\(name): output \(output) missing")
@@ -67,7 +73,8 @@ import ONNX
 
     @Test func mlOperatorsAreListedWithTheirDomain() {
         for op in ["Scaler", "Normalizer", "Binarizer", "Imputer", "ArrayFeatureExtractor", "LinearClassifier", "LinearRegressor",
-                   "TreeEnsembleClassifier", "TreeEnsembleRegressor", "TreeEnsemble", "SVMClassifier", "SVMRegressor"] {
+                   "TreeEnsembleClassifier", "TreeEnsembleRegressor", "TreeEnsemble", "SVMClassifier", "SVMRegressor",
+                   "LabelEncoder", "CategoryMapper", "OneHotEncoder", "FeatureVectorizer"] {
             #expect(CompiledModel.supportedOperators.contains("ai.onnx.ml:\(op)"), "\(op)")
             #expect(!CompiledModel.supportedOperators.contains(op), "\(op) must not be listed as an ai.onnx operator")
         }

@@ -38,9 +38,39 @@ func comparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: @escaping (Do
     case .int32: return try broadcastBinary(a, b, ctx) { (x: Int32, y: Int32) in cmp(Double(x), Double(y)) }
     case .int8: return try broadcastBinary(a, b, ctx) { (x: Int8, y: Int8) in cmp(Double(x), Double(y)) }
     case .uint8: return try broadcastBinary(a, b, ctx) { (x: UInt8, y: UInt8) in cmp(Double(x), Double(y)) }
+    case .int16: return try broadcastBinary(a, b, ctx) { (x: Int16, y: Int16) in cmp(Double(x), Double(y)) }
+    case .uint16: return try broadcastBinary(a, b, ctx) { (x: UInt16, y: UInt16) in cmp(Double(x), Double(y)) }
+    case .uint32: return try broadcastBinary(a, b, ctx) { (x: UInt32, y: UInt32) in cmp(Double(x), Double(y)) }
+    // Ordered by sign, not through Double (which rounds above 2^53).
+    case .uint64: return try broadcastBinary(a, b, ctx) { (x: UInt64, y: UInt64) in x == y ? cmp(0, 0) : (x < y ? cmp(0, 1) : cmp(1, 0)) }
     case .bool: return try broadcastBinary(a, b, ctx) { (x: Bool, y: Bool) in cmp(x ? 1 : 0, y ? 1 : 0) }
+    case .string: return try stringComparison(ctx, a, b) { x, y in x == y ? cmp(0, 0) : (x.lexicographicallyPrecedes(y) ? cmp(0, 1) : cmp(1, 0)) }
     default: throw ctx.error(.unsupportedDType, "dtype \(a.dtype) is not supported")
     }
+}
+
+/// A comparison of two string tensors with NumPy broadcasting (byte-wise order), as a bool tensor.
+private func stringComparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: ([UInt8], [UInt8]) -> Bool) throws -> Tensor {
+    guard let shape = broadcastShape(a.shape, b.shape) else {
+        throw ctx.error(.executionFailed, "cannot broadcast shapes \(a.shape) and \(b.shape)")
+    }
+    let sa = broadcastStrides(a.shape, to: shape), sb = broadcastStrides(b.shape, to: shape)
+    let count = shape.reduce(1, *)
+    var result = [Bool](repeating: false, count: count)
+    var index = [Int](repeating: 0, count: shape.count)
+    for i in 0..<count {
+        var oa = 0, ob = 0
+        for axis in 0..<shape.count { oa += index[axis] * sa[axis]; ob += index[axis] * sb[axis] }
+        result[i] = cmp(a.strings[oa], b.strings[ob])
+        var axis = shape.count - 1
+        while axis >= 0 {
+            index[axis] += 1
+            if index[axis] < shape[axis] { break }
+            index[axis] = 0
+            axis -= 1
+        }
+    }
+    return Tensor(shape: shape, scalars: result)
 }
 
 /// A float-only unary op (in place when possible); `intOp` adds signed-integer support.
@@ -108,6 +138,12 @@ let elementwiseOperators: OperatorTable = {
             }
         },
         activationUnary("Mish") { _ in .mish },
+        // Swish (opset 24) is x * sigmoid(alpha * x): the fused SiLU when alpha is 1.
+        ("Swish", { ctx in
+            let alpha = try ctx.float("alpha", 1)
+            if alpha == 1 { return try activationUnary("Swish") { _ in .silu }.1(ctx) }
+            return try unaryFloat("Swish") { _ in { $0 / (1 + Foundation.exp(-alpha * $0)) } }.1(ctx)
+        }),
         unaryFloat("Sin") { _ in { Foundation.sin($0) } },
         unaryFloat("Cos") { _ in { Foundation.cos($0) } },
         unaryFloat("Tan") { _ in { Foundation.tan($0) } },

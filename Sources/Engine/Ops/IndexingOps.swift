@@ -42,11 +42,15 @@ let indexingOperators: OperatorTable = [
     "SpaceToDepth": { ctx in
         let b = try ctx.int("blocksize", 0)
         guard b > 0 else { throw ctx.error(.invalidModel, "blocksize must be positive") }
+        // DCR (the default): output channel (by * b + bx) * C + c; CRD (the newer opsets' mode): c * b * b + by * b + bx.
+        let mode = try ctx.string("mode", "DCR")
+        guard mode == "DCR" || mode == "CRD" else { throw ctx.error(.unsupportedAttribute, "mode must be DCR or CRD, got '\(mode)'") }
+        let perm = mode == "DCR" ? [0, 3, 5, 1, 2, 4] : [0, 1, 3, 5, 2, 4]
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx)
             guard x.rank == 4, x.shape[2] % b == 0, x.shape[3] % b == 0 else { throw ctx.error(.executionFailed, "input \(x.shape) is not NCHW with H, W divisible by \(b)") }
             let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
-            return [permutedCopy(x, viewShape: [n, c, h / b, b, w / b, b], perm: [0, 3, 5, 1, 2, 4], outShape: [n, c * b * b, h / b, w / b])]
+            return [permutedCopy(x, viewShape: [n, c, h / b, b, w / b, b], perm: perm, outShape: [n, c * b * b, h / b, w / b])]
         }
     },
     "GatherND": { ctx in

@@ -3,7 +3,7 @@ import ONNX
 /// Every operator the engine implements in the default domain (`ai.onnx`), by op type.
 let operatorTable: OperatorTable = {
     var table: OperatorTable = [:]
-    for part in [elementwiseOperators, castOperators, shapeOperators, reduceOperators, convOperators, denseOperators, resizeOperators, indexingOperators, einsumOperators, quantizationOperators, detectionOperators, recurrentOperators, samplingOperators, uniqueOperators, lossOperators, controlFlowOperators, miscOperators, sequenceOperators, spectralOperators, roiAlignOperators, randomOperators, textOperators] {
+    for part in [elementwiseOperators, castOperators, shapeOperators, reduceOperators, convOperators, denseOperators, resizeOperators, indexingOperators, einsumOperators, quantizationOperators, detectionOperators, recurrentOperators, samplingOperators, uniqueOperators, lossOperators, controlFlowOperators, miscOperators, sequenceOperators, spectralOperators, roiAlignOperators, randomOperators, textOperators, normalizationOperators] {
         table.merge(part) { first, _ in first }
     }
     // Scatter (opset 9-10) is ScatterElements without reductions.
@@ -17,6 +17,7 @@ let mlDomain = "ai.onnx.ml"
 
 /// Operators of the `ai.onnx.ml` domain, by op type.
 let mlOperatorTable: OperatorTable = mlOperators.merging(svmOperators) { first, _ in first }.merging(treeEnsembleOperators) { first, _ in first }
+    .merging(mlEncoderOperators) { first, _ in first }
 
 /// True for the default domain, which ONNX writes as "" or "ai.onnx".
 func isDefaultDomain(_ domain: String) -> Bool { domain.isEmpty || domain == "ai.onnx" }

@@ -37,7 +37,11 @@ func reduce<T: TensorScalar>(_ x: Tensor, axes: Set<Int>, keepDims: Bool, initia
     }
     out.withUnsafeMutableBufferPointer(of: T.self) { o in
         for i in 0..<o.count { o[i] = initial }
-        guard x.count > 0, let ob = o.baseAddress else { return }
+        guard x.count > 0, let ob = o.baseAddress else {
+            // An empty reduction still finishes (ReduceLogSum of nothing is log 0 = -inf).
+            for i in 0..<o.count { o[i] = post(o[i], reducedCount) }
+            return
+        }
         x.withUnsafeBufferPointer(of: T.self) { src in
             let s = src.baseAddress!
             forEachRun(shape: x.shape, strides: [x.strides, outStrides]) { off, n, inner in
@@ -133,11 +137,22 @@ private func reduceFactory(_ name: String, axesInputFrom: Int) -> @Sendable (OpC
                 case "ReduceProd": return [reduce(x, axes: axes, keepDims: keepDims, initial: Int64(1), pre: { $0 }, combine: &*, post: { a, _ in a })]
                 default: throw ctx.error(.unsupportedDType, "int64 input is not supported")
                 }
+            case .bool where name == "ReduceMax" || name == "ReduceMin":
+                // Max is any, min is all (opset 20); an empty max is false, an empty min true.
+                let isMax = name == "ReduceMax"
+                return [reduce(x, axes: axes, keepDims: keepDims, initial: !isMax, pre: { $0 },
+                               combine: { isMax ? ($0 || $1) : ($0 && $1) }, post: { a, _ in a })]
+            case .int8, .uint8, .int16, .uint16, .uint32:
+                guard ["ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd"].contains(name) else {
+                    throw ctx.error(.unsupportedDType, "input dtype \(x.dtype) is not supported (float, int32, int64)")
+                }
+                let r = try compute(castTensor(x, to: .int64, ctx), axes)
+                return [try castTensor(r[0], to: x.dtype, ctx)]
             case .float64, .float16, .int32:
                 // Less common dtypes reduce through float32/int64 and convert back.
                 let r = try compute(castTensor(x, to: x.dtype == .int32 ? .int64 : .float32, ctx), axes)
                 return [try castTensor(r[0], to: x.dtype, ctx)]
-            default: throw ctx.error(.unsupportedDType, "input dtype \(x.dtype) is not supported (float32, int64)")
+            default: throw ctx.error(.unsupportedDType, "input dtype \(x.dtype) is not supported (float, int32, int64; bool for ReduceMax and ReduceMin; 8-32 bit integers for ReduceMax, ReduceMin, ReduceSum and ReduceProd)")
             }
         }
         return PreparedKernel { inputs in

@@ -352,6 +352,16 @@ let shapeOperators: OperatorTable = [
             }
             let shape = Array(x.shape[..<axis]) + indicesT.shape + Array(x.shape[(axis + 1)...])
             let outer = x.shape[..<axis].reduce(1, *)
+            if x.dtype == .string {
+                // Strings live out of line: gather the elements themselves.
+                let run = x.shape[(axis + 1)...].reduce(1, *)
+                var picked: [[UInt8]] = []
+                picked.reserveCapacity(outer * indices.count * run)
+                for o in 0..<outer {
+                    for j in indices { picked += x.strings[((o * dim + j) * run)..<((o * dim + j + 1) * run)] }
+                }
+                return [Tensor(shape: shape, strings: picked)]
+            }
             let inner = x.shape[(axis + 1)...].reduce(1, *) * x.dtype.byteSize
             var out = Tensor(uninitialized: x.dtype, shape: shape)
             if inner > 0 && !indices.isEmpty {

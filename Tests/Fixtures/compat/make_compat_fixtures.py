@@ -27,7 +27,11 @@ def save(name, model, feeds, run=True):
     with open(os.path.join(directory, "model.onnx"), "wb") as f:
         f.write(data)
     for key, value in feeds.items():
-        np.save(os.path.join(directory, f"input_{key}.npy"), value)
+        if value.dtype.kind in "OU":  # strings: a "#shape" line, then one value per line
+            with open(os.path.join(directory, f"input_{key}.txt"), "w") as f:
+                f.write("#shape " + " ".join(map(str, value.shape)) + "\n" + "".join(f"{v}\n" for v in value.ravel()))
+        else:
+            np.save(os.path.join(directory, f"input_{key}.npy"), value)
     if not run:
         return
     session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
@@ -177,8 +181,61 @@ def tree_ensemble_cases(rng):
         save(f"ml_tree_ensemble_{name}", model, {"x": x})
 
 
+def encoder_cases():
+    """The categorical encoders: LabelEncoder (opsets 2 and 4), CategoryMapper, OneHotEncoder, FeatureVectorizer, and a
+    scikit-learn pipeline that one-hot encodes string columns beside scaled numeric ones."""
+    words = np.array(["owl", "cat", "emu", "dog", "cat", "yak"], dtype=object)
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain=ML, keys_strings=["cat", "dog", "owl"], values_int64s=[3, 1, 4],
+                            default_int64=-7)
+    save("ml_label_encoder_string_int", ml_model(node, [tensor("x", TensorProto.STRING, [None])], [tensor("y", TensorProto.INT64, [None])],
+                                                 ml_opset=2), {"x": words})
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain=ML, keys_int64s=[0, 1, 2], values_strings=["low", "mid", "high"])
+    save("ml_label_encoder_int_string", ml_model(node, [tensor("x", TensorProto.INT64, [None])], [tensor("y", TensorProto.STRING, [None])],
+                                                 ml_opset=2), {"x": np.array([2, 0, 5, 1], np.int64)})
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], domain=ML, keys_floats=[0.5, -1.0, float("nan")], values_floats=[10.0, 20.0, 30.0],
+                            default_float=-1.5)
+    save("ml_label_encoder_float", ml_model(node, [tensor("x", TensorProto.FLOAT, [None, 2])], [tensor("y", TensorProto.FLOAT, [None, 2])],
+                                            ml_opset=2), {"x": np.array([[0.5, float("nan")], [2.0, -1.0]], np.float32)})
+    node = helper.make_node("CategoryMapper", ["x"], ["y"], domain=ML, cats_strings=["cat", "dog", "owl"], cats_int64s=[11, 22, 33],
+                            default_int64=0)
+    save("ml_category_mapper", ml_model(node, [tensor("x", TensorProto.STRING, [None])], [tensor("y", TensorProto.INT64, [None])]),
+         {"x": words})
+    node = helper.make_node("OneHotEncoder", ["x"], ["y"], domain=ML, cats_strings=["cat", "dog", "owl"], zeros=1)
+    save("ml_one_hot_strings", ml_model(node, [tensor("x", TensorProto.STRING, [None, 2])], [tensor("y", TensorProto.FLOAT, [None, 2, 3])]),
+         {"x": words.reshape(3, 2)})
+    node = helper.make_node("OneHotEncoder", ["x"], ["y"], domain=ML, cats_int64s=[4, 2, 9, 1])
+    save("ml_one_hot_ints", ml_model(node, [tensor("x", TensorProto.INT64, [None])], [tensor("y", TensorProto.FLOAT, [None, 4])]),
+         {"x": np.array([9, 1, 3, 4, 2], np.int64)})
+    node = helper.make_node("FeatureVectorizer", ["a", "b"], ["y"], domain=ML, inputdimensions=[3, 2])
+    model = ml_model(node, [tensor("a", TensorProto.FLOAT, [None, 3]), tensor("b", TensorProto.FLOAT, [None, 2])],
+                     [tensor("y", TensorProto.FLOAT, [None, 5])])
+    save("ml_feature_vectorizer", model, {"a": np.arange(6, dtype=np.float32).reshape(2, 3) / 4,
+                                          "b": np.array([[7, 8], [9, 10]], np.float32)})
+
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import StringTensorType
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OneHotEncoder
+    rng = np.random.default_rng(7)
+    x = np.stack([rng.choice(["red", "green", "blue"], 60), rng.choice(["S", "M", "L", "XL"], 60)], axis=1).astype(object)
+    target = (x[:, 0] == "red").astype(int) + (x[:, 1] == "XL").astype(int)
+    pipeline = Pipeline([("categories", OneHotEncoder(handle_unknown="ignore")),
+                         ("classifier", LogisticRegression(max_iter=500))]).fit(x, target)
+    model = to_onnx(pipeline, initial_types=[("x", StringTensorType([None, 2]))], options={id(pipeline): {"zipmap": False}},
+                    target_opset={"": 17, ML: 3})
+    rows = x[:5].copy()
+    rows[1, 1] = "XXL"  # a category the encoder never saw: all zeros (handle_unknown="ignore")
+    save("skl_one_hot_pipeline", model, {"x": rows})
+
+
 def main():
+    import sys
+    if sys.argv[1:] == ["encoders"]:  # only these cases (the others stay as the exporter versions that made them wrote them)
+        encoder_cases()
+        return
     rng = np.random.default_rng(0)
+    encoder_cases()
     helper_cases(rng)
     tree_ensemble_cases(rng)
     sklearn_cases(rng)
