@@ -9,6 +9,7 @@ let operatorTable: OperatorTable = {
     // Scatter (opset 9-10) is ScatterElements without reductions.
     table["Scatter"] = table["ScatterElements"]
     table.merge(defaultDomainContribOperators) { first, _ in first }
+    for name in stringDataMovementOperators { if let factory = table[name] { table[name] = movingStrings(factory) } }
     return table
 }()
 
