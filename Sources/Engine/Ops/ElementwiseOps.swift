@@ -49,19 +49,20 @@ func comparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: @escaping (Do
     }
 }
 
-/// A comparison of two string tensors with NumPy broadcasting (byte-wise order), as a bool tensor.
-private func stringComparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: ([UInt8], [UInt8]) -> Bool) throws -> Tensor {
+/// `op` over the element pairs of two string tensors with NumPy broadcasting: the output shape and its values.
+func broadcastStrings<R>(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ op: ([UInt8], [UInt8]) -> R) throws -> (shape: [Int], values: [R]) {
     guard let shape = broadcastShape(a.shape, b.shape) else {
         throw ctx.error(.executionFailed, "cannot broadcast shapes \(a.shape) and \(b.shape)")
     }
     let sa = broadcastStrides(a.shape, to: shape), sb = broadcastStrides(b.shape, to: shape)
     let count = shape.reduce(1, *)
-    var result = [Bool](repeating: false, count: count)
+    var result: [R] = []
+    result.reserveCapacity(count)
     var index = [Int](repeating: 0, count: shape.count)
-    for i in 0..<count {
+    for _ in 0..<count {
         var oa = 0, ob = 0
         for axis in 0..<shape.count { oa += index[axis] * sa[axis]; ob += index[axis] * sb[axis] }
-        result[i] = cmp(a.strings[oa], b.strings[ob])
+        result.append(op(a.strings[oa], b.strings[ob]))
         var axis = shape.count - 1
         while axis >= 0 {
             index[axis] += 1
@@ -70,7 +71,13 @@ private func stringComparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp:
             axis -= 1
         }
     }
-    return Tensor(shape: shape, scalars: result)
+    return (shape, result)
+}
+
+/// A comparison of two string tensors (byte-wise order), as a bool tensor.
+private func stringComparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: ([UInt8], [UInt8]) -> Bool) throws -> Tensor {
+    let (shape, values) = try broadcastStrings(ctx, a, b, cmp)
+    return Tensor(shape: shape, scalars: values)
 }
 
 /// A float-only unary op (in place when possible); `intOp` adds signed-integer support.

@@ -137,28 +137,8 @@ let indexingOperators: OperatorTable = [
             return [try castTensor(out, to: x.dtype, ctx)]
         }
     },
-    "CumSum": { ctx in
-        let exclusive = try ctx.int("exclusive", 0) == 1, reverse = try ctx.int("reverse", 0) == 1
-        return PreparedKernel { inputs in
-            let x = try inputs.required(0, ctx)
-            let axis = try ctx.axis(inputs.required(1, ctx).ints.first ?? 0, rank: x.rank)
-            let wide = try castTensor(x, to: .float64, ctx)
-            let dim = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
-            let src = wide.scalars(as: Double.self)
-            var dst = [Double](repeating: 0, count: src.count)
-            for o in 0..<outer {
-                for i in 0..<inner {
-                    var acc: Double = 0
-                    for step in 0..<dim {
-                        let k = reverse ? dim - 1 - step : step
-                        let at = (o * dim + k) * inner + i
-                        if exclusive { dst[at] = acc; acc += src[at] } else { acc += src[at]; dst[at] = acc }
-                    }
-                }
-            }
-            return [try castTensor(Tensor(shape: x.shape, scalars: dst), to: x.dtype, ctx)]
-        }
-    },
+    "CumSum": cumulative(product: false),
+    "CumProd": cumulative(product: true),
     "Trilu": { ctx in
         let upper = try ctx.int("upper", 1) == 1
         return PreparedKernel { inputs in
@@ -318,3 +298,31 @@ let indexingOperators: OperatorTable = [
         }
     },
 ]
+
+/// CumSum, or CumProd (opset 26): running sums or products along an axis, exclusive and reversed on request.
+private func cumulative(product: Bool) -> @Sendable (OpContext) throws -> PreparedKernel {
+    { ctx in
+        let exclusive = try ctx.int("exclusive", 0) == 1, reverse = try ctx.int("reverse", 0) == 1
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx)
+            let axis = try ctx.axis(inputs.required(1, ctx).ints.first ?? 0, rank: x.rank)
+            let wide = try castTensor(x, to: .float64, ctx)
+            let dim = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *), outer = x.shape[..<axis].reduce(1, *)
+            let src = wide.scalars(as: Double.self)
+            var dst = [Double](repeating: 0, count: src.count)
+            for o in 0..<outer {
+                for i in 0..<inner {
+                    var acc: Double = product ? 1 : 0
+                    for step in 0..<dim {
+                        let k = reverse ? dim - 1 - step : step
+                        let at = (o * dim + k) * inner + i
+                        if exclusive { dst[at] = acc }
+                        acc = product ? acc * src[at] : acc + src[at]
+                        if !exclusive { dst[at] = acc }
+                    }
+                }
+            }
+            return [try castTensor(Tensor(shape: x.shape, scalars: dst), to: x.dtype, ctx)]
+        }
+    }
+}

@@ -15,6 +15,13 @@ private struct NGramPool {
 }
 
 let textOperators: OperatorTable = [
+    // StringConcat (opset 20): element-wise concatenation with NumPy broadcasting.
+    "StringConcat": { ctx in PreparedKernel { inputs in
+        let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
+        guard a.dtype == .string, b.dtype == .string else { throw ctx.error(.unsupportedDType, "inputs must be strings, got \(a.dtype) and \(b.dtype)") }
+        let (shape, values) = try broadcastStrings(ctx, a, b) { $0 + $1 }
+        return [Tensor(shape: shape, strings: values)]
+    } },
     // StringNormalizer: drops stopwords (case-insensitively unless is_case_sensitive) from [C] or [1, C] strings, then
     // changes case; an input left empty becomes one empty string.
     "StringNormalizer": { ctx in
