@@ -6,7 +6,7 @@ reads: <out>/<case>/model.onnx and test_data_set_N/{input,output}_K.pb.
     python3 Tests/Fixtures/onnx/make_newer_node_tests.py OUT_DIR [CASES_FILE]
 
 CASES_FILE (default newer-node-cases.txt beside this script) lists case-name prefixes, one per line: the operators and
-dtypes the engine supports in opsets 18-24. `.ci/onnx-newer-tests` runs this before `swift test`.
+dtypes the engine supports in opsets 18-25; a line "-TEXT" leaves out every case whose name contains TEXT. `.ci/onnx-newer-tests` runs this before `swift test`.
 """
 import os
 import shutil
@@ -39,12 +39,14 @@ def main():
     out = sys.argv[1]
     listing = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "newer-node-cases.txt")
     with open(listing) as f:
-        prefixes = [line.split("#")[0].strip() for line in f if line.split("#")[0].strip()]
+        lines = [line.split("#")[0].strip() for line in f if line.split("#")[0].strip()]
+    prefixes = [line for line in lines if not line.startswith("-")]
+    excluded = [line[1:] for line in lines if line.startswith("-")]
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     written = 0
     for case in node_cases.collect_testcases(None):
-        if not any(case.name.startswith(p) for p in prefixes):
+        if not any(case.name.startswith(p) for p in prefixes) or any(text in case.name for text in excluded):
             continue
         directory = os.path.join(out, case.name)
         os.makedirs(directory)
