@@ -131,8 +131,8 @@ static inline void store16_avx2(int kind, int32_t zero_point, const float *scale
 #undef QBODY_DOT4
 
 // AVX512-VNNI: a 16-column panel's k quad is one zmm (64 bytes), so each row of a tile takes one vpdpbusd per quad,
-// in tiles of 8 rows (8 accumulators of the 32 registers); about 1.6-2x the ymm bodies' rate on this EPYC (whose
-// 512-bit units are full width).
+// in tiles of 8 rows by two panels (16 accumulators of the 32 registers; a last odd panel 8); about 1.6-2x the ymm
+// bodies' rate on this EPYC (whose 512-bit units are full width).
 #define ZMM_ROWS 8
 #define ZMM_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vnni"
 
@@ -185,6 +185,46 @@ static inline void tile2_zmm(int rows, int kquads, int k, const uint8_t *x, size
             acc0[r] = _mm512_dpbusd_epi32(acc0[r], v, w0);
             acc1[r] = _mm512_dpbusd_epi32(acc1[r], v, w1);
         }
+    }
+}
+
+/// `tile2_zmm` for 1-3 rows (a convolution's last columns: 1 on a 7 x 7 plane, 4 on 14 x 14): the k quads dealt
+/// round-robin to PHASES accumulators per row and panel, summed at the end (int32 sums: the same in any order), so
+/// 2 * rows * PHASES chains run instead of 2 * rows, which left the products waiting on vpdpbusd's latency.
+#define SPLIT_PHASES 4
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void tile2_split_zmm(int rows, int phases, int kquads, int k, const uint8_t *x, size_t ldx, uint8_t flip, const uint8_t *panel,
+                                   size_t panel_bytes, __m512i init0, __m512i init1, __m512i acc0[ZMM_ROWS], __m512i acc1[ZMM_ROWS]) {
+    __m512i s0[SPLIT_PHASES][3], s1[SPLIT_PHASES][3];
+    for (int h = 0; h < phases; h++)
+        for (int r = 0; r < rows; r++) { s0[h][r] = h ? _mm512_setzero_si512() : init0; s1[h][r] = h ? _mm512_setzero_si512() : init1; }
+    const uint8_t *second = panel + panel_bytes;
+    int whole = k / 4, q = 0;
+    for (; q + phases <= whole; q += phases)
+        for (int h = 0; h < phases; h++) {
+            __m512i w0 = _mm512_loadu_si512((const void *)(panel + (size_t)(q + h) * 64));
+            __m512i w1 = _mm512_loadu_si512((const void *)(second + (size_t)(q + h) * 64));
+            for (int r = 0; r < rows; r++) {
+                int32_t four;
+                memcpy(&four, x + (size_t)r * ldx + 4 * (q + h), 4);
+                __m512i v = _mm512_set1_epi32(four);
+                if (flip) v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+                s0[h][r] = _mm512_dpbusd_epi32(s0[h][r], v, w0);
+                s1[h][r] = _mm512_dpbusd_epi32(s1[h][r], v, w1);
+            }
+        }
+    for (; q < kquads; q++) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(panel + (size_t)q * 64)), w1 = _mm512_loadu_si512((const void *)(second + (size_t)q * 64));
+        for (int r = 0; r < rows; r++) {
+            __m512i v = _mm512_set1_epi32(quad_at(x + (size_t)r * ldx, k, q, flip));
+            s0[0][r] = _mm512_dpbusd_epi32(s0[0][r], v, w0);
+            s1[0][r] = _mm512_dpbusd_epi32(s1[0][r], v, w1);
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        acc0[r] = s0[0][r];
+        acc1[r] = s1[0][r];
+        for (int h = 1; h < phases; h++) { acc0[r] = _mm512_add_epi32(acc0[r], s0[h][r]); acc1[r] = _mm512_add_epi32(acc1[r], s1[h][r]); }
     }
 }
 
@@ -241,9 +281,9 @@ static inline void rows_zmm(int m, int n, int k, const uint8_t *x, int ldx, uint
                 case 6: tile2_zmm(6, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
                 case 5: tile2_zmm(5, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
                 case 4: tile2_zmm(4, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
-                case 3: tile2_zmm(3, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
-                case 2: tile2_zmm(2, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
-                default: tile2_zmm(1, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                case 3: tile2_split_zmm(3, 2, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                case 2: tile2_split_zmm(2, 2, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                default: tile2_split_zmm(1, SPLIT_PHASES, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
                 }
                 char *o = (char *)out + ((size_t)i * ldo + c0) * size;
                 store_tile_zmm(rows, acc0, ep, dq, scale, fbias, dbias, PANEL, o, (size_t)ldo * size);

@@ -59,7 +59,7 @@ import TestSupport
         let available = paths
         #expect(available.contains(Int32(OSPREY_QPATH_PORTABLE)))
         for m in [1, 2, 3, 4, 5, 6, 7, 8, 9, 13] {
-            for (n, k) in [(1, 1), (5, 3), (17, 6), (33, 13), (16, 64), (20, 71), (48, 9), (64, 20)] {
+            for (n, k) in [(1, 1), (5, 3), (17, 6), (33, 13), (16, 64), (20, 71), (48, 9), (64, 20), (32, 77)] {
                 for fullRange in [false, true] {
                     let x = activations(m * k, &rng), w = weights(n * k, fullRange: fullRange, &rng)
                     let bias = (0..<n).map { _ in Int32.random(in: -5000...5000, using: &rng) }
@@ -112,7 +112,7 @@ import TestSupport
         var rng = SeededGenerator(seed: 102)
         let available = paths
         for m in [1, 2, 3, 4, 5, 6, 7, 8, 9, 13] {
-            for (n, k) in [(1, 1), (15, 3), (17, 9), (40, 27), (32, 64), (64, 12)] {
+            for (n, k) in [(1, 1), (15, 3), (17, 9), (40, 27), (32, 64), (64, 12), (48, 9), (48, 32)] {
                 for fullRange in [false, true] {
                     let a = weights(m * k, fullRange: fullRange, &rng), b = activations(k * n, &rng)
                     let bias = (0..<m).map { _ in Int32.random(in: -5000...5000, using: &rng) }
