@@ -235,6 +235,18 @@ static void panel2_avx512vnni(int wide, int m, int steps, const uint8_t *a, size
         int rows = m - i < ZMM_ROWS ? m - i : ZMM_ROWS;
         const uint8_t *rows_a = a + (size_t)i * lda;
         const int32_t *bias = ep->bias ? ep->bias + i : NULL;
+        // A whole u8 x s8 tile of 8-bit rows requantizes in the body that summed it, with constant indices, so its 16
+        // accumulators stay in registers (through the switch below they go to the stack and back).
+        if (rows == ZMM_ROWS && q8 && cols1 == PANEL && !wide) {
+            __m512i sums[2][ZMM_ROWS];  // its own array: one the switch also writes stays in memory
+            gemm_tile2_zmm(0, ZMM_ROWS, steps, rows_a, lda, panel, p1, bias, sums);
+            uint8_t *o = (uint8_t *)out + (size_t)i * ldo + c0;
+            requantize_quad_zmm(&e, i, sums[0], o, ldo);
+            requantize_quad_zmm(&e, i + 4, sums[0] + 4, o + 4 * (size_t)ldo, ldo);
+            requantize_quad_zmm(&e, i, sums[1], o + PANEL, ldo);
+            requantize_quad_zmm(&e, i + 4, sums[1] + 4, o + 4 * (size_t)ldo + PANEL, ldo);
+            continue;
+        }
         __m512i acc[2][ZMM_ROWS];
 #define TILE_BODIES(W)                                                                          \
         switch (rows) {                                                                         \

@@ -131,8 +131,8 @@ static inline void store16_avx2(int kind, int32_t zero_point, const float *scale
 #undef QBODY_DOT4
 
 // AVX512-VNNI: a 16-column panel's k quad is one zmm (64 bytes), so each row of a tile takes one vpdpbusd per quad,
-// in tiles of 8 rows (8 accumulators of the 32 registers); about 1.6-2x the ymm bodies' rate on this EPYC (whose
-// 512-bit units are full width).
+// in tiles of 8 rows by two panels (16 accumulators of the 32 registers; a last odd panel 8); about 1.6-2x the ymm
+// bodies' rate on this EPYC (whose 512-bit units are full width).
 #define ZMM_ROWS 8
 #define ZMM_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vnni"
 
@@ -158,22 +158,149 @@ static inline void tile_zmm(int rows, int kquads, int k, const uint8_t *x, size_
     }
 }
 
+/// `rows` (<= ZMM_ROWS) rows of x times two adjacent panels (32 columns) over every k quad: 16 accumulators, so
+/// vpdpbusd's latency is hidden and each broadcast of x feeds two products (one panel's 8 chains left the EPYC's two
+/// VNNI pipes part idle).
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void tile2_zmm(int rows, int kquads, int k, const uint8_t *x, size_t ldx, uint8_t flip, const uint8_t *panel, size_t panel_bytes,
+                             __m512i init0, __m512i init1, __m512i acc0[ZMM_ROWS], __m512i acc1[ZMM_ROWS]) {
+    for (int r = 0; r < rows; r++) { acc0[r] = init0; acc1[r] = init1; }
+    const uint8_t *second = panel + panel_bytes;
+    int whole = k / 4, q = 0;
+    for (; q < whole; q++) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(panel + (size_t)q * 64)), w1 = _mm512_loadu_si512((const void *)(second + (size_t)q * 64));
+        for (int r = 0; r < rows; r++) {
+            int32_t four;
+            memcpy(&four, x + (size_t)r * ldx + 4 * q, 4);
+            __m512i v = _mm512_set1_epi32(four);
+            if (flip) v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+            acc0[r] = _mm512_dpbusd_epi32(acc0[r], v, w0);
+            acc1[r] = _mm512_dpbusd_epi32(acc1[r], v, w1);
+        }
+    }
+    for (; q < kquads; q++) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(panel + (size_t)q * 64)), w1 = _mm512_loadu_si512((const void *)(second + (size_t)q * 64));
+        for (int r = 0; r < rows; r++) {
+            __m512i v = _mm512_set1_epi32(quad_at(x + (size_t)r * ldx, k, q, flip));
+            acc0[r] = _mm512_dpbusd_epi32(acc0[r], v, w0);
+            acc1[r] = _mm512_dpbusd_epi32(acc1[r], v, w1);
+        }
+    }
+}
+
+/// `tile2_zmm` for 1-3 rows (a convolution's last columns: 1 on a 7 x 7 plane, 4 on 14 x 14): the k quads dealt
+/// round-robin to PHASES accumulators per row and panel, summed at the end (int32 sums: the same in any order), so
+/// 2 * rows * PHASES chains run instead of 2 * rows, which left the products waiting on vpdpbusd's latency.
+#define SPLIT_PHASES 4
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void tile2_split_zmm(int rows, int phases, int kquads, int k, const uint8_t *x, size_t ldx, uint8_t flip, const uint8_t *panel,
+                                   size_t panel_bytes, __m512i init0, __m512i init1, __m512i acc0[ZMM_ROWS], __m512i acc1[ZMM_ROWS]) {
+    __m512i s0[SPLIT_PHASES][3], s1[SPLIT_PHASES][3];
+    for (int h = 0; h < phases; h++)
+        for (int r = 0; r < rows; r++) { s0[h][r] = h ? _mm512_setzero_si512() : init0; s1[h][r] = h ? _mm512_setzero_si512() : init1; }
+    const uint8_t *second = panel + panel_bytes;
+    int whole = k / 4, q = 0;
+    for (; q + phases <= whole; q += phases)
+        for (int h = 0; h < phases; h++) {
+            __m512i w0 = _mm512_loadu_si512((const void *)(panel + (size_t)(q + h) * 64));
+            __m512i w1 = _mm512_loadu_si512((const void *)(second + (size_t)(q + h) * 64));
+            for (int r = 0; r < rows; r++) {
+                int32_t four;
+                memcpy(&four, x + (size_t)r * ldx + 4 * (q + h), 4);
+                __m512i v = _mm512_set1_epi32(four);
+                if (flip) v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+                s0[h][r] = _mm512_dpbusd_epi32(s0[h][r], v, w0);
+                s1[h][r] = _mm512_dpbusd_epi32(s1[h][r], v, w1);
+            }
+        }
+    for (; q < kquads; q++) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(panel + (size_t)q * 64)), w1 = _mm512_loadu_si512((const void *)(second + (size_t)q * 64));
+        for (int r = 0; r < rows; r++) {
+            __m512i v = _mm512_set1_epi32(quad_at(x + (size_t)r * ldx, k, q, flip));
+            s0[0][r] = _mm512_dpbusd_epi32(s0[0][r], v, w0);
+            s1[0][r] = _mm512_dpbusd_epi32(s1[0][r], v, w1);
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        acc0[r] = s0[0][r];
+        acc1[r] = s1[0][r];
+        for (int h = 1; h < phases; h++) { acc0[r] = _mm512_add_epi32(acc0[r], s0[h][r]); acc1[r] = _mm512_add_epi32(acc1[r], s1[h][r]); }
+    }
+}
+
+/// One row's 16 sums of a whole panel through the epilogue in one zmm (no dequantization): `store16_avx2`'s steps
+/// lane for lane (int32 + zero point wrapping, then saturated to the byte type), so the same bytes.
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void store16_zmm(int kind, __m512i zp, __m512 scale, __m512 fbias, __m512i acc, void *o) {
+    if (kind == OSPREY_QOUT_INT32) { _mm512_storeu_si512(o, acc); return; }
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale);
+    if (kind == OSPREY_QOUT_F32) { _mm512_storeu_ps(o, _mm512_add_ps(f, fbias)); return; }
+    __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+    __m128i b = kind == OSPREY_QOUT_U8 ? _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(q, _mm512_setzero_si512()), _mm512_set1_epi32(255)))
+                                       : _mm512_cvtsepi32_epi8(q);
+    _mm_storeu_si128((__m128i *)o, b);
+}
+
+/// The sums of a tile's rows (`acc`, one panel at column c0, `cols` valid) stored through the epilogue.
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline void store_tile_zmm(int rows, const __m512i acc[ZMM_ROWS], const osprey_qepilogue *ep, const osprey_qdequantize *dq,
+                                  const float *scale, const float *fbias, const float *dbias, int cols, char *o, size_t row_bytes) {
+    if (cols == PANEL && !dq) {
+        __m512i zp = _mm512_set1_epi32(ep->zero_point);
+        __m512 s = _mm512_load_ps(scale), fb = _mm512_load_ps(fbias);
+        for (int r = 0; r < rows; r++) store16_zmm(ep->kind, zp, s, fb, acc[r], o + (size_t)r * row_bytes);
+        return;
+    }
+    for (int r = 0; r < rows; r++)
+        store16_avx2(ep->kind, ep->zero_point, scale, fbias, dq != NULL, dq ? dq->scale : 0, dq ? dq->zero : 0, dq && dq->bias, dbias,
+                     _mm512_castsi512_si256(acc[r]), _mm512_extracti64x4_epi64(acc[r], 1), cols, o + (size_t)r * row_bytes);
+}
+
 __attribute__((target(ZMM_TARGET), always_inline))
 static inline void rows_zmm(int m, int n, int k, const uint8_t *x, int ldx, uint8_t flip, const uint8_t *packed,
                             const osprey_qepilogue *ep, const osprey_qdequantize *dq, void *out, int ldo, int size) {
     int kquads = (k + 3) / 4;
-    for (int j = 0; j * PANEL < n; j++) {
-        int cols = n - j * PANEL < PANEL ? n - j * PANEL : PANEL, c0 = j * PANEL;
-        const uint8_t *panel = packed + (size_t)j * kquads * 64;
+    size_t panel_bytes = (size_t)kquads * 64;
+    for (int j = 0; j * PANEL < n;) {
+        int c0 = j * PANEL;
+        const uint8_t *panel = packed + (size_t)j * panel_bytes;
+        if (c0 + 2 * PANEL <= n) {
+            // Two whole panels at once.
+            _Alignas(64) int32_t bias[2 * PANEL] = {0};
+            _Alignas(64) float scale[2 * PANEL] = {0}, fbias[2 * PANEL] = {0}, dbias[2 * PANEL] = {0};
+            panel_parameters(ep, dq, c0, 2 * PANEL, bias, scale, fbias, dbias);
+            __m512i b0 = _mm512_load_si512((const void *)bias), b1 = _mm512_load_si512((const void *)(bias + PANEL));
+            for (int i = 0; i < m; i += ZMM_ROWS) {
+                int rows = m - i < ZMM_ROWS ? m - i : ZMM_ROWS;
+                const uint8_t *xr = x + (size_t)i * ldx;
+                __m512i acc0[ZMM_ROWS], acc1[ZMM_ROWS];
+                // Every row count its own body: a run-time count would keep the accumulators in memory.
+                switch (rows) {
+                case 8: tile2_zmm(8, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                case 7: tile2_zmm(7, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                case 6: tile2_zmm(6, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                case 5: tile2_zmm(5, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                case 4: tile2_zmm(4, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                case 3: tile2_split_zmm(3, 2, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                case 2: tile2_split_zmm(2, 2, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                default: tile2_split_zmm(1, SPLIT_PHASES, kquads, k, xr, (size_t)ldx, flip, panel, panel_bytes, b0, b1, acc0, acc1); break;
+                }
+                char *o = (char *)out + ((size_t)i * ldo + c0) * size;
+                store_tile_zmm(rows, acc0, ep, dq, scale, fbias, dbias, PANEL, o, (size_t)ldo * size);
+                store_tile_zmm(rows, acc1, ep, dq, scale + PANEL, fbias + PANEL, dbias + PANEL, PANEL, o + PANEL * size, (size_t)ldo * size);
+            }
+            j += 2;
+            continue;
+        }
+        int cols = n - c0 < PANEL ? n - c0 : PANEL;
         _Alignas(64) int32_t bias[PANEL] = {0};
-        _Alignas(32) float scale[PANEL] = {0}, fbias[PANEL] = {0}, dbias[PANEL] = {0};
+        _Alignas(64) float scale[PANEL] = {0}, fbias[PANEL] = {0}, dbias[PANEL] = {0};
         panel_parameters(ep, dq, c0, cols, bias, scale, fbias, dbias);
         __m512i b = _mm512_load_si512((const void *)bias);
         for (int i = 0; i < m; i += ZMM_ROWS) {
             int rows = m - i < ZMM_ROWS ? m - i : ZMM_ROWS;
             const uint8_t *xr = x + (size_t)i * ldx;
             __m512i acc[ZMM_ROWS];
-            // Every row count its own body: a run-time count would keep the accumulators in memory.
             switch (rows) {
             case 8: tile_zmm(8, kquads, k, xr, (size_t)ldx, flip, panel, b, acc); break;
             case 7: tile_zmm(7, kquads, k, xr, (size_t)ldx, flip, panel, b, acc); break;
@@ -184,11 +311,9 @@ static inline void rows_zmm(int m, int n, int k, const uint8_t *x, int ldx, uint
             case 2: tile_zmm(2, kquads, k, xr, (size_t)ldx, flip, panel, b, acc); break;
             default: tile_zmm(1, kquads, k, xr, (size_t)ldx, flip, panel, b, acc); break;
             }
-            for (int r = 0; r < rows; r++)
-                store16_avx2(ep->kind, ep->zero_point, scale, fbias, dq != NULL, dq ? dq->scale : 0, dq ? dq->zero : 0, dq && dq->bias, dbias,
-                             _mm512_castsi512_si256(acc[r]), _mm512_extracti64x4_epi64(acc[r], 1), cols,
-                             (char *)out + ((size_t)(i + r) * ldo + c0) * size);
+            store_tile_zmm(rows, acc, ep, dq, scale, fbias, dbias, cols, (char *)out + ((size_t)i * ldo + c0) * size, (size_t)ldo * size);
         }
+        j += 1;
     }
 }
 

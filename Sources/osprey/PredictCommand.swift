@@ -77,7 +77,7 @@ let predictCommand = Command(
     }
     if arguments.flag("profile-steps") {
         for step in try model.profileSteps(feeds, repeats: repeats) {
-            Console.out("  \(formatMilliseconds(step.seconds)) ms \(step.opType) \(step.label)")
+            Console.out("  \(formatMicroseconds(step.seconds)) ms \(step.opType) \(step.label)")
         }
     }
     if let outputFile {
@@ -97,6 +97,13 @@ let predictCommand = Command(
 }
 
 /// Milliseconds with two decimals.
+/// Milliseconds with three decimals: one step of a small model often takes a few microseconds.
+private func formatMicroseconds(_ seconds: Double) -> String {
+    let micros = Int((seconds * 1_000_000).rounded())
+    let fraction = String(micros % 1000)
+    return "\(micros / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"
+}
+
 private func formatMilliseconds(_ seconds: Double) -> String {
     let hundredths = Int((seconds * 100_000).rounded())
     let fraction = hundredths % 100

@@ -6,7 +6,8 @@ import TestSupport
 
 /// Every body of the u8 x s8 kernels this CPU has (portable, AVX2, AVX-VNNI, AVX512-VNNI), forced one at a time,
 /// against the exact sums and the portable twin: the row GEMM and the convolution GEMM on odd shapes (1-9 and 13
-/// rows: partial and whole 6-row (ymm) and 8-row (zmm) tiles, columns off the 16-column panels, K off whole quads), full-range int8 weights (-128 and 127 against 255) on the
+/// rows: partial and whole 6-row (ymm) and 8-row (zmm) tiles, columns off the 16-column panels and in whole pairs of
+/// panels (the zmm row GEMM's two-panel tiles), K off whole quads), full-range int8 weights (-128 and 127 against 255) on the
 /// paths that take them, and on the AVX2 path (which must hand them to the portable body); the depthwise planes.
 @Suite(.serialized) struct QuantizedKernelPathTests {
     /// The bodies to run here: each path the CPU supports.
@@ -58,7 +59,7 @@ import TestSupport
         let available = paths
         #expect(available.contains(Int32(OSPREY_QPATH_PORTABLE)))
         for m in [1, 2, 3, 4, 5, 6, 7, 8, 9, 13] {
-            for (n, k) in [(1, 1), (5, 3), (17, 6), (33, 13), (16, 64), (20, 71)] {
+            for (n, k) in [(1, 1), (5, 3), (17, 6), (33, 13), (16, 64), (20, 71), (48, 9), (64, 20), (32, 77)] {
                 for fullRange in [false, true] {
                     let x = activations(m * k, &rng), w = weights(n * k, fullRange: fullRange, &rng)
                     let bias = (0..<n).map { _ in Int32.random(in: -5000...5000, using: &rng) }
@@ -111,7 +112,7 @@ import TestSupport
         var rng = SeededGenerator(seed: 102)
         let available = paths
         for m in [1, 2, 3, 4, 5, 6, 7, 8, 9, 13] {
-            for (n, k) in [(1, 1), (15, 3), (17, 9), (40, 27), (32, 64)] {
+            for (n, k) in [(1, 1), (15, 3), (17, 9), (40, 27), (32, 64), (64, 12), (48, 9), (48, 32)] {
                 for fullRange in [false, true] {
                     let a = weights(m * k, fullRange: fullRange, &rng), b = activations(k * n, &rng)
                     let bias = (0..<m).map { _ in Int32.random(in: -5000...5000, using: &rng) }

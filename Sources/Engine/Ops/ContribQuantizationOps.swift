@@ -327,8 +327,22 @@ let contribQuantizationOperators: OperatorTable = [
                 for p in 0..<planes { for i in 0..<size { sums[p] &+= Int32(values[p * size + i]) } }
             }
             let multiplier = Float(sx) / (Float(sy) * Float(size))
-            let out = sums.map { requantize(Double(Float(Double($0) - Double(size) * zx) * multiplier), zero: zy, bounds) }
-            var y = try castTensor(Tensor(shape: Array(x.shape[..<2]) + Array(repeating: 1, count: x.rank - 2), scalars: out), to: x.dtype, ctx)
+            let shape = Array(x.shape[..<2]) + Array(repeating: 1, count: x.rank - 2)
+            var y: Tensor
+            if x.dtype == .uint8 || x.dtype == .int8 {
+                // Straight into the 8-bit output (a Double tensor cast afterwards cost 3x the sums at 1280 channels).
+                y = Tensor.pooled(x.dtype, shape: shape)
+                let signed = x.dtype == .int8
+                y.withUnsafeMutableBytes { o in
+                    for (i, s) in sums.enumerated() {
+                        let v = Int32(requantize(Double(Float(Double(s) - Double(size) * zx) * multiplier), zero: zy, bounds))
+                        o[i] = signed ? UInt8(bitPattern: Int8(v)) : UInt8(v)
+                    }
+                }
+            } else {
+                let out = sums.map { requantize(Double(Float(Double($0) - Double(size) * zx) * multiplier), zero: zy, bounds) }
+                y = try castTensor(Tensor(shape: shape, scalars: out), to: x.dtype, ctx)
+            }
             if channelsLast { y = movingChannels(y, toFirst: false) }
             return [y]
         }
