@@ -99,6 +99,14 @@ func unaryFloat(_ name: String, int intOp: (@Sendable (Int64) -> Int64)? = nil,
     })
 }
 
+/// NumPy's floating `mod` (fmod 0): the remainder takes the divisor's sign, so -3 mod inf is inf and 0 mod -2 is -0
+/// (`a - floor(a / b) * b` gives NaN for an infinite divisor).
+@inline(__always) func floorModulo<F: BinaryFloatingPoint>(_ a: F, _ b: F) -> F {
+    var r = a.truncatingRemainder(dividingBy: b)
+    if r != 0 && (r < 0) != (b < 0) { r += b }
+    return r == 0 ? (b < 0 ? -0.0 : 0.0) : r
+}
+
 /// Round half to even, as ONNX Round specifies.
 @inline(__always) func roundHalfEven(_ x: Float) -> Float { x.rounded(.toNearestOrEven) }
 
@@ -186,8 +194,8 @@ let elementwiseOperators: OperatorTable = {
         let fmod = try ctx.int("fmod", 0) == 1
         return PreparedKernel { inputs in
             [try arithmetic(ctx, inputs.required(0, ctx), inputs.required(1, ctx),
-                            { fmod ? Foundation.fmod($0, $1) : $0 - Foundation.floor($0 / $1) * $1 },
-                            { fmod ? Foundation.fmod($0, $1) : $0 - Foundation.floor($0 / $1) * $1 },
+                            { fmod ? Foundation.fmod($0, $1) : floorModulo($0, $1) },
+                            { fmod ? Foundation.fmod($0, $1) : floorModulo($0, $1) },
                             { a, b in b == 0 ? 0 : (fmod ? a % b : ((a % b) + b) % b) },
                             { a, b in b == 0 ? 0 : (fmod ? a % b : ((a % b) + b) % b) })]
         }
