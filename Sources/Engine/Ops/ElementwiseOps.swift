@@ -99,6 +99,16 @@ func unaryFloat(_ name: String, int intOp: (@Sendable (Int64) -> Int64)? = nil,
     })
 }
 
+/// `x` as float32 for IsNaN / IsInf: float16, bfloat16 and float64 keep their NaNs and infinities when widened or
+/// narrowed (a float64 beyond float32's range becomes infinite, which IsInf then reports: rare enough to accept).
+func floatClassified(_ x: Tensor, _ name: String, _ ctx: OpContext) throws -> Tensor {
+    switch x.dtype {
+    case .float32: return x
+    case .float16, .bfloat16, .float64: return try castTensor(x, to: .float32, ctx)
+    default: throw ctx.error(.unsupportedDType, "\(name) needs a float input, got \(x.dtype)")
+    }
+}
+
 /// NumPy's floating `mod` (fmod 0): the remainder takes the divisor's sign, so -3 mod inf is inf and 0 mod -2 is -0
 /// (`a - floor(a / b) * b` gives NaN for an infinite divisor).
 @inline(__always) func floorModulo<F: BinaryFloatingPoint>(_ a: F, _ b: F) -> F {
@@ -245,15 +255,13 @@ let elementwiseOperators: OperatorTable = {
         return [mapElements(a) { (v: Bool) in !v }]
     } }
     table["IsNaN"] = { ctx in PreparedKernel { inputs in
-        let a = try inputs.required(0, ctx)
-        guard a.dtype == .float32 else { throw ctx.error(.unsupportedDType, "IsNaN needs float32, got \(a.dtype)") }
+        let a = try floatClassified(inputs.required(0, ctx), "IsNaN", ctx)
         return [mapElements(a) { (v: Float) in v.isNaN }]
     } }
     table["IsInf"] = { ctx in
         let pos = try ctx.int("detect_positive", 1) == 1, neg = try ctx.int("detect_negative", 1) == 1
         return PreparedKernel { inputs in
-            let a = try inputs.required(0, ctx)
-            guard a.dtype == .float32 else { throw ctx.error(.unsupportedDType, "IsInf needs float32, got \(a.dtype)") }
+            let a = try floatClassified(inputs.required(0, ctx), "IsInf", ctx)
             return [mapElements(a) { (v: Float) in v.isInfinite && ((v > 0 && pos) || (v < 0 && neg)) }]
         }
     }
