@@ -8,12 +8,15 @@ extension CompiledModel {
     /// gather before the run nor scatter after it. Returns each request's outputs, in order, exactly as
     /// `runSplittingRows` on the stacked batch would (each part is the same 1-thread run of the same row).
     ///
-    /// `parts` is as in `runSplittingRows` (nil: automatic). Nil when the batch would run another schedule, or the
-    /// requests do not stack (feed names, dtypes or trailing shapes differ, a feed has no batch axis, no rows or is a
-    /// string), or an output does not keep one row per input row: the caller then stacks the batch and runs it as
-    /// before. The same assumption as `runSplittingRows`: each output row depends only on the same input row.
+    /// `parts` is as in `runSplittingRows` (nil: automatic). Nil when the batch would run another schedule, an output
+    /// is not declared with a dynamic first axis, the requests do not stack (feed names, dtypes or trailing shapes
+    /// differ, a feed has no batch axis, no rows or is a string), or an output does not keep one row per input row:
+    /// the caller then stacks the batch and runs it as before. The same assumption as `runSplittingRows`: each output
+    /// row depends only on the same input row.
     public func runRequestRows(_ requests: [[String: Tensor]], parts requested: Int? = nil) throws -> [[String: Tensor]]? {
-        guard let rowsPerRequest = Self.stackableRows(requests) else { return nil }
+        // An output declared without a dynamic first axis cannot keep one row per input row: not worth running to find out.
+        guard outputs.allSatisfy({ $0.dtype != .string && $0.shape.first.map { $0.value == nil } == true }),
+              let rowsPerRequest = Self.stackableRows(requests) else { return nil }
         let rows = rowsPerRequest.reduce(0, +)
         guard rows >= 2, rowParts(rows: rows, requested: requested) == rows else { return nil }
         // Part p computes row `rowOf[p]` of request `requestOf[p]`.

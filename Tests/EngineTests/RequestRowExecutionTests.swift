@@ -1,4 +1,5 @@
 import Testing
+import ONNX
 import Tensor
 @testable import Engine
 
@@ -67,5 +68,26 @@ import Tensor
         #expect(CompiledModel.stackableRows([["x": a], ["x": b.reshaped([3])]]) == nil)
         #expect(CompiledModel.stackableRows([["x": a], ["x": b, "y": b]]) == nil)
         #expect(CompiledModel.stackableRows([]) == nil)
+    }
+
+    /// x [N, 4] -> Relu -> y [N, 4], and when `withSummary`, also ReduceSum over the rows -> s declared [1, 4].
+    private static func reluModel(withSummary: Bool) throws -> CompiledModel {
+        var nodes = [Node(name: "r", opType: "Relu", inputs: ["x"], outputs: ["y"])]
+        var outputs = [ValueInfo(name: "y", elementType: .float32, shape: [.symbolic("N"), .fixed(4)])]
+        if withSummary {
+            nodes.append(Node(name: "s", opType: "ReduceSum", inputs: ["y"], outputs: ["s"], attributes: ["axes": .ints([0]), "keepdims": .int(1)]))
+            outputs.append(ValueInfo(name: "s", elementType: .float32, shape: [.fixed(1), .fixed(4)]))
+        }
+        let graph = Graph(name: "relu", nodes: nodes, initializers: [],
+                          inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(4)])], outputs: outputs)
+        return try CompiledModel(model: Model(opsetImports: ["": 11], graph: graph))
+    }
+
+    @Test func anOutputDeclaredWithoutABatchAxisRunsNothing() throws {
+        let x = Tensor(shape: [3, 4], scalars: (0..<12).map { Float($0) - 6 })
+        let requests = Self.requests(["x": x], sizes: [1, 2])
+        let rowwise = try #require(try Self.reluModel(withSummary: false).runRequestRows(requests, parts: 3))
+        #expect(rowwise.map { $0["y"]!.scalars(as: Float.self) } == [[0, 0, 0, 0], [0, 0, 0, 1, 2, 3, 4, 5]])
+        #expect(try Self.reluModel(withSummary: true).runRequestRows(requests, parts: 3) == nil)
     }
 }
