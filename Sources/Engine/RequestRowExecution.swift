@@ -15,7 +15,7 @@ extension CompiledModel {
     /// row depends only on the same input row.
     public func runRequestRows(_ requests: [[String: Tensor]], parts requested: Int? = nil) throws -> [[String: Tensor]]? {
         // An output declared without a dynamic first axis cannot keep one row per input row: not worth running to find out.
-        guard outputs.allSatisfy({ $0.dtype != .string && $0.shape.first.map { $0.value == nil } == true }),
+        guard self.outputs.allSatisfy({ $0.dtype != .string && $0.shape.first.map { $0.value == nil } == true }),
               let rowsPerRequest = Self.stackableRows(requests) else { return nil }
         let rows = rowsPerRequest.reduce(0, +)
         guard rows >= 2, rowParts(rows: rows, requested: requested) == rows else { return nil }
@@ -34,12 +34,12 @@ extension CompiledModel {
             parallelParts(rows) { part in slots[part] = Result { try run(partFeeds[part]) } }
         }
         rowCost.record(rows: rows, parallel: min(rows, EngineThreads.threads), nanoseconds: SystemClock.nanoseconds() &- started)
-        let outputs = try results.map { try $0!.get() }
-        guard outputs.allSatisfy({ $0.values.allSatisfy { $0.rank > 0 && $0.dtype != .string && $0.shape[0] == 1 } }) else { return nil }
+        let partOutputs = try results.map { try $0!.get() }
+        guard partOutputs.allSatisfy({ $0.values.allSatisfy { $0.rank > 0 && $0.dtype != .string && $0.shape[0] == 1 } }) else { return nil }
         var answers: [[String: Tensor]] = []
         var part = 0
         for count in rowsPerRequest {
-            let own = outputs[part..<(part + count)]
+            let own = partOutputs[part..<(part + count)]
             part += count
             if count == 1 {
                 answers.append(own.first!)
