@@ -4,7 +4,7 @@ import json
 import os
 import re
 import subprocess
-import threading
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -12,31 +12,36 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Server:
-    """`osprey serve --port 0` on a repository; the port is parsed from the `listening on` log line."""
+    """`osprey serve --port 0` on a repository; the port is parsed from the `listening on` log line.
 
-    def __init__(self, binary, repository, *extra, log_path=os.devnull):
-        self.log = open(log_path, "w")
+    The server writes its log (an access line per request) straight into `log_path` (a temporary file by default),
+    not through a pipe read here: pumping it line by line cost this process about 0.02 ms of CPU per request (0.4% of
+    a MobileNetV2 request's CPU) on the same two cores, which the engine-alone runs it is compared with do not pay."""
+
+    def __init__(self, binary, repository, *extra, log_path=None):
+        self.temporary_log = None
+        if not log_path:
+            descriptor, self.temporary_log = tempfile.mkstemp(prefix="loadgen-server-", suffix=".log")
+            os.close(descriptor)
+        self.log_path = log_path or self.temporary_log
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([binary, "serve", "--port", "0", "--model-repository", repository, *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                     stdout=self.log, stderr=subprocess.STDOUT)
         self.port = None
-        for line in self.proc.stdout:
-            self.log.write(line)
-            match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        deadline = time.time() + 300
+        while self.port is None:
+            with open(self.log_path) as f:
+                match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", f.read())
             if match:
                 self.port = int(match.group(1))
-                break
-        if self.port is None:
-            raise RuntimeError("server exited before listening")
-        threading.Thread(target=self._pump, daemon=True).start()
-        deadline = time.time() + 300
+            elif self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("server exited before listening")
+            else:
+                time.sleep(0.05)
         while self.get("/v2/health/ready")[0] != 200:
             if time.time() > deadline:
                 raise RuntimeError("server not ready after 300 s")
             time.sleep(0.1)
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.log.write(line)
 
     def request(self, method, path, body=None, headers=None):
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
@@ -87,6 +92,8 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if self.temporary_log:
+            os.unlink(self.temporary_log)
 
 
 def wrk(url, connections, seconds, body_path, content_type, header_length=None):

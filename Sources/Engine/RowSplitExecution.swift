@@ -13,16 +13,7 @@ extension CompiledModel {
     /// keep one row per input row), this is `run(feeds)`.
     public func runSplittingRows(_ feeds: [String: Tensor], parts requested: Int? = nil) throws -> [String: Tensor] {
         guard let rows = Self.commonRows(feeds) else { return try run(feeds) }
-        let threads = EngineThreads.threads
-        var parts = min(requested ?? Self.automaticParts(rows: rows, threads: threads, constantBytes: retainedConstantBytes,
-                                                         cacheBytes: Self.lastLevelCacheBytes,
-                                                         nanosecondsPerRow: rowCost.nanosecondsPerRow), rows)
-        // A light model (a few microseconds a row) loses more to waking the other threads than the split gains: as
-        // many parts as carry the least work worth a part each, none below one per thread.
-        if requested == nil {
-            parts = rowCost.affordableParts(rows: rows, wanted: parts)
-            if parts < min(threads, rows) { parts = 1 }
-        }
+        let parts = rowParts(rows: rows, requested: requested)
         let started = SystemClock.nanoseconds()
         defer { rowCost.record(rows: rows, parallel: min(parts, EngineThreads.threads), nanoseconds: SystemClock.nanoseconds() &- started) }
         guard parts >= 2 else { return try run(feeds) }
@@ -43,6 +34,22 @@ extension CompiledModel {
             merged[name] = Tensor.concatenatingRows(pieces)
         }
         return merged
+    }
+
+    /// The parts `runSplittingRows` cuts `rows` rows into: `requested` (at most one per row), else `automaticParts`
+    /// trimmed to the parts that carry enough work each (1 when fewer than one per thread remain).
+    func rowParts(rows: Int, requested: Int? = nil) -> Int {
+        let threads = EngineThreads.threads
+        var parts = min(requested ?? Self.automaticParts(rows: rows, threads: threads, constantBytes: retainedConstantBytes,
+                                                         cacheBytes: Self.lastLevelCacheBytes,
+                                                         nanosecondsPerRow: rowCost.nanosecondsPerRow), rows)
+        // A light model (a few microseconds a row) loses more to waking the other threads than the split gains: as
+        // many parts as carry the least work worth a part each, none below one per thread.
+        if requested == nil {
+            parts = rowCost.affordableParts(rows: rows, wanted: parts)
+            if parts < min(threads, rows) { parts = 1 }
+        }
+        return parts
     }
 
     /// Parts for `rows` on `threads` threads: none on one thread; else two per thread while each keeps 2 rows or more
@@ -91,7 +98,7 @@ extension CompiledModel {
     }
 
     /// The first-axis length every feed shares, if they all have one.
-    private static func commonRows(_ feeds: [String: Tensor]) -> Int? {
+    static func commonRows(_ feeds: [String: Tensor]) -> Int? {
         guard let first = feeds.values.first, first.rank > 0 else { return nil }
         let rows = first.shape[0]
         return feeds.values.allSatisfy({ $0.rank > 0 && $0.shape[0] == rows && $0.dtype != .string }) ? rows : nil

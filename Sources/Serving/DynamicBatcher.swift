@@ -28,7 +28,7 @@ final class DynamicBatcher: @unchecked Sendable {
     private enum Pass {
         /// The batch ran once, concatenated, and its outputs keep one row per input row.
         case batched(outputs: [String: Tensor])
-        /// Each request got its own result (a single request, a failure, or outputs that do not keep rows).
+        /// Each request got its own result (a single request, rows run in place, a failure, or outputs that do not keep rows).
         case separate([Result<[String: Tensor], Error>])
     }
 
@@ -232,6 +232,20 @@ final class DynamicBatcher: @unchecked Sendable {
     private func run(_ batch: [Waiter], on runtime: any ModelRuntime,
                      timing: inout (start: UInt64, concatenated: UInt64, computed: UInt64)) -> Pass {
         let totalRows = batch.reduce(0) { $0 + $1.rows }
+        if batch.count > 1 && rowsAreIndependent {
+            // Rows run where each request holds them when the runtime's schedule allows: no batch-sized stacking.
+            let inPlace = guarded { try runtime.runBatch(requests: batch.map(\.feeds)) }
+            if case .success(let answers?) = inPlace, answers.count == batch.count {
+                timing.concatenated = timing.start
+                timing.computed = SystemClock.nanoseconds()
+                return .separate(answers.map { .success($0) })
+            }
+            if case .failure(let error) = inPlace {
+                timing.concatenated = timing.start
+                timing.computed = SystemClock.nanoseconds()
+                return .separate(Array(repeating: .failure(error), count: batch.count))
+            }
+        }
         var feeds = batch[0].feeds
         if batch.count > 1 {
             // Into the engine's buffer pool: the same memory every execution, not MiBs allocated and faulted in afresh.
@@ -256,8 +270,13 @@ final class DynamicBatcher: @unchecked Sendable {
 
     private func runGuarded(_ runtime: any ModelRuntime, _ feeds: [String: Tensor],
                             rowsAreIndependent: Bool = false) -> Result<[String: Tensor], Error> {
+        guarded { try rowsAreIndependent ? runtime.runBatch(feeds) : runtime.run(feeds) }
+    }
+
+    /// `body`'s result, a runtime error becoming `executionFailed` (a `ServingError` as it is).
+    private func guarded<T>(_ body: () throws -> T) -> Result<T, Error> {
         do {
-            return .success(try rowsAreIndependent ? runtime.runBatch(feeds) : runtime.run(feeds))
+            return .success(try body())
         } catch let error as ServingError {
             return .failure(error)
         } catch {

@@ -12,6 +12,9 @@ extension CompiledModel: ModelRuntime {
     /// One row range per compute thread, each running the whole plan on its rows: one barrier per run, not per operator.
     public func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try runSplittingRows(feeds) }
 
+    /// One row per part read where each request holds it, when that is the batch's schedule: no stacking.
+    public func runBatch(requests: [[String: Tensor]]) throws -> [[String: Tensor]]? { try runRequestRows(requests) }
+
     /// The engine's own measurement of one run.
     public func peakActivationBytes(_ feeds: [String: Tensor]) throws -> Int { try measurePeakActivationBytes(feeds) }
 }

@@ -12,6 +12,10 @@ public protocol ModelRuntime: Sendable {
     /// Runs a batch whose rows are independent (what dynamic batching assumes), in whatever schedule is fastest; the
     /// results are those of `run`.
     func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor]
+    /// Runs several requests' independent rows as one batch without stacking them first, when the runtime's schedule
+    /// for that batch reads each row in place; each request's outputs in order (those `runBatch` gives on the stacked
+    /// batch), or nil when it would not run so (the caller then stacks the batch and calls `runBatch`).
+    func runBatch(requests: [[String: Tensor]]) throws -> [[String: Tensor]]?
     /// Key-value metadata stored in the model file (ONNX `metadata_props`), in file order.
     var metadata: [(key: String, value: String)] { get }
     /// Bytes the runtime keeps for as long as it is loaded: weights and packed constants.
@@ -25,6 +29,8 @@ extension ModelRuntime {
     public var metadata: [(key: String, value: String)] { [] }
     /// `run`, unless the runtime can use the rows' independence.
     public func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try run(feeds) }
+    /// Nil (stack and call `runBatch`), unless the runtime can run the rows in place.
+    public func runBatch(requests: [[String: Tensor]]) throws -> [[String: Tensor]]? { nil }
     /// Unknown (0) unless the runtime can tell.
     public var constantBytes: Int { 0 }
     /// Runs the model; 0 unless the runtime can measure its activations.
