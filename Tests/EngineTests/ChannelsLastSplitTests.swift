@@ -58,4 +58,33 @@ import TestSupport
             }
         }
     }
+
+    /// The squeeze-scaled product (one region over images and split tasks): the same bits at 1 and 2 threads, and the
+    /// product of the scaled input.
+    @Test func scaledProductIsIdenticalAtOneAndTwoThreads() {
+        var rng = SeededGenerator(seed: 33)
+        defer { EngineThreads.configure(threads: 2) }
+        for (batch, pixels, c, m) in [(1, 49, 960, 160), (3, 49, 240, 40), (2, 196, 120, 48), (1, 1, 64, 16), (8, 49, 576, 96)] {
+            let x = rng.floats(batch * pixels * c), w = rng.floats(c * m), bias = rng.floats(m)
+            let residual = rng.floats(batch * pixels * m), scale = rng.floats(batch * c)
+            let packed = PackedMatrixB(w, depth: c, columns: m)
+            var outputs: [[Float]] = []
+            for threads in [1, 2] {
+                EngineThreads.configure(threads: threads)
+                var out = [Float](repeating: .nan, count: batch * pixels * m)
+                scale.withUnsafeBufferPointer { sp in
+                    channelsLastPointwise(x, batch: batch, pixels: pixels, packed, bias: bias, residual: residual, scale: sp.baseAddress,
+                                          activation: .hardSwish, output: &out)
+                }
+                outputs.append(out)
+            }
+            #expect(outputs[0] == outputs[1], "\(batch)x\(pixels) \(c)->\(m)")
+            var a = x
+            for n in 0..<batch { for p in 0..<pixels { for k in 0..<c { a[(n * pixels + p) * c + k] *= scale[n * c + k] } } }
+            var reference = [Float](repeating: 0, count: batch * pixels * m)
+            packedMatmulReference(a, lda: c, rows: batch * pixels, b: w, depth: c, columns: m, bias: bias, residual: residual,
+                                  activation: .hardSwish, out: &reference)
+            expectClose(outputs[1], reference, "\(batch)x\(pixels) \(c)->\(m)")
+        }
+    }
 }

@@ -88,6 +88,11 @@ func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: In
         pointwiseProduct(input, rows: batch * pixels, w, bias: bias, residual: residual, activation: activation, output: output)
         return
     }
+    if hasChannelsLastProduct {
+        scaledPointwiseProduct(input, batch: batch, pixels: pixels, w, bias: bias, residual: residual, scale: scale, activation: activation,
+                               output: output)
+        return
+    }
     let scaled = allocateFloats(pixels * c)
     defer { scaled.deallocate() }
     for n in 0..<batch {
@@ -100,6 +105,39 @@ func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: In
         }
         pointwiseProduct(scaled, rows: pixels, w, bias: bias, residual: residual.map { $0 + n * pixels * m }, activation: activation,
                          output: output + n * pixels * m)
+    }
+}
+
+/// `channelsLastPointwise` with a channel scale, on the C kernel, in one parallel region: each task (an image, or a
+/// `PointwiseSplit` task of one image when the images are fewer than the threads) scales its own rows into a scratch
+/// and multiplies them. It was a scaling pass and then a product per image (two hand-offs per image, the images one
+/// after the other), each computing the same values as here.
+private func scaledPointwiseProduct(_ input: UnsafePointer<Float>, batch: Int, pixels: Int, _ w: PackedMatrixB, bias: UnsafePointer<Float>?,
+                                    residual: UnsafePointer<Float>?, scale: UnsafePointer<Float>, activation: Activation,
+                                    output: UnsafeMutablePointer<Float>) {
+    let c = w.depth, m = w.columns
+    let epilogue = DepthwisePlaneEpilogue(activation)
+    let split = PointwiseSplit(rows: pixels, columns: m, depth: c, threads: max(1, EngineThreads.threads / max(1, batch)))
+    parallelFor(batch * split.tasks) { index in
+        let n = index / split.tasks
+        let (bands, strips) = split.task(index % split.tasks)
+        let first = bands.lowerBound * 6, end = min(pixels, bands.upperBound * 6)
+        guard first < end else { return }
+        let rows = end - first
+        let scratch = allocateFloats(rows * c)
+        defer { scratch.deallocate() }
+        let source = input + (n * pixels + first) * c, factors = scale + n * c
+        for p in 0..<rows {
+            let s = source + p * c, d = scratch + p * c
+            for k in 0..<c { d[k] = s[k] * factors[k] }
+        }
+        let at = (n * pixels + first) * m
+        osprey_nhwc_pointwise_f32_strips(0, rows, strips.lowerBound, strips.upperBound, c, scratch, c, w.pointer, m, bias, residual.map { $0 + at },
+                                         output + at, epilogue.code, epilogue.low, epilogue.high)
+        if !epilogue.complete {
+            let low = strips.lowerBound * 16, high = min(m, strips.upperBound * 16)
+            for r in 0..<rows where low < high { activation.apply(output + at + r * m + low, count: high - low) }
+        }
     }
 }
 
