@@ -62,14 +62,16 @@ BAND_KERNEL(5)
 BAND_KERNEL(6)
 
 OSPREY_AVX512
-void osprey_nhwc_pointwise_f32(long first_row, long end_row, long depth, const float *a, long lda, const float *packed, long columns,
-                               const float *bias, const float *residual, float *out, int epilogue, float lo_value, float hi_value) {
+void osprey_nhwc_pointwise_f32_strips(long first_row, long end_row, long first_strip, long end_strip, long depth, const float *a,
+                                      long lda, const float *packed, long columns, const float *bias, const float *residual,
+                                      float *out, int epilogue, float lo_value, float hi_value) {
     const __m512 lo = _mm512_set1_ps(lo_value), hi = _mm512_set1_ps(hi_value);
-    const long strips = (columns + 15) / 16;
+    const long all_strips = (columns + 15) / 16;
+    const long strips = end_strip < all_strips ? end_strip : all_strips;
     // Column blocks of about 192 KB of packed B stay in L2 while every band of the rows passes over them.
     long per_block = 196608 / (depth * 16 * 4 > 0 ? depth * 16 * 4 : 1);
     if (per_block < 2) per_block = 2;
-    for (long first = 0; first < strips; first += per_block) {
+    for (long first = first_strip; first < strips; first += per_block) {
         const long last = first + per_block < strips ? first + per_block : strips;
         long r = first_row;
         for (; r < end_row; r += 6) {
@@ -89,9 +91,22 @@ void osprey_nhwc_pointwise_f32(long first_row, long end_row, long depth, const f
     }
 }
 
+void osprey_nhwc_pointwise_f32(long first_row, long end_row, long depth, const float *a, long lda, const float *packed, long columns,
+                               const float *bias, const float *residual, float *out, int epilogue, float lo, float hi) {
+    osprey_nhwc_pointwise_f32_strips(first_row, end_row, 0, (columns + 15) / 16, depth, a, lda, packed, columns, bias, residual, out,
+                                     epilogue, lo, hi);
+}
+
 #else
 
 int osprey_nhwc_pointwise_fast(void) { return 0; }
+
+void osprey_nhwc_pointwise_f32_strips(long first_row, long end_row, long first_strip, long end_strip, long depth, const float *a,
+                                      long lda, const float *packed, long columns, const float *bias, const float *residual,
+                                      float *out, int epilogue, float lo, float hi) {
+    (void)first_row; (void)end_row; (void)first_strip; (void)end_strip; (void)depth; (void)a; (void)lda; (void)packed; (void)columns;
+    (void)bias; (void)residual; (void)out; (void)epilogue; (void)lo; (void)hi;
+}
 
 void osprey_nhwc_pointwise_f32(long first_row, long end_row, long depth, const float *a, long lda, const float *packed, long columns,
                                const float *bias, const float *residual, float *out, int epilogue, float lo, float hi) {

@@ -43,6 +43,8 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 #include "packed_sgemm.h"
 /// Softmax rows and the erf GELU in AVX2 + FMA (float_rows.c).
 #include "float_rows.h"
+/// The calling thread's processor, for the compute pool's waits (current_cpu.c).
+#include "current_cpu.h"
 
 /// The dense convolution's and Winograd's product tiles in AVX-512F, chosen at run time (conv_sgemm_avx512.c).
 #include "conv_sgemm_avx512.h"

@@ -13,4 +13,11 @@ int osprey_nhwc_pointwise_fast(void);
 void osprey_nhwc_pointwise_f32(long first_row, long end_row, long depth, const float *a, long lda, const float *packed, long columns,
                                const float *bias, const float *residual, float *out, int epilogue, float lo, float hi);
 
+/// `osprey_nhwc_pointwise_f32` on the columns of strips first_strip <= s < end_strip only (strip s is columns 16s..16s+15,
+/// cut at `columns`): a thread's share when the rows alone are too few to split. Each output element is computed
+/// exactly as the whole product computes it. Only call when `osprey_nhwc_pointwise_fast()` is 1.
+void osprey_nhwc_pointwise_f32_strips(long first_row, long end_row, long first_strip, long end_strip, long depth, const float *a,
+                                      long lda, const float *packed, long columns, const float *bias, const float *residual,
+                                      float *out, int epilogue, float lo, float hi);
+
 #endif

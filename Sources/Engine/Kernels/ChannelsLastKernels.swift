@@ -88,6 +88,11 @@ func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: In
         pointwiseProduct(input, rows: batch * pixels, w, bias: bias, residual: residual, activation: activation, output: output)
         return
     }
+    if hasChannelsLastProduct {
+        scaledPointwiseProduct(input, batch: batch, pixels: pixels, w, bias: bias, residual: residual, scale: scale, activation: activation,
+                               output: output)
+        return
+    }
     let scaled = allocateFloats(pixels * c)
     defer { scaled.deallocate() }
     for n in 0..<batch {
@@ -103,11 +108,44 @@ func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: In
     }
 }
 
+/// `channelsLastPointwise` with a channel scale, on the C kernel, in one parallel region: each task (an image, or a
+/// `PointwiseSplit` task of one image when the images are fewer than the threads) scales its own rows into a scratch
+/// and multiplies them. It was a scaling pass and then a product per image (two hand-offs per image, the images one
+/// after the other), each computing the same values as here.
+private func scaledPointwiseProduct(_ input: UnsafePointer<Float>, batch: Int, pixels: Int, _ w: PackedMatrixB, bias: UnsafePointer<Float>?,
+                                    residual: UnsafePointer<Float>?, scale: UnsafePointer<Float>, activation: Activation,
+                                    output: UnsafeMutablePointer<Float>) {
+    let c = w.depth, m = w.columns
+    let epilogue = DepthwisePlaneEpilogue(activation)
+    let split = PointwiseSplit(rows: pixels, columns: m, depth: c, threads: max(1, EngineThreads.threads / max(1, batch)))
+    parallelFor(batch * split.tasks) { index in
+        let n = index / split.tasks
+        let (bands, strips) = split.task(index % split.tasks)
+        let first = bands.lowerBound * 6, end = min(pixels, bands.upperBound * 6)
+        guard first < end else { return }
+        let rows = end - first
+        let scratch = allocateFloats(rows * c)
+        defer { scratch.deallocate() }
+        let source = input + (n * pixels + first) * c, factors = scale + n * c
+        for p in 0..<rows {
+            let s = source + p * c, d = scratch + p * c
+            for k in 0..<c { d[k] = s[k] * factors[k] }
+        }
+        let at = (n * pixels + first) * m
+        osprey_nhwc_pointwise_f32_strips(0, rows, strips.lowerBound, strips.upperBound, c, scratch, c, w.pointer, m, bias, residual.map { $0 + at },
+                                         output + at, epilogue.code, epilogue.low, epilogue.high)
+        if !epilogue.complete {
+            let low = strips.lowerBound * 16, high = min(m, strips.upperBound * 16)
+            for r in 0..<rows where low < high { activation.apply(output + at + r * m + low, count: high - low) }
+        }
+    }
+}
+
 /// Whether the C shim's AVX-512 channels-last product runs on this CPU (read per call: tests switch AVX-512 off).
 var hasChannelsLastProduct: Bool { osprey_nhwc_pointwise_fast() == 1 }
 
 /// activation(A [rows x depth] * B + bias + residual): the C kernel with its epilogue in registers where it runs
-/// (bands of six rows split across the compute pool), else `packedMatmul`.
+/// (tasks of `PointwiseSplit` spread over the compute pool), else `packedMatmul`.
 func pointwiseProduct(_ a: UnsafePointer<Float>, rows: Int, _ w: PackedMatrixB, bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
                       activation: Activation, output: UnsafeMutablePointer<Float>) {
     guard hasChannelsLastProduct else {
@@ -115,14 +153,64 @@ func pointwiseProduct(_ a: UnsafePointer<Float>, rows: Int, _ w: PackedMatrixB, 
         return
     }
     let epilogue = DepthwisePlaneEpilogue(activation)
-    let bands = (rows + 5) / 6, columns = w.columns
-    // Below about a million multiply-adds a second thread's wake-up costs more than it saves.
-    let chunk = rows * columns * w.depth < 1 << 20 ? bands : max(1, 6144 / max(1, columns * 6))
-    parallelRanges(bands, minimumChunk: chunk) { range in
-        let first = range.lowerBound * 6, end = min(rows, range.upperBound * 6)
-        osprey_nhwc_pointwise_f32(first, end, w.depth, a, w.depth, w.pointer, columns, bias, residual, output, epilogue.code, epilogue.low,
-                                  epilogue.high)
-        if !epilogue.complete { activation.apply(output + first * columns, count: (end - first) * columns) }
+    let columns = w.columns
+    let split = PointwiseSplit(rows: rows, columns: columns, depth: w.depth, threads: EngineThreads.threads)
+    parallelFor(split.tasks) { task in
+        let (band, strips) = split.task(task)
+        let first = band.lowerBound * 6, end = min(rows, band.upperBound * 6)
+        osprey_nhwc_pointwise_f32_strips(first, end, strips.lowerBound, strips.upperBound, w.depth, a, w.depth, w.pointer, columns, bias,
+                                         residual, output, epilogue.code, epilogue.low, epilogue.high)
+        if !epilogue.complete {
+            let low = strips.lowerBound * 16, high = min(columns, strips.upperBound * 16)
+            guard low < high else { return }
+            if low == 0 && high == columns {
+                activation.apply(output + first * columns, count: (end - first) * columns)
+            } else {
+                for r in first..<end { activation.apply(output + r * columns + low, count: high - low) }
+            }
+        }
+    }
+}
+
+/// How `pointwiseProduct` cuts its output into tasks: ranges of six-row bands times ranges of 16-column strips.
+///
+/// About eight tasks per thread (claimed in turn, so uneven progress evens out), each of at least `minimumTaskWork`:
+/// rows first, and when the rows are few (a 7x7 image has 9 bands, a squeezed vector 1) the strips are cut too, in
+/// pairs (the kernel's 32-column blocks). A 49-pixel layer was one task on one thread, a 196-pixel one three tasks.
+struct PointwiseSplit: Sendable {
+    /// Six-row bands and 16-column strips of the product.
+    let bands: Int, strips: Int
+    /// Row chunks and column parts; tasks are their product, row chunk major.
+    let rowChunks: Int, columnParts: Int
+
+    /// Below this many multiply-adds a second thread's wake-up costs more than it saves.
+    static let minimumParallelWork = 1 << 20
+    /// Multiply-adds a task should have at least (a few microseconds), so claiming it costs little in comparison.
+    static let minimumTaskWork = 1 << 16
+
+    /// The split of a rows x columns product over `depth` for `threads` compute threads.
+    init(rows: Int, columns: Int, depth: Int, threads: Int) {
+        bands = (rows + 5) / 6
+        strips = (columns + 15) / 16
+        let work = rows * columns * depth
+        guard threads > 1, bands > 0, strips > 0, work >= Self.minimumParallelWork else {
+            rowChunks = 1; columnParts = 1; return
+        }
+        let target = max(threads, min(threads * 8, work / Self.minimumTaskWork))
+        rowChunks = min(bands, target)
+        columnParts = min((strips + 1) / 2, (target + rowChunks - 1) / rowChunks)
+    }
+
+    /// Tasks to run (at least one, even for an empty product).
+    var tasks: Int { rowChunks * columnParts }
+
+    /// Task `index`'s bands and strips: even shares, column parts on strip pairs.
+    func task(_ index: Int) -> (bands: Range<Int>, strips: Range<Int>) {
+        let r = index / columnParts, c = index % columnParts
+        let firstBand = bands * r / rowChunks, endBand = bands * (r + 1) / rowChunks
+        let pairs = (strips + 1) / 2
+        let firstStrip = min(strips, 2 * (pairs * c / columnParts)), endStrip = min(strips, 2 * (pairs * (c + 1) / columnParts))
+        return (firstBand..<endBand, firstStrip..<endStrip)
     }
 }
 

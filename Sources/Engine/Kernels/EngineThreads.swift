@@ -1,3 +1,4 @@
+import CKernelShim
 import COpenBLAS
 import Foundation
 import Infrastructure
@@ -90,6 +91,10 @@ final class ComputePool: @unchecked Sendable {
     private let sleepers = Atomic<Int>(0)
     private let submitterSleeping = Atomic<Bool>(false)
     private let threadCount = Atomic<Int>(1)
+    /// The core the submitter published the current job from, and the cores (bit `cpu % 64`) of workers that entered
+    /// it: a waiter that shares its core with the thread it waits for yields instead of polling.
+    private let submitterCPU = Atomic<Int>(-1)
+    private let workerCPUs = Atomic<Int>(0)
     private var generation = 0
 
     private static let closedBit = 1 << 15
@@ -142,6 +147,8 @@ final class ComputePool: @unchecked Sendable {
             // Generations wrap within 40 bits so that `generation << 16` stays inside an Int.
             generation = (generation &+ 1) & ((1 << 40) - 1)
             entry.store(generation << 16, ordering: .relaxed)
+            submitterCPU.store(Int(osprey_current_cpu()), ordering: .relaxed)
+            workerCPUs.store(0, ordering: .relaxed)
             // Sequentially consistent, paired with the workers' increment of `sleepers` before they recheck it.
             announced.store(generation << 16 | workers, ordering: .sequentiallyConsistent)
             if sleepers.load(ordering: .sequentiallyConsistent) > 0 {
@@ -152,11 +159,11 @@ final class ComputePool: @unchecked Sendable {
             drain(escaping, count: count)
             // Every index is claimed: close the job so that workers not yet inside skip it, then wait for those inside.
             var state = entry.bitwiseOr(Self.closedBit, ordering: .acquiringAndReleasing).newValue
-            var spins = 0
+            var spin = SpinWait()
+            let myCPU = Self.cpuBit(osprey_current_cpu())
             while state & Self.countMask != 0 {
-                if spins < Self.spinLimit {
-                    spins += 1
-                } else {
+                // A worker inside on this very core cannot finish while this thread polls: hand the core over.
+                if !spin.keepSpinning(yield: workerCPUs.load(ordering: .relaxed) & myCPU != 0) {
                     sleepMutex.lock()
                     submitterSleeping.store(true, ordering: .sequentiallyConsistent)
                     while entry.load(ordering: .sequentiallyConsistent) & Self.countMask != 0 { workFinished.wait(sleepMutex) }
@@ -184,9 +191,10 @@ final class ComputePool: @unchecked Sendable {
         var seen = 0
         while true {
             var word = announced.load(ordering: .acquiring)
-            var spins = 0
-            while word >> 16 == seen && spins < Self.spinLimit {
-                spins += 1
+            var spin = SpinWait()
+            // Polling on the submitter's core keeps the submitter off it: yield there (the scheduler often wakes a
+            // worker on its waker's core).
+            while word >> 16 == seen && spin.keepSpinning(yield: submitterCPU.load(ordering: .relaxed) == Int(osprey_current_cpu())) {
                 word = announced.load(ordering: .acquiring)
             }
             if word >> 16 == seen {
@@ -199,6 +207,7 @@ final class ComputePool: @unchecked Sendable {
             }
             seen = word >> 16
             guard id < word & 0xFFFF, enter(generation: seen) else { continue }
+            workerCPUs.bitwiseOr(Self.cpuBit(osprey_current_cpu()), ordering: .relaxed)
             takeShare()
             let left = entry.wrappingSubtract(1, ordering: .sequentiallyConsistent).newValue
             if left & Self.countMask == 0 && submitterSleeping.load(ordering: .sequentiallyConsistent) {
@@ -220,9 +229,8 @@ final class ComputePool: @unchecked Sendable {
         return false
     }
 
-    /// Polls of an atomic before a thread sleeps on a condition (tens of microseconds): layers follow each other
-    /// within microseconds, and a short budget loses little on a contended box.
-    private static let spinLimit = 100_000
+    /// The bit of core `cpu` in `workerCPUs` (0 when unknown).
+    private static func cpuBit(_ cpu: Int32) -> Int { cpu < 0 ? 0 : 1 << (Int(cpu) & 63) }
 
     /// Runs indices of the current job. A function of its own so the worker's reference to the job is released
     /// before it leaves (the submitter checks the closure did not escape).
@@ -230,5 +238,29 @@ final class ComputePool: @unchecked Sendable {
     private func takeShare() {
         guard let body = job else { return }
         drain(body, count: jobCount)
+    }
+}
+
+/// A bounded busy-wait for the pool's hand-offs, timed rather than counted: layers follow each other within
+/// microseconds, and a worker that slept between them (its count of polls ran out within tens of microseconds) cost
+/// a futex wake-up of tens of microseconds on most steps of a small model.
+struct SpinWait {
+    private var polls = 0
+    private var start: UInt64 = 0
+
+    /// Waiting this long in all before sleeping on a condition.
+    static let budgetNanoseconds: UInt64 = 100_000
+
+    /// Call before each poll; false once the budget is spent. Every 64 polls it reads the clock and, when `yield`
+    /// (the thread waited for shares this core), gives the core up; it never yields to other processes otherwise,
+    /// which would keep the waiter off its core for a whole time slice.
+    mutating func keepSpinning(yield: @autoclosure () -> Bool = false) -> Bool {
+        polls += 1
+        if polls & 63 != 0 { return true }
+        let now = SystemClock.nanoseconds()
+        if start == 0 { start = now; return true }
+        if now &- start > Self.budgetNanoseconds { return false }
+        if yield() { sched_yield() }
+        return true
     }
 }
