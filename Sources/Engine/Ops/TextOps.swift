@@ -15,6 +15,38 @@ private struct NGramPool {
 }
 
 let textOperators: OperatorTable = [
+    // StringSplit (opset 20): Python's str.split per element (runs of whitespace when the delimiter is empty, at most
+    // maxsplit splits), padded with empty strings to the longest; Z counts each element's parts.
+    "StringSplit": { ctx in
+        let delimiter = Array(try ctx.string("delimiter", "").utf8)
+        let maxSplit = ctx.has("maxsplit") ? try ctx.int("maxsplit", 0) : nil
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx)
+            guard x.dtype == .string else { throw ctx.error(.unsupportedDType, "input must be strings, got \(x.dtype)") }
+            let parts = x.strings.map { splitString($0, delimiter: delimiter, maxSplit: maxSplit) }
+            let width = parts.map(\.count).max() ?? 0
+            let padded = parts.flatMap { $0 + Array(repeating: [UInt8](), count: width - $0.count) }
+            return [Tensor(shape: x.shape + [width], strings: padded), Tensor(shape: x.shape, scalars: parts.map { Int64($0.count) })]
+        }
+    },
+    // RegexFullMatch (opset 20): whether each whole string matches the pattern (ICU syntax, which covers RE2's usual
+    // constructs).
+    "RegexFullMatch": { ctx in
+        let pattern = try ctx.string("pattern", "")
+        let regex: NSRegularExpression
+        // \A(?:...)\z: the whole string, not a prefix, and not up to a final newline as $ would allow.
+        do { regex = try NSRegularExpression(pattern: "\\A(?:" + pattern + ")\\z") } catch {
+            throw ctx.error(.invalidModel, "pattern '\(pattern)' is not a valid regular expression")
+        }
+        return PreparedKernel { inputs in
+            let x = try inputs.required(0, ctx)
+            guard x.dtype == .string else { throw ctx.error(.unsupportedDType, "input must be strings, got \(x.dtype)") }
+            return [Tensor(shape: x.shape, scalars: x.strings.map { bytes -> Bool in
+                let text = String(decoding: bytes, as: UTF8.self)
+                return regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+            })]
+        }
+    },
     // StringConcat (opset 20): element-wise concatenation with NumPy broadcasting.
     "StringConcat": { ctx in PreparedKernel { inputs in
         let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
@@ -142,3 +174,42 @@ let textOperators: OperatorTable = [
         }
     },
 ]
+
+/// Python's `str.split(delimiter or None, maxsplit)` on UTF-8 bytes: with no delimiter, runs of ASCII whitespace
+/// separate parts and leading or trailing whitespace gives none; with one, every occurrence separates (empty parts
+/// kept). At most `maxSplit` splits when given (the rest stays in the last part).
+func splitString(_ s: [UInt8], delimiter: [UInt8], maxSplit: Int?) -> [[UInt8]] {
+    var parts: [[UInt8]] = []
+    let limit = maxSplit.map { $0 < 0 ? Int.max : $0 } ?? Int.max
+    if delimiter.isEmpty {
+        let space: (UInt8) -> Bool = { $0 == 0x20 || ($0 >= 0x09 && $0 <= 0x0D) || $0 == 0x1C || $0 == 0x1D || $0 == 0x1E || $0 == 0x1F }
+        var i = 0
+        while i < s.count {
+            while i < s.count && space(s[i]) { i += 1 }
+            guard i < s.count else { break }
+            if parts.count == limit {
+                var end = s.count
+                while end > i && space(s[end - 1]) { end -= 1 }
+                parts.append(Array(s[i..<end]))
+                break
+            }
+            var j = i
+            while j < s.count && !space(s[j]) { j += 1 }
+            parts.append(Array(s[i..<j]))
+            i = j
+        }
+        return parts
+    }
+    var start = 0, i = 0
+    while i + delimiter.count <= s.count && parts.count < limit {
+        if Array(s[i..<(i + delimiter.count)]) == delimiter {
+            parts.append(Array(s[start..<i]))
+            i += delimiter.count
+            start = i
+        } else {
+            i += 1
+        }
+    }
+    parts.append(Array(s[start...]))
+    return parts
+}
