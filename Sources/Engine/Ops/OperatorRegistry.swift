@@ -3,7 +3,7 @@ import ONNX
 /// Every operator the engine implements in the default domain (`ai.onnx`), by op type.
 let operatorTable: OperatorTable = {
     var table: OperatorTable = [:]
-    for part in [elementwiseOperators, castOperators, shapeOperators, reduceOperators, convOperators, denseOperators, resizeOperators, indexingOperators, einsumOperators, quantizationOperators, detectionOperators, recurrentOperators, samplingOperators, uniqueOperators, lossOperators, controlFlowOperators, miscOperators, sequenceOperators, spectralOperators, roiAlignOperators, randomOperators, textOperators, normalizationOperators, bitwiseOperators, centerCropPadOperators, lpPoolOperators, rotaryEmbeddingOperators, attentionOperators, col2ImAffineGridOperators] {
+    for part in [elementwiseOperators, castOperators, shapeOperators, reduceOperators, convOperators, denseOperators, resizeOperators, indexingOperators, einsumOperators, quantizationOperators, detectionOperators, recurrentOperators, samplingOperators, uniqueOperators, lossOperators, controlFlowOperators, miscOperators, sequenceOperators, spectralOperators, roiAlignOperators, randomOperators, textOperators, normalizationOperators, bitwiseOperators, centerCropPadOperators, lpPoolOperators, rotaryEmbeddingOperators, attentionOperators, col2ImAffineGridOperators, deformConvOperators] {
         table.merge(part) { first, _ in first }
     }
     // Scatter (opset 9-10) is ScatterElements without reductions.
