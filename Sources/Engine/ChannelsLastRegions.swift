@@ -47,6 +47,7 @@ extension GraphOptimizer {
         guard !roles.isEmpty else { return }
         rewriteRegions(roles)
         fuseChannelsLastSeparableConvs()
+        fuseChannelsLastInvertedResiduals()
     }
 
     /// The channels-last role of every node in a region worth forming.
