@@ -152,6 +152,36 @@ private typealias T = TestSupport
         }
     }
 
+    /// The stem's patch product (NCHW in, NHWC out) against a direct convolution loop, on both bodies.
+    @Test func patchConvMatchesDirectConvolutionOnEveryBody() {
+        var rng = SeededGenerator(seed: 14)
+        forEachFloatKernelBody { body in
+            for (c, m, h, w, k, s, pad, batch) in [(3, 32, 17, 15, 3, 2, 1, 2), (3, 16, 9, 11, 3, 1, 1, 1), (1, 7, 8, 9, 5, 2, 2, 2), (4, 40, 40, 37, 3, 2, 0, 1)] {
+                let g = ChannelsLastDepthwiseGeometry(batch: batch, inHeight: h, inWidth: w, channels: c, kernelHeight: k, kernelWidth: k,
+                                                      strideHeight: s, strideWidth: s, padTop: pad, padLeft: pad,
+                                                      outHeight: (h + 2 * pad - k) / s + 1, outWidth: (w + 2 * pad - k) / s + 1)
+                let input = rng.floats(batch * c * h * w), weights = rng.floats(m * c * k * k), bias = rng.floats(m)
+                let siluActivation = Activation.silu
+                var expected = [Float](repeating: 0, count: batch * g.outHeight * g.outWidth * m)
+                for n in 0..<batch { for y in 0..<g.outHeight { for x in 0..<g.outWidth { for o in 0..<m {
+                    var sum = bias[o]
+                    for ci in 0..<c { for i in 0..<k { for j in 0..<k {
+                        let iy = y * s - pad + i, ix = x * s - pad + j
+                        guard iy >= 0 && iy < h && ix >= 0 && ix < w else { continue }
+                        sum += input[((n * c + ci) * h + iy) * w + ix] * weights[((o * c + ci) * k + i) * k + j]
+                    } } }
+                    expected[((n * g.outHeight + y) * g.outWidth + x) * m + o] = siluActivation(sum)
+                } } } }
+                var packedSource = [Float](repeating: 0, count: c * k * k * m)
+                for o in 0..<m { for d in 0..<(c * k * k) { packedSource[d * m + o] = weights[o * c * k * k + d] } }
+                var fast = [Float](repeating: .nan, count: expected.count)
+                channelsLastPatchConv(g, input: input, PackedMatrixB(packedSource, depth: c * k * k, columns: m), bias: bias, activation: .silu,
+                                      output: &fast)
+                expectClose(fast, expected, "\(body) c \(c) m \(m) \(h)x\(w) k \(k) s \(s) batch \(batch)")
+            }
+        }
+    }
+
     @Test func layoutConversionsRoundTrip() {
         var rng = SeededGenerator(seed: 7)
         for (n, c, h, w) in [(2, 3, 5, 7), (1, 17, 9, 9), (2, 1, 4, 4), (3, 40, 1, 1)] {
@@ -222,7 +252,7 @@ private typealias T = TestSupport
         }
         let kinds = Set(try region.profile(["x": Tensor(shape: [1, 3, 10, 9], scalars: rng.floats(270))]).map(\.opType))
         #expect(kinds.isSuperset(of: [channelsLastSeparableOp + "+Add", channelsLastInvertedResidualOp + "+hardSwish", channelsLastPointwiseOp + "+Mul",
-                                      channelsLastMeanOp, toChannelsLastOp, toChannelsFirstOp,
+                                      channelsLastMeanOp, channelsLastPatchConvOp + "+relu", toChannelsFirstOp,
                                       channelsLastPointwiseOp + "+relu"]), "\(kinds)")
         #expect(!kinds.contains("Conv+Mul"), "\(kinds)")
     }

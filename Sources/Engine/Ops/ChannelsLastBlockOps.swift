@@ -10,8 +10,42 @@ let channelsLastInvertedResidualOp = "ChannelsLastInvertedResidual"
 /// Input index of the expand weights in a fused inverted-residual node (its bias follows).
 let invertedResidualExpandInput = 6
 
-/// Operators of fused channels-last blocks, in the fused domain.
+/// A small dense Conv (a stem: one group, dilation 1) reading NCHW input and writing NHWC output at a region's entry
+/// (inputs and attributes as Conv's).
+let channelsLastPatchConvOp = "ChannelsLastPatchConv"
+
+/// Operators of fused channels-last blocks and region-entry convs, in the fused domain.
 let channelsLastBlockOperators: OperatorTable = [
+    channelsLastPatchConvOp: { ctx in
+        let attrs = try WindowAttributes(ctx)
+        guard let w = ctx.constants[1], w.dtype == .float32, w.rank == 4 else { throw ctx.error(.invalidModel, "weights must be constant float32 M x C x kH x kW") }
+        guard try ctx.int("group", 1) == 1 else { throw ctx.error(.invalidModel, "group must be 1") }
+        let (m, c, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3])
+        let bias = try constantBias(ctx, count: m)
+        let packed = packedPointwiseWeights(w.reshaped([m, c * kh * kw, 1, 1]))
+        let activation = ctx.activation
+        return PreparedKernel(kernel: { inputs in
+            let x = try inputs.required(0, ctx)
+            guard x.dtype == .float32, x.rank == 4, x.shape[1] == c else {
+                throw ctx.error(.executionFailed, "input \(x.dtype) \(x.shape) is not float32 N x \(c) x H x W")
+            }
+            let (n, h, wd) = (x.shape[0], x.shape[2], x.shape[3])
+            let r = try attrs.resolve(spatial: 2, inputSpatial: [h, wd], kernel: [kh, kw], ctx)
+            guard r.dilations == [1, 1] else { throw ctx.error(.unsupportedAttribute, "dilations \(r.dilations) (only 1)") }
+            guard h + r.padBegin[0] + r.padEnd[0] >= kh, wd + r.padBegin[1] + r.padEnd[1] >= kw else {
+                throw ctx.error(.executionFailed, "input \(x.shape) is too small for kernel \([kh, kw])")
+            }
+            let g = ChannelsLastDepthwiseGeometry(batch: n, inHeight: h, inWidth: wd, channels: c, kernelHeight: kh, kernelWidth: kw,
+                                                  strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0],
+                                                  padLeft: r.padBegin[1], outHeight: (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1,
+                                                  outWidth: (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1)
+            return [Tensor.makeFloat(shape: [n, g.outHeight, g.outWidth, m]) { o in
+                x.floatPointer { xp in
+                    withOptionalArray(bias) { bp in channelsLastPatchConv(g, input: xp, packed, bias: bp, activation: activation, output: o) }
+                }
+            }]
+        }, consumedInputs: ctx.hasInput(2) ? [1, 2] : [1])
+    },
     channelsLastInvertedResidualOp: { ctx in
         let attrs = try WindowAttributes(ctx)
         let ex = invertedResidualExpandInput
