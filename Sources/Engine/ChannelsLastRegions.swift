@@ -12,6 +12,8 @@ private enum RegionRole {
     case elementwise([Int])
     /// GlobalAveragePool reading a region value; its [N, C, 1, 1] output is the same bytes in either layout, so it leaves as NCHW.
     case mean
+    /// A small dense Conv (a stem) reading an NCHW value and writing the region's first NHWC value: no conversion.
+    case entry
 
     /// Input indices that carry region (NHWC) values.
     func regionInputs(_ planned: PlannedNode) -> [Int] {
@@ -19,6 +21,7 @@ private enum RegionRole {
         case .pointwise, .depthwise: return planned.residual ? [0, fusedResidualInput] : [0]
         case .elementwise(let indices): return indices
         case .mean: return [0]
+        case .entry: return []
         }
     }
 }
@@ -47,6 +50,7 @@ extension GraphOptimizer {
         guard !roles.isEmpty else { return }
         rewriteRegions(roles)
         fuseChannelsLastSeparableConvs()
+        fuseChannelsLastInvertedResiduals()
     }
 
     /// The channels-last role of every node in a region worth forming.
@@ -64,6 +68,10 @@ extension GraphOptimizer {
                 guard let p = producer[name], let r = roles[p] else { return false }
                 if case .mean = r { return false }
                 return true
+            }
+            if let first = nodes[i].node.inputs.first, !fromRegion(first), isEntryConv(nodes[i]) {
+                roles[i] = .entry
+                continue
             }
             guard isDefaultDomain(node.domain) || (node.domain == fusedDomain && node.opType == fusedActivationOp), node.outputs.count == 1,
                   let first = node.inputs.first, fromRegion(first) else { continue }
@@ -102,6 +110,19 @@ extension GraphOptimizer {
             return .depthwise
         }
         return nil
+    }
+
+    /// Whether the node is a dense Conv with few input channels (a stem: 3 -> 32 channels, 3x3, stride 2) that the
+    /// patch product runs from NCHW input straight to NHWC output, sparing the region entry's conversion.
+    private func isEntryConv(_ planned: PlannedNode) -> Bool {
+        let n = planned.node
+        guard n.opType == "Conv", isDefaultDomain(n.domain), n.outputs.count == 1, (2...3).contains(n.inputs.count), !planned.residual,
+              let w = constants[n.inputs[1]], w.dtype == .float32, w.rank == 4, w.shape[1] <= 4, w.shape[2] * w.shape[3] > 1,
+              !n.inputs[0].isEmpty, constants[n.inputs[0]] == nil else { return false }
+        if n.inputs.count > 2, !n.inputs[2].isEmpty, constants[n.inputs[2]] == nil { return false }
+        if case .int(let g)? = n.attributes["group"], g != 1 { return false }
+        if case .ints(let d)? = n.attributes["dilations"], !d.allSatisfy({ $0 == 1 }) { return false }
+        return true
     }
 
     /// A folded squeeze-and-excitation Mul keeps the activations as the conv's input 0 and the scale as input 4;
@@ -195,6 +216,7 @@ extension GraphOptimizer {
             switch role {
             case .pointwise: node.opType = channelsLastPointwiseOp
             case .depthwise: node.opType = channelsLastDepthwiseOp
+            case .entry: node.opType = channelsLastPatchConvOp
             case .mean:
                 node.opType = channelsLastMeanOp
                 rewritten.append(PlannedNode(node: node))

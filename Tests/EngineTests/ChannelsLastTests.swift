@@ -93,6 +93,95 @@ private typealias T = TestSupport
         }
     }
 
+    /// The fused inverted-residual block against the expand, depthwise and project twins, on both bodies: strides
+    /// 1 and 2, kernels 3 and 5, odd sizes, batch 1 and 2, with and without a residual, band heights that do and do
+    /// not divide the output rows (1, 2, 3, the automatic one).
+    @Test func invertedResidualMatchesItsThreeConvsOnEveryBody() {
+        var rng = SeededGenerator(seed: 13)
+        let cases: [(cin: Int, c: Int, m: Int, h: Int, w: Int, k: Int, s: Int, pad: Int, batch: Int, residual: Bool)] = [
+            (8, 48, 8, 9, 11, 3, 1, 1, 2, true), (5, 37, 16, 12, 7, 3, 2, 1, 1, false), (16, 40, 24, 11, 10, 5, 2, 2, 2, false),
+            (12, 72, 12, 7, 9, 5, 1, 2, 1, true), (3, 20, 7, 13, 5, 3, 2, 0, 2, false),
+            // Over a million multiply-adds at batch 1: the rows split into one segment per compute thread.
+            (16, 96, 24, 24, 23, 3, 1, 1, 1, true),
+        ]
+        let activations: [(expand: Activation, depthwise: Activation, depthwiseCode: (Int32, Float, Float))] = [
+            (.clip(min: 0, max: 6), .clip(min: 0, max: 6), (Int32(OSPREY_DW_CLAMP), 0, 6)),
+            (.hardSwish, .hardSwish, (Int32(OSPREY_DW_HARDSWISH), -.infinity, .infinity)),
+            (.silu, .silu, (Int32(OSPREY_DW_SILU), -.infinity, .infinity)),
+            (.relu, .none, (Int32(OSPREY_DW_CLAMP), -.infinity, .infinity)),
+        ]
+        forEachFloatKernelBody { body in
+            for t in cases {
+                let (n, k, s) = (t.batch, t.k, t.s)
+                let g = ChannelsLastDepthwiseGeometry(batch: n, inHeight: t.h, inWidth: t.w, channels: t.c, kernelHeight: k, kernelWidth: k,
+                                                      strideHeight: s, strideWidth: s, padTop: t.pad, padLeft: t.pad,
+                                                      outHeight: (t.h + 2 * t.pad - k) / s + 1, outWidth: (t.w + 2 * t.pad - k) / s + 1)
+                let pixels = g.outHeight * g.outWidth
+                let input = rng.floats(n * t.h * t.w * t.cin), ex = rng.floats(t.cin * t.c), exBias = rng.floats(t.c)
+                let dw = rng.floats(k * k * t.c), dwBias = rng.floats(t.c), pw = rng.floats(t.c * t.m), pwBias = rng.floats(t.m)
+                let residual: [Float]? = t.residual ? rng.floats(n * pixels * t.m) : nil
+                for (exAct, dwAct, dwCode) in activations {
+                    var expanded = [Float](repeating: 0, count: n * t.h * t.w * t.c), middle = [Float](repeating: 0, count: n * pixels * t.c)
+                    var expected = [Float](repeating: 0, count: n * pixels * t.m)
+                    packedMatmulReference(input, lda: t.cin, rows: n * t.h * t.w, b: ex, depth: t.cin, columns: t.c, bias: exBias, residual: nil,
+                                          activation: exAct, out: &expanded)
+                    channelsLastDepthwiseReference(g, input: expanded, weights: dw, bias: dwBias, residual: nil, activation: dwAct, output: &middle)
+                    withOptional(residual) { rp in
+                        packedMatmulReference(middle, lda: t.c, rows: n * pixels, b: pw, depth: t.c, columns: t.m, bias: pwBias, residual: rp,
+                                              activation: .hardSwish, out: &expected)
+                    }
+                    for band in [1, 2, 3, nil] as [Int?] {
+                        var fast = [Float](repeating: .nan, count: expected.count)
+                        withOptional(residual) { rp in
+                            channelsLastInvertedResidual(g, input: input, expand: PackedMatrixB(ex, depth: t.cin, columns: t.c), expandBias: exBias,
+                                                         expandActivation: exAct, depthwiseWeights: dw, depthwiseBias: dwBias, depthwiseEpilogue: dwCode,
+                                                         pointwise: PackedMatrixB(pw, depth: t.c, columns: t.m), pointwiseBias: pwBias, residual: rp,
+                                                         activation: .hardSwish, output: &fast, bandRows: band)
+                        }
+                        expectClose(fast, expected, "\(body) \(t) \(exAct) band \(band.map(String.init) ?? "auto")")
+                        // Without a project (a squeeze-and-excitation block): the depthwise output itself.
+                        var alone = [Float](repeating: .nan, count: middle.count)
+                        channelsLastInvertedResidual(g, input: input, expand: PackedMatrixB(ex, depth: t.cin, columns: t.c), expandBias: exBias,
+                                                     expandActivation: exAct, depthwiseWeights: dw, depthwiseBias: dwBias, depthwiseEpilogue: dwCode,
+                                                     pointwise: nil, pointwiseBias: nil, residual: nil, activation: .none, output: &alone,
+                                                     bandRows: band)
+                        expectClose(alone, middle, "\(body) \(t) \(exAct) no project band \(band.map(String.init) ?? "auto")")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The stem's patch product (NCHW in, NHWC out) against a direct convolution loop, on both bodies.
+    @Test func patchConvMatchesDirectConvolutionOnEveryBody() {
+        var rng = SeededGenerator(seed: 14)
+        forEachFloatKernelBody { body in
+            for (c, m, h, w, k, s, pad, batch) in [(3, 32, 17, 15, 3, 2, 1, 2), (3, 16, 9, 11, 3, 1, 1, 1), (1, 7, 8, 9, 5, 2, 2, 2), (4, 40, 40, 37, 3, 2, 0, 1)] {
+                let g = ChannelsLastDepthwiseGeometry(batch: batch, inHeight: h, inWidth: w, channels: c, kernelHeight: k, kernelWidth: k,
+                                                      strideHeight: s, strideWidth: s, padTop: pad, padLeft: pad,
+                                                      outHeight: (h + 2 * pad - k) / s + 1, outWidth: (w + 2 * pad - k) / s + 1)
+                let input = rng.floats(batch * c * h * w), weights = rng.floats(m * c * k * k), bias = rng.floats(m)
+                let siluActivation = Activation.silu
+                var expected = [Float](repeating: 0, count: batch * g.outHeight * g.outWidth * m)
+                for n in 0..<batch { for y in 0..<g.outHeight { for x in 0..<g.outWidth { for o in 0..<m {
+                    var sum = bias[o]
+                    for ci in 0..<c { for i in 0..<k { for j in 0..<k {
+                        let iy = y * s - pad + i, ix = x * s - pad + j
+                        guard iy >= 0 && iy < h && ix >= 0 && ix < w else { continue }
+                        sum += input[((n * c + ci) * h + iy) * w + ix] * weights[((o * c + ci) * k + i) * k + j]
+                    } } }
+                    expected[((n * g.outHeight + y) * g.outWidth + x) * m + o] = siluActivation(sum)
+                } } } }
+                var packedSource = [Float](repeating: 0, count: c * k * k * m)
+                for o in 0..<m { for d in 0..<(c * k * k) { packedSource[d * m + o] = weights[o * c * k * k + d] } }
+                var fast = [Float](repeating: .nan, count: expected.count)
+                channelsLastPatchConv(g, input: input, PackedMatrixB(packedSource, depth: c * k * k, columns: m), bias: bias, activation: .silu,
+                                      output: &fast)
+                expectClose(fast, expected, "\(body) c \(c) m \(m) \(h)x\(w) k \(k) s \(s) batch \(batch)")
+            }
+        }
+    }
+
     @Test func layoutConversionsRoundTrip() {
         var rng = SeededGenerator(seed: 7)
         for (n, c, h, w) in [(2, 3, 5, 7), (1, 17, 9, 9), (2, 1, 4, 4), (3, 40, 1, 1)] {
@@ -162,10 +251,49 @@ private typealias T = TestSupport
             }
         }
         let kinds = Set(try region.profile(["x": Tensor(shape: [1, 3, 10, 9], scalars: rng.floats(270))]).map(\.opType))
-        #expect(kinds.isSuperset(of: [channelsLastSeparableOp + "+Add", channelsLastDepthwiseOp + "+hardSwish", channelsLastPointwiseOp + "+Mul",
-                                      channelsLastMeanOp, toChannelsLastOp, toChannelsFirstOp,
+        #expect(kinds.isSuperset(of: [channelsLastSeparableOp + "+Add", channelsLastInvertedResidualOp + "+hardSwish", channelsLastPointwiseOp + "+Mul",
+                                      channelsLastMeanOp, channelsLastPatchConvOp + "+relu", toChannelsFirstOp,
                                       channelsLastPointwiseOp + "+relu"]), "\(kinds)")
         #expect(!kinds.contains("Conv+Mul"), "\(kinds)")
+    }
+
+    /// Two inverted-residual blocks (Relu6 with a residual Add; a strided 5x5 with HardSwish and none) fuse into
+    /// single block ops and give the unfused NCHW graph's outputs at batch 1 and 2 on odd sizes.
+    @Test func invertedResidualBlocksFuseAndGiveTheSameOutputs() throws {
+        var rng = SeededGenerator(seed: 43)
+        var inits: [(name: String, tensor: Tensor)] = []
+        func weights(_ name: String, _ shape: [Int]) {
+            inits.append((name: name, tensor: Tensor(shape: shape, scalars: rng.floats(Tensor.elementCount(shape)).map { $0 * 0.5 })))
+            inits.append((name: name + "_b", tensor: Tensor(shape: [shape[0]], scalars: rng.floats(shape[0]))))
+        }
+        weights("ex1", [48, 8, 1, 1]); weights("dw1", [48, 1, 3, 3]); weights("pj1", [8, 48, 1, 1])
+        weights("ex2", [40, 8, 1, 1]); weights("dw2", [40, 1, 5, 5]); weights("pj2", [12, 40, 1, 1])
+        inits.append((name: "zero", tensor: Tensor(scalar: Float(0)))); inits.append((name: "six", tensor: Tensor(scalar: Float(6))))
+        func conv(_ name: String, _ input: String, _ attributes: [String: Attribute] = [:]) -> Node {
+            Node(opType: "Conv", inputs: [input, name, name + "_b"], outputs: [name + "_y"], attributes: attributes)
+        }
+        let nodes = [
+            conv("ex1", "x"), Node(opType: "Clip", inputs: ["ex1_y", "zero", "six"], outputs: ["e1"]),
+            conv("dw1", "e1", ["group": .int(48), "pads": .ints([1, 1, 1, 1])]), Node(opType: "Clip", inputs: ["dw1_y", "zero", "six"], outputs: ["d1"]),
+            conv("pj1", "d1"), Node(opType: "Add", inputs: ["pj1_y", "x"], outputs: ["r"]),
+            conv("ex2", "r"), Node(opType: "HardSwish", inputs: ["ex2_y"], outputs: ["e2"]),
+            conv("dw2", "e2", ["group": .int(40), "strides": .ints([2, 2]), "pads": .ints([2, 2, 2, 2])]),
+            Node(opType: "HardSwish", inputs: ["dw2_y"], outputs: ["d2"]), conv("pj2", "d2"),
+        ]
+        let inputs = [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(8), .fixed(11), .fixed(9)])]
+        let model = Model(opsetImports: ["": 17], graph: Graph(name: "blocks", nodes: nodes, initializers: inits, inputs: inputs,
+                                                               outputs: [ValueInfo(name: "pj2_y")]))
+        let fused = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true)
+        let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, channelsLast: false)
+        for batch in [1, 2] {
+            let x = Tensor(shape: [batch, 8, 11, 9], scalars: rng.floats(batch * 792))
+            let a = try fused.run(["x": x]), b = try plain.run(["x": x])
+            #expect(a["pj2_y"]!.shape == b["pj2_y"]!.shape, "batch \(batch)")
+            #expect(T.close(T.floats(a["pj2_y"]!), T.floats(b["pj2_y"]!)), "batch \(batch)")
+        }
+        let kinds = try fused.profile(["x": Tensor(shape: [1, 8, 11, 9], scalars: rng.floats(792))]).map(\.opType)
+        #expect(kinds.filter { $0.hasPrefix(channelsLastInvertedResidualOp) }.count == 2, "\(kinds)")
+        #expect(!kinds.contains { $0.hasPrefix(channelsLastPointwiseOp) || $0.hasPrefix(channelsLastSeparableOp) }, "\(kinds)")
     }
 
     /// One depthwise conv alone is not worth two conversions: the graph stays NCHW.

@@ -79,13 +79,25 @@ func channelsLastDepthwiseReference(_ g: ChannelsLastDepthwiseGeometry, input: U
 
 /// NHWC pointwise (1x1, stride 1, one group) convolution: out[P x M] = activation(in[P x C] * W + bias + residual)
 /// with the P = N * H * W pixels as rows of A read in place and W packed once; `scale` [N][C] (or nil) multiplies
-/// image n's input channels first (a folded squeeze-and-excitation Mul), through one scaled copy of each image.
+/// image n's input channels first (a folded squeeze-and-excitation Mul), through one scaled copy of each image or,
+/// for images of many pixels, of the weights.
 func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: Int, _ w: PackedMatrixB, bias: UnsafePointer<Float>?,
                            residual: UnsafePointer<Float>?, scale: UnsafePointer<Float>?, activation: Activation,
                            output: UnsafeMutablePointer<Float>) {
     let c = w.depth, m = w.columns
     guard let scale else {
         pointwiseProduct(input, rows: batch * pixels, w, bias: bias, residual: residual, activation: activation, output: output)
+        return
+    }
+    // Scaling the weights' rows (C x M) per image touches fewer values than scaling the activations (pixels x C) when
+    // the image has more pixels than the padded outputs (EfficientNet's 56x56 and 28x28 projections); the result
+    // differs only in rounding.
+    if pixels > (m + 15) / 16 * 16 {
+        for n in 0..<batch {
+            let scaledWeights = PackedMatrixB(w, scalingRowsBy: scale + n * c)
+            pointwiseProduct(input + n * pixels * c, rows: pixels, scaledWeights, bias: bias, residual: residual.map { $0 + n * pixels * m },
+                             activation: activation, output: output + n * pixels * m)
+        }
         return
     }
     if hasChannelsLastProduct {

@@ -33,6 +33,18 @@ public final class PackedMatrixB: @unchecked Sendable {
         }
     }
 
+    /// `other` with row p of B multiplied by `factors[p]` (a per-image channel scale folded into the weights).
+    init(_ other: PackedMatrixB, scalingRowsBy factors: UnsafePointer<Float>) {
+        (depth, columns, strips) = (other.depth, other.columns, other.strips)
+        pointer = allocateFloats(strips * depth * productStrip)
+        for s in 0..<strips {
+            for p in 0..<depth {
+                let at = (s * depth + p) * productStrip, f = factors[p]
+                for j in 0..<productStrip { pointer[at + j] = other.pointer[at + j] * f }
+            }
+        }
+    }
+
     deinit { pointer.deallocate() }
 }
 

@@ -18,7 +18,7 @@ let channelsLastMeanOp = "ChannelsLastGlobalAveragePool"
 let channelsLastSeparableOp = "ChannelsLastSeparableConv"
 
 /// An NHWC float32 input: its four dimensions, or an error saying what arrived.
-private func channelsLastInput(_ x: Tensor, channels: Int?, _ ctx: OpContext) throws -> (n: Int, h: Int, w: Int, c: Int) {
+func channelsLastInput(_ x: Tensor, channels: Int?, _ ctx: OpContext) throws -> (n: Int, h: Int, w: Int, c: Int) {
     guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
     guard x.rank == 4 else { throw ctx.error(.executionFailed, "input \(x.shape) is not N x H x W x C") }
     if let channels, x.shape[3] != channels {
@@ -28,7 +28,7 @@ private func channelsLastInput(_ x: Tensor, channels: Int?, _ ctx: OpContext) th
 }
 
 /// The constant float32 bias (input 2) of `count` channels, nil when the node has none.
-private func constantBias(_ ctx: OpContext, count: Int, input: Int = 2) throws -> [Float]? {
+func constantBias(_ ctx: OpContext, count: Int, input: Int = 2) throws -> [Float]? {
     guard ctx.hasInput(input) else { return nil }
     guard let b = ctx.constants[input], b.dtype == .float32, b.count == count else {
         throw ctx.error(.invalidModel, "bias must be a constant float32 tensor of \(count) values")
@@ -37,9 +37,10 @@ private func constantBias(_ ctx: OpContext, count: Int, input: Int = 2) throws -
 }
 
 /// The depthwise conv's geometry on NHWC input `x`: pads, strides and output size from the attributes (dilation 1).
-private func depthwiseGeometry(_ x: Tensor, _ attrs: WindowAttributes, channels: Int, kernel: (h: Int, w: Int),
-                               _ ctx: OpContext) throws -> ChannelsLastDepthwiseGeometry {
-    let (n, h, wd, _) = try channelsLastInput(x, channels: channels, ctx)
+func depthwiseGeometry(_ x: Tensor, _ attrs: WindowAttributes, channels: Int, kernel: (h: Int, w: Int), inputChannels: Int? = nil,
+                       _ ctx: OpContext) throws -> ChannelsLastDepthwiseGeometry {
+    // An expanding block's input has its own channel count; the geometry's channels are the depthwise conv's.
+    let (n, h, wd, _) = try channelsLastInput(x, channels: inputChannels ?? channels, ctx)
     let (kh, kw) = kernel
     let r = try attrs.resolve(spatial: 2, inputSpatial: [h, wd], kernel: [kh, kw], ctx)
     guard r.dilations == [1, 1] else { throw ctx.error(.unsupportedAttribute, "dilations \(r.dilations) (only 1)") }
@@ -53,7 +54,7 @@ private func depthwiseGeometry(_ x: Tensor, _ attrs: WindowAttributes, channels:
 }
 
 /// The fused residual (input 3) when it has the output's shape (added in the epilogue), or the one to add after it.
-private func residualOperand(_ inputs: KernelInputs, outShape: [Int], _ ctx: OpContext) throws -> (inKernel: Tensor?, late: Tensor?) {
+func residualOperand(_ inputs: KernelInputs, outShape: [Int], _ ctx: OpContext) throws -> (inKernel: Tensor?, late: Tensor?) {
     guard let r = inputs[fusedResidualInput] else { return (nil, nil) }
     guard r.dtype == .float32 else { throw ctx.error(.unsupportedDType, "Add operand is \(r.dtype), expected float32") }
     if r.shape == outShape { return (r, nil) }
@@ -64,7 +65,7 @@ private func residualOperand(_ inputs: KernelInputs, outShape: [Int], _ ctx: OpC
 }
 
 /// `y + late` then the activation, when the residual had to broadcast.
-private func addLate(_ y: Tensor, _ late: Tensor?, _ activation: Activation, _ ctx: OpContext) throws -> Tensor {
+func addLate(_ y: Tensor, _ late: Tensor?, _ activation: Activation, _ ctx: OpContext) throws -> Tensor {
     guard let late else { return y }
     var sum = try broadcastBinary(y, late, ctx) { (a: Float, b: Float) -> Float in a + b }
     sum.withUnsafeMutableBufferPointer(of: Float.self) { p in if let base = p.baseAddress { activation.apply(base, count: p.count) } }
@@ -72,7 +73,7 @@ private func addLate(_ y: Tensor, _ late: Tensor?, _ activation: Activation, _ c
 }
 
 /// Pointwise weights W [M][C] (x 1 x 1) as the product's B [C][M], packed once.
-private func packedPointwiseWeights(_ w: Tensor) -> PackedMatrixB {
+func packedPointwiseWeights(_ w: Tensor) -> PackedMatrixB {
     let m = w.shape[0], c = w.shape[1]
     let wT = w.withUnsafeBufferPointer(of: Float.self) { wp in
         var t = [Float](repeating: 0, count: m * c)
@@ -83,13 +84,13 @@ private func packedPointwiseWeights(_ w: Tensor) -> PackedMatrixB {
 }
 
 /// Runs `body` with the optional tensor's float pointer (nil when absent).
-private func withOptionalFloats<R>(_ t: Tensor?, _ body: (UnsafePointer<Float>?) throws -> R) rethrows -> R {
+func withOptionalFloats<R>(_ t: Tensor?, _ body: (UnsafePointer<Float>?) throws -> R) rethrows -> R {
     guard let t else { return try body(nil) }
     return try t.floatPointer { try body($0) }
 }
 
 /// Runs `body` with the optional array's base pointer (nil when absent).
-private func withOptionalArray<R>(_ values: [Float]?, _ body: (UnsafePointer<Float>?) -> R) -> R {
+func withOptionalArray<R>(_ values: [Float]?, _ body: (UnsafePointer<Float>?) -> R) -> R {
     guard let values else { return body(nil) }
     return values.withUnsafeBufferPointer { body($0.baseAddress) }
 }

@@ -27,7 +27,7 @@ func isDefaultDomain(_ domain: String) -> Bool { domain.isEmpty || domain == "ai
 func operatorFactory(for node: Node) -> (@Sendable (OpContext) throws -> PreparedKernel)? {
     if isDefaultDomain(node.domain) { return operatorTable[node.opType] }
     if node.domain == mlDomain { return mlOperatorTable[node.opType] }
-    if node.domain == fusedDomain { return fusedOperatorTable[node.opType] ?? channelsLastOperators[node.opType] }
+    if node.domain == fusedDomain { return fusedOperatorTable[node.opType] ?? channelsLastOperators[node.opType] ?? channelsLastBlockOperators[node.opType] }
     if node.domain == contribDomain { return contribOperatorTable[node.opType] }
     return nil
 }
