@@ -63,6 +63,8 @@ struct ExecutionPlan: Sendable {
     /// Steps needed for every graph output (the common case, computed once).
     let allOutputSlots: [Int]
     let allOutputsNeeded: [Bool]
+    /// The steps flattened for `execute`.
+    let table: StepTable
 
     init(steps: [ExecutionStep], slotCount: Int, constantSlots: [(Int, Tensor)], inputSlots: [(String, Int)], producers: [Int: Int], outputSlots: [Int],
          concatAxes: [Int: Int] = [:]) {
@@ -75,6 +77,7 @@ struct ExecutionPlan: Sendable {
         self.producers = producers
         self.allOutputSlots = outputSlots
         self.allOutputsNeeded = ExecutionPlan.needed(steps: steps, producers: producers, for: outputSlots)
+        table = StepTable(steps: steps, slotCount: slotCount, constantSlots: constantSlots, inputSlots: inputSlots, concats: concats)
     }
 
     /// Steps needed to produce `slots`.
@@ -96,52 +99,80 @@ struct ExecutionPlan: Sendable {
 
     /// Runs the steps that `wanted` needs on validated `feeds`, returning those slots' values in order.
     /// With `peakBytes`, also records the most bytes of distinct non-constant storage alive after any step.
+    ///
+    /// Per step it reads the flattened `table` by index and fills one reused input buffer; constants are read from the
+    /// table where a slot has no value of the run (they never are released, produced or fed, except input slots).
     func execute(feeds: [String: Tensor], wanted: [Int], timings: UnsafeMutablePointer<[Double]>? = nil,
                  peakBytes: UnsafeMutablePointer<Int>? = nil) throws -> [Tensor] {
         let needed = neededSteps(for: wanted)
+        let table = self.table
+        let constants = table.constants, inputStart = table.inputStart, inputIDs = table.inputs
+        let outputStart = table.outputStart, outputIDs = table.outputs
+        let releaseStart = table.releaseStart, releaseIDs = table.releases
+        let handoverStart = table.handoverStart, handoverIDs = table.handovers
+        let shapeDerived = table.shapeDerived, concatStep = table.concatStep, concatMember = table.concatMember
         var values = [Tensor?](repeating: nil, count: slotCount)
-        for (id, tensor) in constantSlots { values[id] = tensor }
+        for (id, tensor) in table.shadowedConstants { values[id] = tensor }
         for (name, id) in inputSlots { values[id] = feeds[name] }
         let signature = inputSlots.map { feeds[$0.0]?.shape ?? [] }
         let cached = shapeCache.values(for: signature)
         if let cached { for (id, t) in cached { values[id] = t } }
         var fresh: [Int: Tensor] = [:]
         var concatRun = concats.isEmpty ? nil : ConcatRun(concats, signature: signature)
+        // One input buffer for every step: emptied (keeping its capacity) as soon as each kernel returns, so it holds
+        // no reference past its step.
+        var args = KernelInputs(values: [])
+        args.values.reserveCapacity(table.maxInputs)
 
-        for (i, step) in steps.enumerated() where needed[i] {
-            if step.shapeDerived && cached != nil && step.outputs.allSatisfy({ $0 < 0 || values[$0] != nil }) {
-                for id in step.releases { values[id] = nil }
+        for i in 0..<steps.count where needed[i] {
+            let outputs = outputStart[i]..<outputStart[i + 1]
+            if shapeDerived[i] && cached != nil && outputs.allSatisfy({ outputIDs[$0] < 0 || values[outputIDs[$0]] != nil }) {
+                for r in releaseStart[i]..<releaseStart[i + 1] { values[releaseIDs[r]] = nil }
                 continue
             }
-            var args = KernelInputs(values: step.inputs.map { id in id >= 0 ? values[id] : nil })
-            for (k, id) in step.inputs.enumerated() where id >= 0 && args.values[k] == nil {
-                throw EngineError(.executionFailed, "\(step.label): input slot \(id) has no value")
+            for j in inputStart[i]..<inputStart[i + 1] {
+                let id = inputIDs[j]
+                guard id >= 0 else { args.values.append(nil); continue }
+                guard let value = values[id] ?? constants[id] else {
+                    args.values.removeAll()
+                    throw EngineError(.executionFailed, "\(steps[i].label): input slot \(id) has no value")
+                }
+                args.values.append(value)
             }
             // Hand over the last reference so elementwise kernels can write in place.
-            for id in step.releases where step.inputs.filter({ $0 == id }).count == 1 { values[id] = nil }
+            for r in handoverStart[i]..<handoverStart[i + 1] { values[handoverIDs[r]] = nil }
             let started = timings == nil ? 0 : SystemClock.seconds()
             let results: [Tensor]
             if concatRun != nil {
-                if step.outputs.count == 1 && step.outputs[0] >= 0 { args.placement = concatRun?.window(for: step.outputs[0]) }
-                concatRun?.rootWillRun(step: i, inputs: args.values)
-                if let view = concatRun?.view(step: i, inputs: &args.values) { results = [view] } else { results = try step.kernel(&args) }
-                concatRun?.rootDidRun(step: i)
+                if outputs.count == 1, case let out = outputIDs[outputs.lowerBound], out >= 0, concatMember[out] {
+                    args.placement = concatRun?.window(for: out)
+                }
+                if concatStep[i] {
+                    concatRun?.rootWillRun(step: i, inputs: args.values)
+                    if let view = concatRun?.view(step: i, inputs: &args.values) { results = [view] } else { results = try table.kernels[i](&args) }
+                    concatRun?.rootDidRun(step: i)
+                } else {
+                    results = try table.kernels[i](&args)
+                }
             } else {
-                results = try step.kernel(&args)
+                results = try table.kernels[i](&args)
             }
+            args.values.removeAll(keepingCapacity: true)
+            args.placement = nil
             if let timings { timings.pointee[i] += SystemClock.seconds() - started }
-            for (k, id) in step.outputs.enumerated() where id >= 0 {
-                guard k < results.count else { throw EngineError(.executionFailed, "\(step.label): output \(k) was not produced") }
-                values[id] = concatRun?.place(results[k], slot: id) ?? results[k]
-                if step.shapeDerived && cached == nil { fresh[id] = results[k] }
+            for (k, j) in outputs.enumerated() where outputIDs[j] >= 0 {
+                let id = outputIDs[j]
+                guard k < results.count else { throw EngineError(.executionFailed, "\(steps[i].label): output \(k) was not produced") }
+                values[id] = concatMember[id] ? (concatRun?.place(results[k], slot: id) ?? results[k]) : results[k]
+                if shapeDerived[i] && cached == nil { fresh[id] = results[k] }
             }
             if let peakBytes { peakBytes.pointee = max(peakBytes.pointee, liveBytes(values)) }
-            for id in step.releases { values[id] = nil }
+            for r in releaseStart[i]..<releaseStart[i + 1] { values[releaseIDs[r]] = nil }
         }
         if cached == nil && !fresh.isEmpty { shapeCache.store(fresh, for: signature) }
         concatRun?.finish(signature: signature, ranAll: !needed.contains(false))
         return try wanted.map { id in
-            guard let t = values[id] else { throw EngineError(.executionFailed, "output slot \(id) was not computed") }
+            guard let t = values[id] ?? constants[id] else { throw EngineError(.executionFailed, "output slot \(id) was not computed") }
             return t
         }
     }
