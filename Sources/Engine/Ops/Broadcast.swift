@@ -158,3 +158,14 @@ func mapElements<A: TensorScalar, R: TensorScalar>(_ input: Tensor, _ op: (A) ->
     }
     return out
 }
+
+/// Steps a row-major multi-index to the next element of `shape` (the last axis fastest; wraps to zeros at the end).
+@inline(__always) func advance(_ index: inout [Int], in shape: [Int]) {
+    var axis = shape.count - 1
+    while axis >= 0 {
+        index[axis] += 1
+        if index[axis] < shape[axis] { return }
+        index[axis] = 0
+        axis -= 1
+    }
+}

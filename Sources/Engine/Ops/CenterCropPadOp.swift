@@ -35,13 +35,7 @@ let centerCropPadOperators: OperatorTable = [
                         from += i * inStrides[axis]
                     }
                     if inside { (dst.baseAddress! + flat * width).copyMemory(from: src.baseAddress! + from * width, byteCount: width) }
-                    var axis = shape.count - 1
-                    while axis >= 0 {
-                        index[axis] += 1
-                        if index[axis] < shape[axis] { break }
-                        index[axis] = 0
-                        axis -= 1
-                    }
+                    advance(&index, in: shape)
                 }
             } }
             return [out]

@@ -63,13 +63,7 @@ func broadcastStrings<R>(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ op: ([UIn
         var oa = 0, ob = 0
         for axis in 0..<shape.count { oa += index[axis] * sa[axis]; ob += index[axis] * sb[axis] }
         result.append(op(a.strings[oa], b.strings[ob]))
-        var axis = shape.count - 1
-        while axis >= 0 {
-            index[axis] += 1
-            if index[axis] < shape[axis] { break }
-            index[axis] = 0
-            axis -= 1
-        }
+        advance(&index, in: shape)
     }
     return (shape, result)
 }
