@@ -34,8 +34,7 @@ extension GraphOptimizer {
             while inputs.count < invertedResidualExpandInput { inputs.append("") }
             inputs += [ex.inputs[1], ex.inputs.count > 2 ? ex.inputs[2] : ""]
             var attributes = sep.attributes
-            attributes["expand_epilogue"] = .int(Int64(epilogue.code))
-            attributes["expand_bounds"] = .floats([epilogue.low, epilogue.high])
+            setFusedEpilogue(epilogue, "expand", in: &attributes)
             nodes[user].node = Node(name: sep.name, opType: channelsLastInvertedResidualOp, domain: fusedDomain, inputs: inputs,
                                     outputs: sep.outputs, attributes: attributes)
             nodes.remove(at: index)

@@ -21,8 +21,7 @@ extension GraphOptimizer {
             guard epilogue.complete, pw.domain == fusedDomain, pw.opType == channelsLastPointwiseOp, pw.inputs.first == out,
                   pw.inputs.count <= fusedChannelScaleInput, !pw.inputs.dropFirst().contains(out) else { continue }
             var attributes = dw.attributes
-            attributes["depthwise_epilogue"] = .int(Int64(epilogue.code))
-            attributes["depthwise_bounds"] = .floats([epilogue.low, epilogue.high])
+            setFusedEpilogue(epilogue, "depthwise", in: &attributes)
             let skip = pw.inputs.count > fusedResidualInput ? pw.inputs[fusedResidualInput] : ""
             let inputs = [dw.inputs[0], dw.inputs[1], dw.inputs.count > 2 ? dw.inputs[2] : "", skip, pw.inputs[1], pw.inputs.count > 2 ? pw.inputs[2] : ""]
             var fused = nodes[user]

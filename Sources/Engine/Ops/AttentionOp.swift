@@ -144,14 +144,8 @@ private struct AttentionHeads {
 
     /// `x` as [B, heads, S, size] floats (4-D inputs as they are).
     func split(_ x: Tensor, _ heads: Int, _ size: Int) -> [Float] {
-        let values = x.scalars(as: Float.self)
-        guard x.rank == 3 else { return values }
-        let batch = x.shape[0], length = x.shape[1]
-        var out = [Float](repeating: 0, count: values.count)
-        for b in 0..<batch { for s in 0..<length { for h in 0..<heads { for d in 0..<size {
-            out[((b * heads + h) * length + s) * size + d] = values[((b * length + s) * heads + h) * size + d]
-        } } } }
-        return out
+        guard x.rank == 3 else { return x.scalars(as: Float.self) }
+        return x.floatPointer { splitHeads($0, batch: x.shape[0], sequence: x.shape[1], rowStride: heads * size, offset: 0, heads: heads, size: size) }
     }
 }
 

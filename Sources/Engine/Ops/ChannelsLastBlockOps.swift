@@ -60,18 +60,13 @@ let channelsLastBlockOperators: OperatorTable = [
         let dwBias = try constantBias(ctx, count: channels)
         let pwBias = try constantBias(ctx, count: m, input: 5)
         let exBias = try constantBias(ctx, count: channels, input: ex + 1)
-        func epilogue(_ prefix: String) throws -> (code: Int32, low: Float, high: Float) {
-            let bounds = try ctx.floats(prefix + "_bounds") ?? [-.infinity, .infinity]
-            guard bounds.count == 2 else { throw ctx.error(.invalidModel, "\(prefix)_bounds must be two floats") }
-            return (Int32(try ctx.int(prefix + "_epilogue", 0)), bounds[0], bounds[1])
-        }
-        let exEpilogue = try epilogue("expand")
+        let exEpilogue = try fusedEpilogue(ctx, "expand")
         // Without a project the node's own activation is the depthwise conv's, and the kernel's epilogue must have it.
         let ownEpilogue = DepthwisePlaneEpilogue(ctx.activation)
         guard projects || (ownEpilogue.complete && !ctx.hasInput(fusedResidualInput)) else {
             throw ctx.error(.invalidModel, "an expand + depthwise block takes no residual and only epilogue activations")
         }
-        let dwEpilogue = projects ? try epilogue("depthwise") : (ownEpilogue.code, ownEpilogue.low, ownEpilogue.high)
+        let dwEpilogue = projects ? try fusedEpilogue(ctx, "depthwise") : (ownEpilogue.code, ownEpilogue.low, ownEpilogue.high)
         let exActivation = try Activation(epilogueCode: exEpilogue.code, low: exEpilogue.low, high: exEpilogue.high, ctx)
         let weights = w.withUnsafeBufferPointer(of: Float.self) { channelsLastDepthwiseWeights($0.baseAddress!, channels: channels, taps: kh * kw) }
         let packed = pw.map(packedPointwiseWeights), expand = packedPointwiseWeights(xw)

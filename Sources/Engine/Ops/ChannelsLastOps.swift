@@ -1,3 +1,4 @@
+import ONNX
 import Tensor
 
 /// Internal ops of channels-last regions (`ChannelsLastRegions.swift`), in the fused domain. Their tensors are
@@ -204,9 +205,7 @@ let channelsLastOperators: OperatorTable = [
         let channels = w.shape[0], kh = w.shape[2], kw = w.shape[3], m = pw.shape[0]
         let dwBias = try constantBias(ctx, count: channels)
         let pwBias = try constantBias(ctx, count: m, input: 5)
-        let code = Int32(try ctx.int("depthwise_epilogue", 0))
-        let bounds = try ctx.floats("depthwise_bounds") ?? [-.infinity, .infinity]
-        guard bounds.count == 2 else { throw ctx.error(.invalidModel, "depthwise_bounds must be two floats") }
+        let dwEpilogue = try fusedEpilogue(ctx, "depthwise")
         let weights = w.withUnsafeBufferPointer(of: Float.self) { channelsLastDepthwiseWeights($0.baseAddress!, channels: channels, taps: kh * kw) }
         let packed = packedPointwiseWeights(pw)
         let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
@@ -222,7 +221,7 @@ let channelsLastOperators: OperatorTable = [
                             withOptionalArray(dwBias) { db in
                                 withOptionalArray(pwBias) { pb in
                                     channelsLastSeparable(g, input: xp, depthwiseWeights: wp.baseAddress!, depthwiseBias: db,
-                                                          depthwiseEpilogue: (code, bounds[0], bounds[1]), pointwise: packed, pointwiseBias: pb,
+                                                          depthwiseEpilogue: dwEpilogue, pointwise: packed, pointwiseBias: pb,
                                                           residual: rp, activation: late == nil ? activation : .none, output: o)
                                 }
                             }
@@ -257,3 +256,16 @@ let channelsLastOperators: OperatorTable = [
         }]
     } },
 ]
+
+/// Stores a fused step's epilogue as `<prefix>_epilogue` (the kernel's code) and `<prefix>_bounds` (low, high).
+func setFusedEpilogue(_ epilogue: DepthwisePlaneEpilogue, _ prefix: String, in attributes: inout [String: Attribute]) {
+    attributes[prefix + "_epilogue"] = .int(Int64(epilogue.code))
+    attributes[prefix + "_bounds"] = .floats([epilogue.low, epilogue.high])
+}
+
+/// Reads what `setFusedEpilogue` stored (no attributes: no activation).
+func fusedEpilogue(_ ctx: OpContext, _ prefix: String) throws -> (code: Int32, low: Float, high: Float) {
+    let bounds = try ctx.floats(prefix + "_bounds") ?? [-.infinity, .infinity]
+    guard bounds.count == 2 else { throw ctx.error(.invalidModel, "\(prefix)_bounds must be two floats") }
+    return (Int32(try ctx.int(prefix + "_epilogue", 0)), bounds[0], bounds[1])
+}

@@ -27,22 +27,15 @@ let col2ImAffineGridOperators: OperatorTable = [
             }
             let batch = x.shape[0], channels = x.shape[1] / kernel, imageSize = image.reduce(1, *), blockCount = x.shape[2]
             let source = x.scalars(as: Float.self)
-            let kernelStrides = Tensor.contiguousStrides(block), blockStrides = Tensor.contiguousStrides(blocks)
-            let imageStrides = Tensor.contiguousStrides(image)
+            let taps = WindowTaps(from: blocks, to: image, kernel: block, strides: strides, dilations: dilations, padBegin: Array(pads[..<axes]))
             let out = Tensor.makeFloat(shape: [batch, channels] + image) { dst in
                 dst.initialize(repeating: 0, count: batch * channels * imageSize)
                 for n in 0..<batch {
                     for row in 0..<(channels * kernel) {
                         let c = row / kernel, tap = row % kernel
                         for l in 0..<blockCount {
-                            var at = 0, inside = true
-                            for a in 0..<axes {
-                                let origin = (l / blockStrides[a]) % blocks[a] * strides[a] - pads[a]
-                                let position = origin + (tap / kernelStrides[a]) % block[a] * dilations[a]
-                                if position < 0 || position >= image[a] { inside = false; break }
-                                at += position * imageStrides[a]
-                            }
-                            if inside { dst[(n * channels + c) * imageSize + at] += source[(n * channels * kernel + row) * blockCount + l] }
+                            guard let at = taps.offset(l, tap: tap) else { continue }
+                            dst[(n * channels + c) * imageSize + at] += source[(n * channels * kernel + row) * blockCount + l]
                         }
                     }
                 }

@@ -129,6 +129,17 @@ func pooledLength(input: Int, kernel: Int, stride: Int, dilation: Int, padBegin:
     return out
 }
 
+/// Pooled output sizes: SAME_UPPER / SAME_LOWER give ceil(input / stride), other padding `pooledLength` per axis.
+func pooledSpatial(_ attrs: WindowAttributes, _ r: (strides: [Int], dilations: [Int], padBegin: [Int], padEnd: [Int]),
+                   input: [Int], kernel: [Int], ceil: Bool) -> [Int] {
+    (0..<kernel.count).map { i in
+        attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER"
+            ? (input[i] + r.strides[i] - 1) / r.strides[i]
+            : pooledLength(input: input[i], kernel: kernel[i], stride: r.strides[i], dilation: r.dilations[i],
+                           padBegin: r.padBegin[i], padEnd: r.padEnd[i], ceil: ceil)
+    }
+}
+
 private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> PreparedKernel {
     { ctx in
         let attrs = try WindowAttributes(ctx)
@@ -146,15 +157,7 @@ private func poolFactory(max isMax: Bool) -> @Sendable (OpContext) throws -> Pre
             guard x.rank == kernel.count + 2 else { throw ctx.error(.executionFailed, "input \(x.shape) does not match kernel_shape \(kernel)") }
             let spatial = Array(x.shape[2...])
             let r = try attrs.resolve(spatial: kernel.count, inputSpatial: spatial, kernel: kernel, ctx)
-            var outSp: [Int] = []
-            for i in 0..<kernel.count {
-                if attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER" {
-                    outSp.append((spatial[i] + r.strides[i] - 1) / r.strides[i])
-                } else {
-                    outSp.append(pooledLength(input: spatial[i], kernel: kernel[i], stride: r.strides[i], dilation: r.dilations[i],
-                                              padBegin: r.padBegin[i], padEnd: r.padEnd[i], ceil: ceil))
-                }
-            }
+            let outSp = pooledSpatial(attrs, r, input: spatial, kernel: kernel, ceil: ceil)
             if kernel.count == 3 {
                 if wantsIndices { throw ctx.error(.unsupportedAttribute, "the Indices output of 3-D MaxPool is not supported") }
                 let out = poolND(x, kernel: kernel, strides: r.strides, dilations: r.dilations, padBegin: r.padBegin, padEnd: r.padEnd,

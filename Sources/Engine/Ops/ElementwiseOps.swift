@@ -49,23 +49,13 @@ func comparison(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ cmp: @escaping (Do
     }
 }
 
-/// `op` over the element pairs of two string tensors with NumPy broadcasting: the output shape and its values.
+/// `op` over the element pairs of two string tensors with NumPy broadcasting: the output shape and its values. The
+/// numeric broadcast pairs the elements' positions (a's times b's count plus b's), then the pairs are looked up.
 func broadcastStrings<R>(_ ctx: OpContext, _ a: Tensor, _ b: Tensor, _ op: ([UInt8], [UInt8]) -> R) throws -> (shape: [Int], values: [R]) {
-    guard let shape = broadcastShape(a.shape, b.shape) else {
-        throw ctx.error(.executionFailed, "cannot broadcast shapes \(a.shape) and \(b.shape)")
-    }
-    let sa = broadcastStrides(a.shape, to: shape), sb = broadcastStrides(b.shape, to: shape)
-    let count = shape.reduce(1, *)
-    var result: [R] = []
-    result.reserveCapacity(count)
-    var index = [Int](repeating: 0, count: shape.count)
-    for _ in 0..<count {
-        var oa = 0, ob = 0
-        for axis in 0..<shape.count { oa += index[axis] * sa[axis]; ob += index[axis] * sb[axis] }
-        result.append(op(a.strings[oa], b.strings[ob]))
-        advance(&index, in: shape)
-    }
-    return (shape, result)
+    let width = Int64(b.count)
+    let positionsA = Tensor(shape: a.shape, scalars: (0..<Int64(a.count)).map { $0 }), positionsB = Tensor(shape: b.shape, scalars: (0..<width).map { $0 })
+    let pairs = try broadcastBinary(positionsA, positionsB, ctx) { (i: Int64, j: Int64) -> Int64 in i * width + j }
+    return (pairs.shape, pairs.scalars(as: Int64.self).map { op(a.strings[Int($0 / width)], b.strings[Int($0 % width)]) })
 }
 
 /// A comparison of two string tensors (byte-wise order), as a bool tensor.

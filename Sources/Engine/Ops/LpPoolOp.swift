@@ -18,12 +18,7 @@ let lpPoolOperators: OperatorTable = [
             guard x.rank == kernel.count + 2 else { throw ctx.error(.executionFailed, "input \(x.shape) does not match kernel_shape \(kernel)") }
             let spatial = Array(x.shape[2...])
             let r = try attrs.resolve(spatial: kernel.count, inputSpatial: spatial, kernel: kernel, ctx)
-            let outSpatial = (0..<kernel.count).map { i in
-                attrs.autoPad == "SAME_UPPER" || attrs.autoPad == "SAME_LOWER"
-                    ? (spatial[i] + r.strides[i] - 1) / r.strides[i]
-                    : pooledLength(input: spatial[i], kernel: kernel[i], stride: r.strides[i], dilation: r.dilations[i],
-                                   padBegin: r.padBegin[i], padEnd: r.padEnd[i], ceil: ceil)
-            }
+            let outSpatial = pooledSpatial(attrs, r, input: spatial, kernel: kernel, ceil: ceil)
             let planes = x.shape[0] * x.shape[1], inPlane = spatial.reduce(1, *), outPlane = outSpatial.reduce(1, *)
             let window = kernel.reduce(1, *)
             let taps = WindowTaps(from: outSpatial, to: spatial, kernel: kernel, strides: r.strides, dilations: r.dilations, padBegin: r.padBegin)

@@ -110,20 +110,25 @@ private func labelDefault(_ ctx: OpContext, for values: CategoryValues) throws -
     }
 }
 
+/// Paired strings and integers mapped either way, as the input's dtype asks (CategoryMapper, and LabelEncoder opset 1
+/// with the classes' indices): unknown strings give default_int64, unknown integers default_string.
+private func stringIntegerMap(_ ctx: OpContext, strings: [[UInt8]], integers: [Int64]) throws -> PreparedKernel {
+    let names = CategoryValues.strings(strings), numbers = CategoryValues.integers(integers, .int64)
+    let defaultNumber = CategoryValues.integers([Int64(try ctx.int("default_int64", -1))], .int64)
+    let defaultName = CategoryValues.strings([Array(try ctx.string("default_string", "_Unused").utf8)])
+    return PreparedKernel { inputs in
+        let x = try inputs.required(0, ctx)
+        return x.dtype == .string ? [try encode(x, keys: names, values: numbers, fallback: defaultNumber, ctx)]
+            : [try encode(x, keys: numbers, values: names, fallback: defaultName, ctx)]
+    }
+}
+
 /// LabelEncoder, CategoryMapper, OneHotEncoder and FeatureVectorizer.
 let mlEncoderOperators: OperatorTable = [
     "LabelEncoder": { ctx in
         if case .strings(let classes)? = ctx.node.attributes["classes_strings"] {
             // Opset 1: strings to their index in classes_strings, or indices back to strings.
-            let indices = CategoryValues.integers(classes.indices.map { Int64($0) }, .int64)
-            let names = CategoryValues.strings(classes)
-            let defaultIndex = CategoryValues.integers([Int64(try ctx.int("default_int64", -1))], .int64)
-            let defaultName = CategoryValues.strings([Array(try ctx.string("default_string", "_Unused").utf8)])
-            return PreparedKernel { inputs in
-                let x = try inputs.required(0, ctx)
-                return x.dtype == .string ? [try encode(x, keys: names, values: indices, fallback: defaultIndex, ctx)]
-                    : [try encode(x, keys: indices, values: names, fallback: defaultName, ctx)]
-            }
+            return try stringIntegerMap(ctx, strings: classes, integers: classes.indices.map { Int64($0) })
         }
         guard let keys = try labelList(ctx, "keys"), let values = try labelList(ctx, "values") else {
             throw ctx.error(.invalidModel, "LabelEncoder needs keys_* and values_* attributes (or classes_strings)")
@@ -138,14 +143,7 @@ let mlEncoderOperators: OperatorTable = [
         guard case .strings(let names)? = ctx.node.attributes["cats_strings"], let ids = try ctx.ints("cats_int64s"), names.count == ids.count else {
             throw ctx.error(.invalidModel, "CategoryMapper needs cats_strings and cats_int64s of the same length")
         }
-        let strings = CategoryValues.strings(names), integers = CategoryValues.integers(ids.map { Int64($0) }, .int64)
-        let defaultInteger = CategoryValues.integers([Int64(try ctx.int("default_int64", -1))], .int64)
-        let defaultString = CategoryValues.strings([Array(try ctx.string("default_string", "_Unused").utf8)])
-        return PreparedKernel { inputs in
-            let x = try inputs.required(0, ctx)
-            return x.dtype == .string ? [try encode(x, keys: strings, values: integers, fallback: defaultInteger, ctx)]
-                : [try encode(x, keys: integers, values: strings, fallback: defaultString, ctx)]
-        }
+        return try stringIntegerMap(ctx, strings: names, integers: ids.map { Int64($0) })
     },
     "OneHotEncoder": { ctx in
         let categories: CategoryValues
