@@ -27,6 +27,16 @@ static int cpu_has_avx2(void) {
 #endif
 }
 
+static int cpu_has_fma(void) {
+#if defined(__x86_64__)
+    static int cached = -1;
+    if (cached < 0) { __builtin_cpu_init(); cached = __builtin_cpu_supports("fma") ? 1 : 0; }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
 int osprey_qconv_uses_avx2(void) { return cpu_has_avx2(); }
 
 // ---- scalar epilogue (portable bodies, partial tiles) ----
@@ -863,22 +873,34 @@ void osprey_qdepthwise(const uint8_t *x, int is_signed, int32_t x_zero, int h, i
 
 // ---- elementwise ----
 
+// The float arithmetic of onnxruntime's x86 kernels, operation for operation, so results match it bit for bit (a
+// one-step difference at a residual Add grows through the layers after it). Add (MLAS's AVX2 kernel): the zero points
+// folded into one constant, fixed = zc - (ra * za + rb * zb), then c = a * ra + (b * rb + fixed), each step one fused
+// multiply-add. Mul (MLAS's SSE2 kernel): the exact integer product, then product * ratio + zc, rounded twice.
+// Contraction is off so the compiler keeps exactly these roundings.
 __attribute__((always_inline))
 static inline void binary_body(int is_mul, int is_signed, long count, const uint8_t *a, float sa, int32_t za,
                                const uint8_t *b, float sb, int32_t zb, float sc, int32_t zc, uint8_t *out) {
-    float ra = sa / sc, rb = sb / sc, rab = sa * sb / sc;
+#pragma clang fp contract(off)
+    float ra = sa / sc, rb = sb / sc, ratio = sa * sb / sc;
+    float fixed = (float)zc - fmaf(ra, (float)za, rb * (float)zb), zcf = (float)zc;
     int32_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
     for (long i = 0; i < count; i++) {
-        float va = (float)((is_signed ? (int32_t)(int8_t)a[i] : (int32_t)a[i]) - za);
-        float vb = (float)((is_signed ? (int32_t)(int8_t)b[i] : (int32_t)b[i]) - zb);
-        float r = is_mul ? va * vb * rab : va * ra + vb * rb;
-        int32_t q = (int32_t)nearbyintf(r) + zc;
-        out[i] = (uint8_t)saturate(q, lo, hi);
+        int32_t ia = is_signed ? (int32_t)(int8_t)a[i] : (int32_t)a[i];
+        int32_t ib = is_signed ? (int32_t)(int8_t)b[i] : (int32_t)b[i];
+        float r;
+        if (is_mul) {
+            float scaled = (float)((ia - za) * (ib - zb)) * ratio;
+            r = scaled + zcf;
+        } else {
+            r = fmaf((float)ia, ra, fmaf((float)ib, rb, fixed));
+        }
+        out[i] = (uint8_t)saturate((int32_t)nearbyintf(r), lo, hi);
     }
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2")))
+__attribute__((target("avx2,fma")))
 static void binary_avx2(int is_mul, int is_signed, long count, const uint8_t *a, float sa, int32_t za,
                         const uint8_t *b, float sb, int32_t zb, float sc, int32_t zc, uint8_t *out) {
     binary_body(is_mul, is_signed, count, a, sa, za, b, sb, zb, sc, zc, out);
@@ -888,7 +910,7 @@ static void binary_avx2(int is_mul, int is_signed, long count, const uint8_t *a,
 void osprey_qlinear_binary(int is_mul, int is_signed, long count, const uint8_t *a, float sa, int32_t za,
                            const uint8_t *b, float sb, int32_t zb, float sc, int32_t zc, uint8_t *out) {
 #if defined(__x86_64__)
-    if (!force_portable && cpu_has_avx2()) { binary_avx2(is_mul, is_signed, count, a, sa, za, b, sb, zb, sc, zc, out); return; }
+    if (!force_portable && cpu_has_avx2() && cpu_has_fma()) { binary_avx2(is_mul, is_signed, count, a, sa, za, b, sb, zb, sc, zc, out); return; }
 #endif
     binary_body(is_mul, is_signed, count, a, sa, za, b, sb, zb, sc, zc, out);
 }

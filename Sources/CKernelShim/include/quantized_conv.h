@@ -129,8 +129,9 @@ int osprey_qdepthwise_zmm_supported(void);
 /// int32s of scratch `osprey_qdepthwise` and `osprey_qdepthwise_planes` need for these geometries.
 int osprey_qdepthwise_scratch(int h, int w, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow);
 
-/// QLinearAdd / QLinearMul on same-shape 8-bit tensors, as onnxruntime computes them in float:
-/// add: saturate(round((a - za) * sa / sc + (b - zb) * sb / sc) + zc); mul: saturate(round((a - za)(b - zb) * sa * sb / sc) + zc).
+/// QLinearAdd / QLinearMul on same-shape 8-bit tensors, with the float operations of onnxruntime's x86 kernels:
+/// add: saturate(round(a * ra + (b * rb + (zc - (ra * za + rb * zb))))) with ra = sa / sc, rb = sb / sc, each step a fused
+/// multiply-add; mul: saturate(round((a - za)(b - zb) * (sa * sb / sc) + zc)).
 void osprey_qlinear_binary(int is_mul, int is_signed, long count, const uint8_t *a, float sa, int32_t za,
                            const uint8_t *b, float sb, int32_t zb, float sc, int32_t zc, uint8_t *out);
 

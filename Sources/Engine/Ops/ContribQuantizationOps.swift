@@ -99,9 +99,9 @@ private func quantized(_ real: [Double], shape: [Int], scale: Double, zero: Doub
 }
 
 /// QLinearAdd / QLinearMul: (A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point), broadcasting.
-/// Same-shape 8-bit operands take `osprey_qlinear_binary` (float arithmetic as onnxruntime's); the double-precision
-/// broadcast below is its reference twin and runs every other shape.
-private func qlinearBinary(isMul: Bool, _ op: @escaping @Sendable (Double, Double) -> Double) -> @Sendable (OpContext) throws -> PreparedKernel {
+/// Same-shape 8-bit operands take `osprey_qlinear_binary`; the broadcast below is its reference twin and runs every
+/// other shape, with the same float operations (those of onnxruntime's x86 kernels, see `qlinearValue`).
+private func qlinearBinary(isMul: Bool) -> @Sendable (OpContext) throws -> PreparedKernel {
     { ctx in PreparedKernel { inputs in
         let a = try inputs.required(0, ctx), b = try inputs.required(3, ctx)
         let (sa, za) = try scalarParameters(inputs.required(1, ctx), inputs[2], "A", ctx)
@@ -116,10 +116,26 @@ private func qlinearBinary(isMul: Bool, _ op: @escaping @Sendable (Double, Doubl
             } } }
             return [out]
         }
-        let ra = Tensor(shape: a.shape, scalars: dequantized(a, scale: sa, zero: za)), rb = Tensor(shape: b.shape, scalars: dequantized(b, scale: sb, zero: zb))
-        let sum = try broadcastBinary(ra, rb, ctx) { (x: Double, y: Double) -> Double in op(x, y) }
-        return [try quantized(sum.scalars(as: Double.self), shape: sum.shape, scale: sc, zero: zc, dtype: a.dtype, ctx)]
+        let bounds = try quantizedBounds(a.dtype, ctx)
+        let value = qlinearValue(isMul: isMul, Float(sa), Float(za), Float(sb), Float(zb), Float(sc), Float(zc))
+        let result = try broadcastBinary(Tensor(shape: a.shape, scalars: a.doubles), Tensor(shape: b.shape, scalars: b.doubles), ctx) {
+            (x: Double, y: Double) -> Double in min(max(Double(value(Float(x), Float(y)).rounded(.toNearestOrEven)), bounds.0), bounds.1)
+        }
+        return [try castTensor(result, to: a.dtype, ctx)]
     } }
+}
+
+/// The unrounded output of QLinearAdd / QLinearMul for stored values (a, b), in the float operations of onnxruntime's
+/// x86 kernels so results match it bit for bit. Add: ra = sa / sc, rb = sb / sc, fixed = zc - fma(ra, za, rb * zb),
+/// then fma(a, ra, fma(b, rb, fixed)). Mul: the exact product (a - za)(b - zb), times sa * sb / sc, plus zc.
+private func qlinearValue(isMul: Bool, _ sa: Float, _ za: Float, _ sb: Float, _ zb: Float, _ sc: Float, _ zc: Float) -> @Sendable (Float, Float) -> Float {
+    if isMul {
+        let ratio = sa * sb / sc
+        return { a, b in Float((Int32(a) - Int32(za)) * (Int32(b) - Int32(zb))) * ratio + zc }
+    }
+    let ra = sa / sc, rb = sb / sc
+    let fixed = zc - (rb * zb).addingProduct(ra, za)
+    return { a, b in fixed.addingProduct(b, rb).addingProduct(a, ra) }
 }
 
 /// QLinearSigmoid / QLinearLeakyRelu: (X, X_scale, X_zero_point, Y_scale, Y_zero_point) through a 256-entry table of
@@ -288,8 +304,8 @@ let contribQuantizationOperators: OperatorTable = [
             return [try quantized(real, shape: [m, n], scale: sy, zero: zy, dtype: inputs[8]?.dtype ?? .uint8, ctx)]
         }
     },
-    "QLinearAdd": qlinearBinary(isMul: false) { $0 + $1 },
-    "QLinearMul": qlinearBinary(isMul: true) { $0 * $1 },
+    "QLinearAdd": qlinearBinary(isMul: false),
+    "QLinearMul": qlinearBinary(isMul: true),
     "QLinearSigmoid": qlinearLookup { _ in { 1 / (1 + Foundation.exp(-$0)) } },
     "QLinearLeakyRelu": qlinearLookup { ctx in let alpha = Double(try ctx.float("alpha", 0.01)); return { $0 >= 0 ? $0 : alpha * $0 } },
     // (Y_scale, Y_zero_point, then X, X_scale, X_zero_point per input): each input requantized to Y's parameters, then concatenated.

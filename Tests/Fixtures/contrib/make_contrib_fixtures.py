@@ -212,6 +212,32 @@ def q_params(name, scale, zero, dtype=np.uint8):
             numpy_helper.from_array(np.array(zero, dtype=dtype), name + "_zero")]
 
 
+def qlinear_rounding():
+    """QLinearAdd / QLinearMul bit for bit: scales that make exact rounding ties (powers of two) and odd output zero
+    points, where rounding before or after adding the zero point, or the order of the float operations, changes the
+    result; onnxruntime's x86 kernels decide each tie, so no step of tolerance."""
+    local = np.random.default_rng(12)
+    nodes, inits, outs, feeds, inputs = [], [], [], {}, []
+    cases = ((np.uint8, "QLinearAdd", (0.03125, 106, 0.0625, 126, 0.0625, 61), False),
+             (np.uint8, "QLinearAdd", (0.21875, 34, 0.109375, 172, 0.4375, 37), True),
+             (np.uint8, "QLinearMul", (0.125, 148, 0.0625, 195, 0.25, 239), False),
+             (np.uint8, "QLinearAdd", (0.0371, 90, 0.0813, 131, 0.0977, 17), False),
+             (np.int8, "QLinearAdd", (0.03125, -22, 0.046875, 12, 0.0625, -43), False),
+             (np.int8, "QLinearMul", (0.0234375, -59, 0.09375, 39, 0.09375, -41), True))
+    for i, (dtype, op, (sa, za, sb, zb, sc, zc), broadcast) in enumerate(cases):
+        lo, hi = (0, 256) if dtype == np.uint8 else (-128, 128)
+        kind = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+        shape_b = [64, 1] if broadcast else [64, 64]
+        feeds[f"a{i}"] = local.integers(lo, hi, (64, 64)).astype(dtype)
+        feeds[f"b{i}"] = local.integers(lo, hi, shape_b).astype(dtype)
+        inputs += [vi(f"a{i}", kind, [64, 64]), vi(f"b{i}", kind, shape_b)]
+        inits += q_params(f"a{i}", sa, za, dtype) + q_params(f"b{i}", sb, zb, dtype) + q_params(f"c{i}", sc, zc, dtype)
+        nodes.append(helper.make_node(op, [f"a{i}", f"a{i}_scale", f"a{i}_zero", f"b{i}", f"b{i}_scale", f"b{i}_zero", f"c{i}_scale", f"c{i}_zero"],
+                                      [f"c{i}"], domain=MS))
+        outs.append(vi(f"c{i}", kind, None))
+    save_case("qlinear_rounding", model_of(nodes, inputs, outs, inits), feeds)
+
+
 def quantized_ops():
     a = rng.integers(0, 256, (2, 3, 4, 4)).astype(np.uint8)
     b = rng.integers(0, 256, (1, 3, 1, 4)).astype(np.uint8)
@@ -529,5 +555,6 @@ if __name__ == "__main__":
     normalization_ops()
     attention_ops()
     quantized_ops()
+    qlinear_rounding()
     optimized_bert()
     quantized_models()
