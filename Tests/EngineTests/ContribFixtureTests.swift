@@ -56,7 +56,7 @@ import ONNX
         for op in ["FusedConv", "FusedGemm", "FusedMatMul", "Gelu", "FastGelu", "BiasGelu", "QuickGelu", "BiasAdd", "SkipLayerNormalization",
                    "SkipSimplifiedLayerNormalization", "EmbedLayerNormalization", "Attention", "MultiHeadAttention", "NhwcConv",
                    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearAdd", "QLinearMul",
-                   "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearAveragePool", "DynamicQuantizeLSTM"] {
+                   "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearAveragePool", "DynamicQuantizeLSTM", "MatMulNBits"] {
             #expect(CompiledModel.supportedOperators.contains("com.microsoft:\(op)"), "\(op)")
         }
         // onnxruntime registers SimplifiedLayerNormalization in the default domain.

@@ -238,6 +238,38 @@ def qlinear_rounding():
     save_case("qlinear_rounding", model_of(nodes, inputs, outs, inits), feeds)
 
 
+def matmul_nbits():
+    """com.microsoft MatMulNBits as onnxruntime's MatMulNBitsQuantizer writes it (4 bits with and without zero points,
+    8 bits, K not a multiple of the block), and hand-packed: float zero points, act-order g_idx and a bias."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    local = np.random.default_rng(21)
+    w1, w2 = (local.standard_normal((40, 48)) * 0.3).astype(np.float32), (local.standard_normal((48, 24)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    mlp = model_of(nodes, [vi("x", TensorProto.FLOAT, ["N", 40])], [vi("y", TensorProto.FLOAT, None)],
+                   [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")], opset=17, ms=False)
+    feeds = {"x": local.standard_normal((3, 40)).astype(np.float32)}
+    for name, bits, symmetric in (("matmul_nbits_4bit", 4, False), ("matmul_nbits_4bit_symmetric", 4, True), ("matmul_nbits_8bit", 8, False)):
+        config = DefaultWeightOnlyQuantConfig(block_size=16, is_symmetric=symmetric, bits=bits)
+        quantizer = MatMulNBitsQuantizer(onnx.ModelProto.FromString(mlp.SerializeToString()), bits=bits, block_size=16,
+                                         is_symmetric=symmetric, algo_config=config)
+        quantizer.process()
+        save_case(name, quantizer.model.model, feeds)
+
+    # Hand-packed: K = 64 in blocks of 32, float zero points, g_idx spreading the ks over both blocks, a bias.
+    k, n, block = 64, 8, 32
+    q = local.integers(0, 16, (n, k)).astype(np.uint8)
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, k // block, block // 2)
+    scales = local.uniform(0.01, 0.1, n * (k // block)).astype(np.float32)
+    zeros = local.uniform(6, 9, n * (k // block)).astype(np.float32)
+    g_idx = local.integers(0, k // block, k).astype(np.int32)
+    bias = local.standard_normal(n).astype(np.float32)
+    inits = [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(scales, "scales"), numpy_helper.from_array(zeros, "zeros"),
+             numpy_helper.from_array(g_idx, "g_idx"), numpy_helper.from_array(bias, "bias")]
+    node = helper.make_node("MatMulNBits", ["x", "b", "scales", "zeros", "g_idx", "bias"], ["y"], domain=MS, K=k, N=n, bits=4, block_size=block)
+    m = model_of([node], [vi("x", TensorProto.FLOAT, [2, 3, k])], [vi("y", TensorProto.FLOAT, None)], inits)
+    save_case("matmul_nbits_float_zeros_g_idx", m, {"x": local.standard_normal((2, 3, k)).astype(np.float32)})
+
+
 def quantized_ops():
     a = rng.integers(0, 256, (2, 3, 4, 4)).astype(np.uint8)
     b = rng.integers(0, 256, (1, 3, 1, 4)).astype(np.uint8)
@@ -556,5 +588,6 @@ if __name__ == "__main__":
     attention_ops()
     quantized_ops()
     qlinear_rounding()
+    matmul_nbits()
     optimized_bert()
     quantized_models()

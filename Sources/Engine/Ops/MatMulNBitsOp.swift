@@ -1,0 +1,111 @@
+import ONNX
+import Tensor
+
+// com.microsoft MatMulNBits: the weight-only quantized MatMul that onnxruntime's `MatMulNBitsQuantizer` writes
+// (4-bit RTN/GPTQ/HQQ weights of transformer Linear layers; 2 and 8 bits too). Y = A x dequantize(B)^T (+ bias).
+// B is [N, blocks, blob]: row n holds column n of the weight matrix, K values in blocks of `block_size`, `bits` bits
+// each, packed from the low bits of each byte up. Scales are [N * blocks]; zero points either packed like B (the
+// default 2^(bits - 1) when absent) or floats shaped like the scales. g_idx (act-order GPTQ) names the block of each k.
+//
+// The constant weights are dequantized once at load into a float matrix that the packed float GEMM multiplies, as
+// onnxruntime's CPU kernel does at accuracy level 0-1 (float compute). At accuracy level 4 onnxruntime quantizes A to
+// int8 per block instead, so its outputs move by about one A quantization step; Osprey keeps the float product.
+
+/// Operators of this file, merged into the `com.microsoft` table.
+let matMulNBitsOperators: OperatorTable = [
+    "MatMulNBits": { ctx in
+        let k = try ctx.int("K", 0), n = try ctx.int("N", 0), bits = try ctx.int("bits", 4), blockSize = try ctx.int("block_size", 0)
+        guard k > 0, n > 0 else { throw ctx.error(.invalidModel, "attributes K and N must be positive, got K=\(k), N=\(n)") }
+        guard [2, 4, 8].contains(bits) else { throw ctx.unsupported("bits", "= \(bits) (2, 4 and 8 are)") }
+        guard blockSize >= 16, blockSize & (blockSize - 1) == 0 else {
+            throw ctx.error(.invalidModel, "attribute block_size must be a power of two >= 16, got \(blockSize)")
+        }
+        for input in [1, 2, 3, 4, 5] where ctx.hasInput(input) && ctx.constants[input] == nil {
+            throw ctx.error(.unsupportedOperator, "input \(input) ('\(ctx.node.inputs[input])') must be a constant initializer")
+        }
+        let layout = NBitsLayout(k: k, n: n, bits: bits, blockSize: blockSize)
+        let weights = try layout.dequantized(packed: ctx.constants[1]!, scales: ctx.constants[2]!, zeros: ctx.constants[3],
+                                              groups: ctx.constants[4], ctx)
+        let bias = ctx.constants[5]
+        if let bias, bias.count != n { throw ctx.error(.invalidModel, "bias has \(bias.count) elements, expected N = \(n)") }
+        // The float MatMul (packed B, bias and any fused activation in its epilogue) over the dequantized weights.
+        var inputs = [ctx.node.inputs[0], ctx.node.inputs[1]]
+        if bias != nil { inputs.append(ctx.node.inputs[5]) }
+        let matmul = Node(name: ctx.node.name, opType: "MatMul", inputs: inputs, outputs: ctx.node.outputs)
+        var known: [Int: Tensor] = [1: weights]
+        if let bias { known[2] = try castTensor(bias, to: .float32, ctx) }
+        let inner = OpContext(node: matmul, opset: ctx.opset, constants: known, activation: ctx.activation)
+        let prepared = try matmulFactory(inner)
+        inner.releaseConstants()
+        let kernel = prepared.kernel
+        return PreparedKernel(kernel: { outer in
+            let a = try outer.required(0, ctx)
+            guard a.dtype == .float32 else { throw ctx.error(.unsupportedDType, "A must be float32, got \(a.dtype)") }
+            guard a.rank >= 1, a.shape[a.rank - 1] == k else { throw ctx.error(.executionFailed, "A's last axis must be K = \(k), got shape \(a.shape)") }
+            var args = KernelInputs(values: [outer.take(0), nil, nil])
+            return try kernel(&args)
+        })
+    },
+]
+
+/// The storage geometry of MatMulNBits' B, scales and zero points.
+struct NBitsLayout {
+    let k: Int, n: Int, bits: Int, blockSize: Int
+    /// Blocks per column: ceil(K / block_size).
+    var blocks: Int { (k + blockSize - 1) / blockSize }
+    /// Bytes of one block of B.
+    var blob: Int { blockSize * bits / 8 }
+    /// Bytes of one row of packed zero points: ceil(blocks * bits / 8).
+    var zeroRow: Int { (blocks * bits + 7) / 8 }
+
+    /// The `index`-th `bits`-bit value of `bytes` from `offset`, low bits first.
+    func value(_ bytes: UnsafeRawBufferPointer, _ offset: Int, _ index: Int) -> Int {
+        let perByte = 8 / bits
+        let byte = Int(bytes[offset + index / perByte])
+        return (byte >> ((index % perByte) * bits)) & ((1 << bits) - 1)
+    }
+
+    /// The float32 [K, N] matrix (q - zero) * scale of every weight, in the layout MatMul's B takes.
+    func dequantized(packed: Tensor, scales: Tensor, zeros: Tensor?, groups: Tensor?, _ ctx: OpContext) throws -> Tensor {
+        guard packed.dtype == .uint8, packed.count == n * blocks * blob else {
+            throw ctx.error(.invalidModel, "B must be uint8 [N, blocks, blob] = [\(n), \(blocks), \(blob)], got \(packed.dtype) \(packed.shape)")
+        }
+        let scale = try floatValues(scales, "scales", ctx)
+        guard scale.count == n * blocks else { throw ctx.error(.invalidModel, "scales must have N * blocks = \(n * blocks) elements, got \(scale.count)") }
+        let group = try groups.map { g -> [Int] in
+            let values = g.doubles.map { Int($0) }
+            guard values.count == k, values.allSatisfy({ (0..<blocks).contains($0) }) else {
+                throw ctx.error(.invalidModel, "g_idx must hold K = \(k) block indices below \(blocks), got \(g.shape)")
+            }
+            return values
+        }
+        let zero = try zeroPoints(zeros, ctx)
+        var out = [Float](repeating: 0, count: k * n)
+        packed.withUnsafeBytes { b in
+            for column in 0..<n {
+                for row in 0..<k {
+                    let block = group?[row] ?? row / blockSize
+                    let q = Float(value(b, (column * blocks + row / blockSize) * blob, row % blockSize))
+                    out[row * n + column] = (q - zero[column * blocks + block]) * scale[column * blocks + block]
+                }
+            }
+        }
+        return Tensor(shape: [k, n], scalars: out)
+    }
+
+    /// One zero point per (column, block): unpacked from uint8 rows, taken as floats, or 2^(bits - 1) when absent.
+    private func zeroPoints(_ zeros: Tensor?, _ ctx: OpContext) throws -> [Float] {
+        guard let zeros else { return [Float](repeating: Float(1 << (bits - 1)), count: n * blocks) }
+        if zeros.dtype.isFloatingPoint {
+            let values = try floatValues(zeros, "zero_points", ctx)
+            guard values.count == n * blocks else { throw ctx.error(.invalidModel, "float zero_points must have N * blocks = \(n * blocks) elements, got \(values.count)") }
+            return values
+        }
+        guard zeros.dtype == .uint8, zeros.count == n * zeroRow else {
+            throw ctx.error(.invalidModel, "zero_points must be uint8 [N * \(zeroRow)] = \(n * zeroRow) bytes or float, got \(zeros.dtype) \(zeros.shape)")
+        }
+        return zeros.withUnsafeBytes { z in
+            (0..<(n * blocks)).map { Float(value(z, ($0 / blocks) * zeroRow, $0 % blocks)) }
+        }
+    }
+}
