@@ -136,13 +136,24 @@ extension GraphOptimizer {
         nodes[i].node.inputs = inputs
     }
 
+    /// Whether `node` is a ReduceMean / ReduceMax over the two spatial axes of NCHW keeping them: a global pool as the
+    /// dynamo exporter writes `adaptive_avg_pool2d(x, 1)` (axes an attribute before opset 18, a constant input since).
+    private func isSpatialReduction(_ node: Node) -> Bool {
+        guard ["ReduceMean", "ReduceMax"].contains(node.opType), isDefaultDomain(node.domain) else { return false }
+        if case .int(let keep)? = node.attributes["keepdims"], keep == 0 { return false }
+        var axes: [Int] = []
+        if case .ints(let values)? = node.attributes["axes"] { axes = values.map(Int.init) }
+        else if node.inputs.count > 1, let t = constants[node.inputs[1]] { axes = t.doubles.map { Int($0) } }
+        return Set(axes.map { $0 < 0 ? $0 + 4 : $0 }) == [2, 3]
+    }
+
     /// Whether `value` is a global pool followed by at most a few convs and unary ops (a squeeze-and-excitation scale).
     private func isPooledBranch(_ value: String) -> Bool {
         var name = value
         for _ in 0..<8 {
             guard let p = nodes.firstIndex(where: { $0.node.outputs.contains(name) }), let first = nodes[p].node.inputs.first else { return false }
             let op = nodes[p].node.opType
-            if ["GlobalAveragePool", "GlobalMaxPool"].contains(op) { return true }
+            if ["GlobalAveragePool", "GlobalMaxPool"].contains(op) || isSpatialReduction(nodes[p].node) { return true }
             let unary = nodes[p].node.inputs.dropFirst().allSatisfy { $0.isEmpty || constants[$0] != nil }
             guard op == "Conv" || op == channelsLastPointwiseOp || unary else { return false }
             name = first

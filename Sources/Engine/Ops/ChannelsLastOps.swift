@@ -124,12 +124,22 @@ let channelsLastOperators: OperatorTable = [
                     }
                 }
             }
+            var other = fusesScale ? try inputs.required(fusedChannelScaleInput, ctx) : nil
+            // The Mul's operands the other way round (a scale branch the planner did not recognise as pooled): input 0
+            // is the [N, 1, 1, C] scale and input 4 the NCHW activations.
+            if let big = other, big.dtype == .float32, big.rank == 4, x.rank == 4, x.shape[1] * x.shape[2] == 1,
+               big.shape[0] == x.shape[0], big.shape[1] == x.shape[3], big.shape[2] * big.shape[3] > 1 {
+                let (bn, bc, bh, bw) = (big.shape[0], big.shape[1], big.shape[2], big.shape[3])
+                other = x.reshaped([bn, bc, 1, 1])
+                x = Tensor.makeFloat(shape: [bn, bh, bw, bc]) { d in
+                    big.floatPointer { convertLayout($0, d, batch: bn, channels: bc, pixels: bh * bw, toChannelsLast: true) }
+                }
+            }
             let (n, h, wd, _) = try channelsLastInput(x, channels: c, ctx)
             let outShape = [n, h, wd, m]
             // A folded squeeze-and-excitation Mul: [N, C, 1, 1] scales channels; an NCHW operand of x's size multiplies first.
             var scale: Tensor?
-            if fusesScale {
-                let other = try inputs.required(fusedChannelScaleInput, ctx)
+            if let other {
                 guard other.dtype == .float32 else { throw ctx.error(.unsupportedDType, "Mul operand is \(other.dtype), expected float32") }
                 if other.shape == [n, c, 1, 1] {
                     scale = other
