@@ -351,6 +351,14 @@ def export_ortools(manifest):
                                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
                                     calibrate_method=CalibrationMethod.MinMax, op_types_to_quantize=["MatMul"])
                     quantized(f"{base}_static_{label}", out, inputs, f"onnxruntime quantize_static ({label}, MatMuls, u8/s8 per-channel, reduce_range)", 13)
+            if source == "minilm_l6_v2_op14":
+                # Weight-only 4-bit blocks (onnxruntime's MatMulNBitsQuantizer, as for LLM exports): com.microsoft MatMulNBits.
+                from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+                out = os.path.join(ZOO, f"{base}_matmul_4bits.onnx")
+                quantizer = MatMulNBitsQuantizer(onnx.load(path), bits=4, block_size=32, is_symmetric=False)
+                quantizer.process()
+                onnx.save(quantizer.model.model, out)
+                record(manifest, f"{base}_matmul_4bits", out, inputs, "onnxruntime MatMulNBitsQuantizer (4 bits, blocks of 32)", 14)
             if source in ("tiny_bert", "minilm_l6_v2_op14"):
                 heads, hidden = (2, 16) if source == "tiny_bert" else (12, 384)
                 out = os.path.join(ZOO, f"{base}_transformer_optimized.onnx")
