@@ -7,38 +7,21 @@ import Tensor
 /// float16 roundings survive only where the graph's float16 inputs and outputs are. Here that is done once at compile
 /// time: float16 initializers and constant attributes widen, `Cast(to: float16)` becomes `Cast(to: float32)`, a
 /// declared float16 graph input is widened by one Cast and a float16 graph output narrowed by one, so every float32
-/// kernel serves float16 models while callers still send and receive float16.
+/// kernel serves float16 models while callers still send and receive float16. (onnxruntime also rounds where a node
+/// it has a float16 kernel for, such as LayerNormalization or a Reshape chain, reads a float32-computed value: that
+/// is left out, it moves MiniLM's embedding by about one float16 step.)
 enum Float16Lowering {
     /// Suffix of the float32 twin of a float16 graph input or output.
     static let widenedSuffix = "::float32"
-    /// Suffix of a value onnxruntime rounds to float16 before a Cast writes it as a float32 graph output.
-    static let roundedSuffix = "::float16"
 
     /// Lowers `graph` (and the subgraphs inside it) in place; `constants` are its initializers by name. Models
     /// without float16 are left as they are.
     static func lower(_ graph: inout Graph, constants: inout [String: Tensor]) {
         guard holdsFloat16(graph) || constants.values.contains(where: { $0.dtype == .float16 }) else { return }
-        let half = float16Values(graph, constants: constants, broadly: false)
         // Outputs the model leaves untyped are float16 when float16 flows into them (only hand-built graphs do this).
-        let untypedHalf = graph.outputs.contains { $0.elementType == nil }
-            ? float16Values(graph, constants: constants, broadly: true) : []
+        let untypedHalf = graph.outputs.contains { $0.elementType == nil } ? float16Values(graph, constants: constants) : []
         for (name, tensor) in constants where tensor.dtype == .float16 { constants[name] = widened(tensor) }
-        let outputNames = Set(graph.outputs.map(\.name))
-        var rounded: [Node] = []
-        for i in graph.nodes.indices {
-            let node = graph.nodes[i]
-            // onnxruntime keeps the float16 rounding before a Cast that writes a graph output: the pair it would
-            // otherwise drop ends in a graph output (keep_io_types models end this way).
-            if isStandard(node), node.opType == "Cast", let source = node.inputs.first, half.contains(source),
-               node.outputs.contains(where: outputNames.contains), case .int(let to)? = node.attributes["to"],
-               to == DType.float32.rawValue || to == DType.float64.rawValue {
-                let narrowed = source + roundedSuffix
-                rounded.append(cast(source, to: narrowed, .float16))
-                graph.nodes[i].inputs[0] = narrowed
-            }
-            rewriteAttributes(&graph.nodes[i])
-        }
-        graph.nodes += rounded
+        for i in graph.nodes.indices { rewriteAttributes(&graph.nodes[i]) }
         graph.valueInfo = graph.valueInfo.map(retyped)
         let inputNames = Set(graph.inputs.map(\.name))
         var widenings: [Node] = [], narrowings: [Node] = []
@@ -166,18 +149,6 @@ enum Float16Lowering {
         return out
     }
 
-    /// Operators whose first output has the element type of their float inputs (a conservative list: a value not
-    /// found float16 through it only misses onnxruntime's output rounding, never gains a wrong one).
-    private static let typePreserving: Set<String> = [
-        "Abs", "Add", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Concat", "Conv", "ConvTranspose", "Cos", "Div",
-        "Dropout", "Einsum", "Elu", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "GatherElements", "GatherND",
-        "Gelu", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "GroupNormalization", "HardSigmoid", "HardSwish", "Identity",
-        "InstanceNormalization", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean",
-        "Min", "Mish", "Mul", "Neg", "Pad", "Pow", "PRelu", "Reciprocal", "ReduceL2", "ReduceMax", "ReduceMean", "ReduceMin",
-        "ReduceSum", "Relu", "Reshape", "Resize", "Round", "Selu", "Sigmoid", "Sin", "Slice", "Softmax", "Softplus", "Split",
-        "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze", "Upsample", "Where",
-    ]
-
     /// Standard operators whose first output is not of their float inputs' type (indices, masks, shapes, quantized
     /// values) or whose type another input or attribute decides.
     private static let otherTypedOutputs: Set<String> = [
@@ -188,9 +159,9 @@ enum Float16Lowering {
     ]
 
     /// Values of `graph` that are float16 before lowering: declared so, float16 initializers, outputs of
-    /// `Cast(to: float16)` and of type-preserving operators reading a float16 value (`broadly`: of any operator but
-    /// those in `otherTypedOutputs`, and every output of Split).
-    static func float16Values(_ graph: Graph, constants: [String: Tensor], broadly: Bool) -> Set<String> {
+    /// `Cast(to: float16)` and float16 constants, and the first output of any operator reading a float16 value but
+    /// those in `otherTypedOutputs` (every output of Split).
+    static func float16Values(_ graph: Graph, constants: [String: Tensor]) -> Set<String> {
         var half = Set((graph.inputs + graph.outputs + graph.valueInfo).filter { $0.elementType == .float16 }.map(\.name))
         for (name, tensor) in constants where tensor.dtype == .float16 { half.insert(name) }
         // Repeats until nothing changes, so file order (which the engine does not trust) does not matter.
@@ -205,13 +176,11 @@ enum Float16Lowering {
                 case "Constant", "ConstantOfShape":
                     isHalf = node.attributes["value"].map { if case .tensor(let t) = $0 { t.dtype == .float16 } else { false } } ?? false
                 case "CastLike": isHalf = node.inputs.count > 1 && half.contains(node.inputs[1])
-                default:
-                    let preserving = broadly ? !otherTypedOutputs.contains(node.opType) : typePreserving.contains(node.opType)
-                    isHalf = preserving && node.inputs.contains(where: half.contains)
+                default: isHalf = !otherTypedOutputs.contains(node.opType) && node.inputs.contains(where: half.contains)
                 }
                 guard isHalf else { continue }
                 half.insert(out)
-                if broadly && node.opType == "Split" { half.formUnion(node.outputs.filter { !$0.isEmpty }) }
+                if node.opType == "Split" { half.formUnion(node.outputs.filter { !$0.isEmpty }) }
                 changed = true
             }
         }

@@ -12,8 +12,8 @@ import ONNX
         t.dtype == .float16 ? Float16Lowering.widened(t).scalars(as: Float.self) : t.scalars(as: Float.self)
     }
 
-    /// Within two float16 steps of the largest reference value: the models compute in float32 as onnxruntime does,
-    /// so only a rounding tie that summation order decides may move an output by one float16 step.
+    /// Within about four float16 steps of the largest reference value: onnxruntime 1.32 runs LayerNormalization with
+    /// its float16 kernel (rounding its input and output), which Osprey computes in float32.
     static func closeInFloat16(_ actual: Tensor, _ expected: Tensor) -> Bool {
         TestSupport.close(values(actual), values(expected), relative: 2e-3, absolute: 1e-4)
     }
@@ -42,13 +42,6 @@ import ONNX
         let (wide, _, _) = try OnnxRuntimeFixtureTests.load("float16_io32")
         #expect(wide.inputs.map(\.dtype) == [.float32])
         #expect(wide.outputs.map(\.dtype) == [.float32, .float32])
-    }
-
-    @Test func keepIOTypesOutputsAreRoundedToFloat16AsOnnxRuntimeDoes() throws {
-        // onnxruntime keeps the float16 rounding before a Cast that writes a float32 graph output.
-        let (model, feeds, _) = try OnnxRuntimeFixtureTests.load("float16_io32")
-        let logits = try #require(try model.run(feeds)["logits32"])
-        for v in logits.scalars(as: Float.self) { #expect(float16ToFloat(floatToFloat16(v)) == v) }
     }
 
     @Test func batchEqualsSingleRuns() throws {
@@ -81,6 +74,27 @@ import ONNX
         #expect(out["z"]!.dtype == .float16)
         #expect(Self.values(out["z"]!) == [1.25, -1.75, 65504])
         #expect(out["x"]!.dtype == .float16 && Self.values(out["x"]!) == [1, -2, 65504])
+    }
+
+    /// If branches over an outer float16 input, with a float16 Constant and a float16 initializer, return float16.
+    @Test func controlFlowBodiesAreLoweredWithTheirGraph() throws {
+        func half(_ values: [Float]) -> Tensor { Tensor(shape: [values.count], scalars: values.map { floatToFloat16($0) }, dtype16: true) }
+        let thenBranch = Graph(name: "then", nodes: [
+            Node(name: "k", opType: "Constant", inputs: [], outputs: ["k"], attributes: ["value": .tensor(half([1]))]),
+            Node(name: "a", opType: "Add", inputs: ["x", "k"], outputs: ["t"]),
+        ], outputs: [ValueInfo(name: "t", elementType: .float16)])
+        let elseBranch = Graph(name: "else", nodes: [Node(name: "m", opType: "Mul", inputs: ["x", "two"], outputs: ["e"])],
+                               initializers: [(name: "two", tensor: half([2]))], outputs: [ValueInfo(name: "e", elementType: .float16)])
+        let graph = Graph(name: "g", nodes: [
+            Node(name: "if", opType: "If", inputs: ["c"], outputs: ["y"], attributes: ["then_branch": .graph(thenBranch), "else_branch": .graph(elseBranch)]),
+        ], inputs: [ValueInfo(name: "c", elementType: .bool, shape: []), ValueInfo(name: "x", elementType: .float16, shape: [.fixed(2)])],
+           outputs: [ValueInfo(name: "y", elementType: .float16)])
+        let model = try CompiledModel(model: Model(opsetImports: ["": 17], graph: graph))
+        let x = half([0.5, -3])
+        let yes = try model.run(["c": Tensor(scalar: true), "x": x])["y"]!
+        let no = try model.run(["c": Tensor(scalar: false), "x": x])["y"]!
+        #expect(yes.dtype == .float16 && Self.values(yes) == [1.5, -2])
+        #expect(no.dtype == .float16 && Self.values(no) == [1, -6])
     }
 }
 
