@@ -25,7 +25,7 @@ enum Float16Lowering {
         graph.valueInfo = graph.valueInfo.map(retyped)
         let inputNames = Set(graph.inputs.map(\.name))
         var widenings: [Node] = [], narrowings: [Node] = []
-        for input in graph.inputs where input.elementType == .float16 && constants[input.name] == nil {
+        for input in graph.inputs where input.elementType == .float16 && !input.name.isEmpty && constants[input.name] == nil {
             let wide = input.name + widenedSuffix
             rename(input.name, to: wide, in: &graph.nodes, producers: false)
             widenings.append(cast(input.name, to: wide, .float32))
@@ -33,7 +33,9 @@ enum Float16Lowering {
         for output in graph.outputs where (output.elementType == .float16 || (output.elementType == nil && untypedHalf.contains(output.name)))
             && !inputNames.contains(output.name) {
             let wide = output.name + widenedSuffix
-            guard !narrowings.contains(where: { $0.outputs == [output.name] }) else { continue }
+            // An output nothing produces is left for the plan builder to report under its own name.
+            let produced = constants[output.name] != nil || graph.nodes.contains { $0.outputs.contains(output.name) }
+            guard produced, !narrowings.contains(where: { $0.outputs == [output.name] }) else { continue }
             rename(output.name, to: wide, in: &graph.nodes, producers: true)
             if let c = constants.removeValue(forKey: output.name) { constants[wide] = c }
             narrowings.append(cast(wide, to: output.name, .float16))

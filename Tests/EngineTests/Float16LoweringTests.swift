@@ -96,6 +96,16 @@ import ONNX
         #expect(yes.dtype == .float16 && Self.values(yes) == [1.5, -2])
         #expect(no.dtype == .float16 && Self.values(no) == [1, -6])
     }
+
+    @Test func aFloat16OutputNothingProducesIsReportedByItsName() throws {
+        let graph = Graph(name: "g", nodes: [Node(name: "r", opType: "Relu", inputs: ["x"], outputs: ["y"])],
+                          inputs: [ValueInfo(name: "x", elementType: .float16, shape: [.fixed(2)])],
+                          outputs: [ValueInfo(name: "missing", elementType: .float16)])
+        #expect { try CompiledModel(model: Model(opsetImports: ["": 17], graph: graph)) } throws: {
+            guard let e = $0 as? EngineError else { return false }
+            return e.code == .invalidModel && e.message.contains("'missing'") && !e.message.contains(Float16Lowering.widenedSuffix)
+        }
+    }
 }
 
 private extension Tensor {
