@@ -132,6 +132,66 @@ def run_model(name, entry, batch, rng):
         return ok, worst, "; ".join(notes), scale
 
 
+def write_benchmarks(rows):
+    """Replaces the `## Compatibility` section of BENCHMARKS.md with `rows` (7-cell tuples) merged into its table:
+    rows of models this run did not cover (another --filter, a part not exported here, float16_models.py's) stay."""
+    text = open(os.path.join(ROOT, "BENCHMARKS.md")).read() if os.path.exists(os.path.join(ROOT, "BENCHMARKS.md")) else ""
+    section = re.search(r"^## Compatibility\n.*?(?=^## |\Z)", text, re.S | re.M)
+    done = {r[0] for r in rows}
+    rows = list(rows)
+    for line in (section.group(0).splitlines() if section else []):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 7 and cells[0] not in ("model",) and not cells[0].startswith("---") and cells[0] not in done:
+            rows.append(tuple(cells))
+    rows.sort(key=lambda r: r[0])
+    exported = [r for r in rows if r[3] != "not exported"]
+    passed = sum(r[3] != "FAIL" for r in exported)
+    table = ["| model | exporter | opset | result (batch 1 and 3) | max abs ref | max abs diff | notes |", "|---|---|---|---|---|---|---|"]
+    table += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]
+    section = "\n".join([
+        "## Compatibility", "",
+        "Models exported by real tools with random weights, run by onnxruntime and by `osprey predict` on the same random",
+        "input at batch 1 and 3 (batch 1 only where the exporter fixed the batch axis). Float outputs pass when `max|osprey - ort| <= 1e-4 * max|ort| + 1e-5`; int64 labels must",
+        "match exactly. Quantized models (onnxruntime's quantize_dynamic / quantize_static): integer outputs within one quantization step,",
+        "float outputs within one step of their scale plus that tolerance, or within onnxruntime's own spread between its",
+        "optimisation levels and thread counts where that is larger (see the notes under the table). Float16 models (`*_fp16`,",
+        "`*_fp16_io32`: onnxconverter_common's convert_float_to_float16 with keep_io_types False / True, made and compared by",
+        "Benchmarks/compat/float16_models.py) cannot meet the float32 tolerance: they pass when",
+        "`max|osprey - ort| <= 1e-2 * max|ort| + 1e-5` and, for classifiers, every row's top-1 class agrees. Osprey computes",
+        "their bodies in float32 (Float16Lowering); so does onnxruntime for the CNNs (its inserted Casts cancel), whose keep_io_types",
+        "rows meet even the float32 tolerance; for MiniLM onnxruntime 1.32 keeps float16 kernels for LayerNormalization and",
+        "Reshape/Transpose chains, about one float16 step away at the embedding. Produced by:", "",
+        "```", "swift build -c release --product osprey",
+        "python3 Benchmarks/compat/export_models.py", "python3 Benchmarks/compat/compare.py --write-benchmarks",
+        "Benchmarks/out/venv-torch/bin/python Benchmarks/compat/float16_models.py --write-benchmarks", "```", "",
+        f"{passed} of {len(exported)} exported models pass" +
+        (f" ({len(rows) - len(exported)} more could not be exported by their tool)." if len(rows) > len(exported) else "."),
+        "", *table, "",
+        "Where quantized models may differ from onnxruntime (and why the tolerance above has a spread term):",
+        "- onnxruntime's AVX2 u8 x s8 kernels (vpmaddubsw, on CPUs without VNNI) saturate int16 sums of product pairs when",
+        "  int8 weights use the full range; Osprey keeps the exact int32 sum the operators specify. The harness therefore",
+        "  quantizes with reduce_range (7-bit weights); Tests/Fixtures/contrib/quantized_matmul_full_range records the",
+        "  difference on full-range weights.",
+        "- Requantizing an average (QDQ AveragePool) hits exact rounding ties that float summation order decides;",
+        "  onnxruntime's own optimisation levels then differ by up to two steps at the logits.",
+        "- The two FAIL rows (fourth session, not fixed): `suite_mobilenetv2_static_qoperator` (the suite's MobileNetV2 quantized",
+        "  without onnxruntime's preprocess, so BatchNormalization stays between QLinearConv nodes) first differs at a",
+        "  `QLinearAdd` by one step in 2 of 200k values (0 differences in every QLinearConv before it), and a random-weight",
+        "  BatchNormalization after it blows that step up to 10 steps at the logits' input. onnxruntime's AVX2 QLinearAdd",
+        "  uses XNNPack's fixed-point rescaling (22-bit multipliers and a shift); Osprey's rounds (a - za) * sa / sc +",
+        "  (b - zb) * sb / sc in float as the spec and onnxruntime's own scalar helper do. `minilm_l6_v2_static_qoperator`",
+        "  (batch 1 and 3 with padded attention masks) is not diagnosed yet; the same model at 128 unpadded tokens matches",
+        "  onnxruntime to 6e-08 in `Benchmarks/engine/run_quantized.sh`.",
+        "- onnxruntime's DynamicQuantizeLSTM quantizes the hidden state per chunk of ceil(batch / threads) rows, so its",
+        "  outputs depend on its thread count; Osprey quantizes each sequence on its own, so a row's result does not",
+        "  depend on what it is batched with (onnxruntime's at threads >= batch).", ""])
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    pattern = re.compile(r"^## Compatibility\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+    open(path, "w").write(text)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--filter", default="")
@@ -181,49 +241,11 @@ def main():
                f"{max(diffs):.2g}" if diffs else "-", note)
         rows.append(row)
         print(" | ".join(str(c) for c in row), flush=True)
-    if args.write_benchmarks:
-        # Rows of models this run did not cover (another --filter, a part not exported here) stay as they were.
-        text = open(os.path.join(ROOT, "BENCHMARKS.md")).read() if os.path.exists(os.path.join(ROOT, "BENCHMARKS.md")) else ""
-        section = re.search(r"^## Compatibility\n.*?(?=^## |\Z)", text, re.S | re.M)
-        done = {r[0] for r in rows}
-        for line in (section.group(0).splitlines() if section else []):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("| ") and len(cells) == 7 and cells[0] not in ("model",) and not cells[0].startswith("---") and cells[0] not in done:
-                rows.append(tuple(cells))
-        rows.sort(key=lambda r: r[0])
     exported = [r for r in rows if r[3] != "not exported"]
     passed = sum(r[3] != "FAIL" for r in exported)
-    table = ["| model | exporter | opset | result (batch 1 and 3) | max abs ref | max abs diff | notes |", "|---|---|---|---|---|---|---|"]
-    table += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]
-    print(f"{passed}/{len(exported)} pass")
     if args.write_benchmarks:
-        section = "\n".join([
-            "## Compatibility", "",
-            "Models exported by real tools with random weights, run by onnxruntime and by `osprey predict` on the same random",
-            "input at batch 1 and 3 (batch 1 only where the exporter fixed the batch axis). Float outputs pass when `max|osprey - ort| <= 1e-4 * max|ort| + 1e-5`; int64 labels must",
-            "match exactly. Quantized models (onnxruntime's quantize_dynamic / quantize_static): integer outputs within one quantization step,",
-            "float outputs within one step of their scale plus that tolerance, or within onnxruntime's own spread between its",
-            "optimisation levels and thread counts where that is larger (see the notes under the table). Produced by:", "",
-            "```", "swift build -c release --product osprey",
-            "python3 Benchmarks/compat/export_models.py", "python3 Benchmarks/compat/compare.py --write-benchmarks", "```", "",
-            f"{passed} of {len(exported)} exported models pass" +
-            (f" ({len(rows) - len(exported)} more could not be exported by their tool)." if len(rows) > len(exported) else "."),
-            "", *table, "",
-            "Where quantized models may differ from onnxruntime (and why the tolerance above has a spread term):",
-            "- onnxruntime's AVX2 u8 x s8 kernels (vpmaddubsw, on CPUs without VNNI) saturate int16 sums of product pairs when",
-            "  int8 weights use the full range; Osprey keeps the exact int32 sum the operators specify. The harness therefore",
-            "  quantizes with reduce_range (7-bit weights); Tests/Fixtures/contrib/quantized_matmul_full_range records the",
-            "  difference on full-range weights.",
-            "- Requantizing an average (QDQ AveragePool) hits exact rounding ties that float summation order decides;",
-            "  onnxruntime's own optimisation levels then differ by up to two steps at the logits.",
-            "- onnxruntime's DynamicQuantizeLSTM quantizes the hidden state per chunk of ceil(batch / threads) rows, so its",
-            "  outputs depend on its thread count; Osprey quantizes each sequence on its own, so a row's result does not",
-            "  depend on what it is batched with (onnxruntime's at threads >= batch).", ""])
-        path = os.path.join(ROOT, "BENCHMARKS.md")
-        text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-        pattern = re.compile(r"^## Compatibility\n.*?(?=^## |\Z)", re.S | re.M)
-        text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-        open(path, "w").write(text)
+        write_benchmarks(rows)
+    print(f"{passed}/{len(exported)} pass")
     return 0 if passed == len(exported) else 1
 
 
