@@ -8,7 +8,6 @@
 #include <immintrin.h>
 #include <math.h>
 #include "avx2_logistic.h"
-#include "avx2_gelu.h"
 #include "avx512_math.h"
 #include "include/float_activations.h"
 
