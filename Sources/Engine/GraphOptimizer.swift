@@ -98,6 +98,16 @@ struct GraphOptimizer {
         return users.count == 1 ? users[0] : nil
     }
 
+    /// Offers each node in order to `rewrite` (one fusion at that node's index), re-reading the count as fusions remove
+    /// the nodes they absorb: `rewrite` returns true when it removed the node it was offered, so the next one, now at
+    /// the same index, is offered too.
+    mutating func rewriteEachNode(_ rewrite: (inout GraphOptimizer, Int) -> Bool) {
+        var index = 0
+        while index < nodes.count {
+            if !rewrite(&self, index) { index += 1 }
+        }
+    }
+
     /// Folds an inference BatchNormalization into the Conv or ConvTranspose before it when that output feeds nothing else.
     mutating func foldBatchNormalization() {
         var index = 0
