@@ -10,18 +10,6 @@
 #include "avx512_math.h"
 #include "include/float_activations.h"
 
-/// The epilogue on 8 lanes (the same math as float_activations.c's logistic8 for SiLU / Sigmoid).
-__attribute__((target("avx2,fma"), always_inline))
-static inline __m256 finish8(__m256 v, int epilogue, __m256 lo, __m256 hi) {
-    if (epilogue == OSPREY_DW_CLAMP) {
-        // max/min return their second operand when one is NaN: compare + blend keeps a NaN, as Swift's clamp does.
-        v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
-        return _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
-    }
-    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish8(v);
-    return logistic8(v, epilogue == OSPREY_DW_SILU);
-}
-
 /// Residual and epilogue on `n` (<= 16) outputs at `out` from the accumulators u (first 8) and v (next 8). While a
 /// whole 16-lane store stays inside the plane (`room` floats from `out` to its end), it is one: lanes past the row's
 /// end land in the next rows, which are written after this one and overwrite them (no masked stores: on AMD Zen a

@@ -35,21 +35,26 @@ int osprey_float_avx512_enable(int on) {
     return osprey_float_avx512();
 }
 
+/// The whole-pair loop of both bodies, at the width of vector type V, intrinsic prefix P (_mm256, _mm512), W lanes and
+/// lane function LOGISTIC: from i, two vectors a step, data = LOGISTIC(data + add (+ residual)).
+#define LOGISTIC_PAIRS(V, P, W, LOGISTIC)                                    \
+    for (; i + 2 * (W) <= count; i += 2 * (W)) {                             \
+        V a = P##_add_ps(P##_loadu_ps(data + i), add);                       \
+        V b = P##_add_ps(P##_loadu_ps(data + i + (W)), add);                 \
+        if (residual) {                                                      \
+            a = P##_add_ps(a, P##_loadu_ps(residual + i));                   \
+            b = P##_add_ps(b, P##_loadu_ps(residual + i + (W)));             \
+        }                                                                    \
+        P##_storeu_ps(data + i, LOGISTIC(a, silu));                          \
+        P##_storeu_ps(data + i + (W), LOGISTIC(b, silu));                    \
+    }
+
 /// logistic_avx2 on 16 lanes, 32 a step; the last 1-31 through masked loads and stores.
 OSPREY_AVX512
 static void logistic_avx512(float *data, long count, float addend, const float *residual, int silu) {
     const __m512 add = _mm512_set1_ps(addend);
     long i = 0;
-    for (; i + 32 <= count; i += 32) {
-        __m512 a = _mm512_add_ps(_mm512_loadu_ps(data + i), add);
-        __m512 b = _mm512_add_ps(_mm512_loadu_ps(data + i + 16), add);
-        if (residual) {
-            a = _mm512_add_ps(a, _mm512_loadu_ps(residual + i));
-            b = _mm512_add_ps(b, _mm512_loadu_ps(residual + i + 16));
-        }
-        _mm512_storeu_ps(data + i, logistic16(a, silu));
-        _mm512_storeu_ps(data + i + 16, logistic16(b, silu));
-    }
+    LOGISTIC_PAIRS(__m512, _mm512, 16, logistic16);
     for (; i < count; i += 16) {
         const long left = count - i;
         const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
@@ -63,16 +68,7 @@ __attribute__((target("avx2,fma")))
 static void logistic_avx2(float *data, long count, float addend, const float *residual, int silu) {
     const __m256 add = _mm256_set1_ps(addend);
     long i = 0;
-    for (; i + 16 <= count; i += 16) {
-        __m256 a = _mm256_add_ps(_mm256_loadu_ps(data + i), add);
-        __m256 b = _mm256_add_ps(_mm256_loadu_ps(data + i + 8), add);
-        if (residual) {
-            a = _mm256_add_ps(a, _mm256_loadu_ps(residual + i));
-            b = _mm256_add_ps(b, _mm256_loadu_ps(residual + i + 8));
-        }
-        _mm256_storeu_ps(data + i, logistic8(a, silu));
-        _mm256_storeu_ps(data + i + 8, logistic8(b, silu));
-    }
+    LOGISTIC_PAIRS(__m256, _mm256, 8, logistic8);
     if (i < count) {
         // The last 1-15 through a buffer on the stack, so every element sees the same arithmetic (a masked
         // vmaskmovps store is slow on AMD Zen).

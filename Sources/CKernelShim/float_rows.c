@@ -8,7 +8,6 @@
 #include <immintrin.h>
 #include <math.h>
 #include "avx2_logistic.h"
-#include "avx2_gelu.h"
 #include "avx512_math.h"
 #include "include/float_activations.h"
 
@@ -30,6 +29,28 @@ static inline __m256 load_tail(const float *p, long n, float pad) {
     for (int i = 0; i < 8; i++) lanes[i] = i < n ? p[i] : pad;
     return _mm256_loadu_ps(lanes);
 }
+
+/// A NaN or +inf input (`broken`, or an infinite max `best`), or every input -inf, makes the whole row NaN (as
+/// e^(x - max) / sum does in the reference), or `fill_value` with `fill`: both bodies settle such rows here, as the
+/// clamps of exp8 / exp16 would hide them, and skip the row when this returns 1.
+static inline int settle_broken_row(int broken, float best, float *row, long columns, int fill, float fill_value) {
+    if (!broken && !isinf(best)) return 0;
+    const float value = fill ? fill_value : NAN;
+    for (long i = 0; i < columns; i++) row[i] = value;
+    return 1;
+}
+
+/// Softmax's second pass over the row's whole vectors two at a time, in both bodies: vector type V, intrinsic prefix
+/// P (_mm256, _mm512), W lanes, lane function EXP. From j: row = EXP(in - shift), summed into s0 and s1.
+#define EXP_SUM_PAIRS(V, P, W, EXP)                                          \
+    for (; j + 2 * (W) <= whole; j += 2 * (W)) {                             \
+        const V e0 = EXP(P##_sub_ps(P##_loadu_ps(in + j), shift));           \
+        const V e1 = EXP(P##_sub_ps(P##_loadu_ps(in + j + (W)), shift));     \
+        P##_storeu_ps(row + j, e0);                                          \
+        P##_storeu_ps(row + j + (W), e1);                                    \
+        s0 = P##_add_ps(s0, e0);                                             \
+        s1 = P##_add_ps(s1, e1);                                             \
+    }
 
 /// The AVX-512F body of `osprey_softmax_rows_f32`: the same three passes on 16 lanes, the row's last 1-15 through
 /// masked loads (-inf in the unread lanes, whose e^x is 0) and masked stores.
@@ -59,22 +80,11 @@ static void softmax_rows_avx512(const float *source, float *data, long rows, lon
         }
         // max_ps drops a NaN in its first operand, so NaNs are found by the compares above, as in the AVX2 body.
         const float best = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
-        if (nan || isinf(best)) {
-            const float value = fill ? fill_value : NAN;
-            for (long i = 0; i < columns; i++) row[i] = value;
-            continue;
-        }
+        if (settle_broken_row(nan != 0, best, row, columns, fill, fill_value)) continue;
         const __m512 shift = _mm512_set1_ps(best);
         __m512 s0 = _mm512_setzero_ps(), s1 = s0;
         j = 0;
-        for (; j + 32 <= whole; j += 32) {
-            const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(in + j), shift));
-            const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(in + j + 16), shift));
-            _mm512_storeu_ps(row + j, e0);
-            _mm512_storeu_ps(row + j + 16, e1);
-            s0 = _mm512_add_ps(s0, e0);
-            s1 = _mm512_add_ps(s1, e1);
-        }
+        EXP_SUM_PAIRS(__m512, _mm512, 16, exp16);
         for (; j <= whole; j += 16) {
             const __mmask16 m = j < whole ? (__mmask16)0xFFFF : tail;
             if (!m) break;
@@ -129,24 +139,11 @@ void osprey_softmax_rows_f32(const float *source, float *data, long rows, long c
             if (isnan(in[i])) broken = 1;
             best = in[i] > best ? in[i] : best;
         }
-        // A NaN or +inf input, or every input -inf, makes the whole row NaN (as e^(x - max) / sum does in the
-        // reference): exp8's clamps would hide it, so such rows are settled here.
-        if (broken || isinf(best)) {
-            const float value = fill ? fill_value : NAN;
-            for (long i = 0; i < columns; i++) row[i] = value;
-            continue;
-        }
+        if (settle_broken_row(broken, best, row, columns, fill, fill_value)) continue;
         const __m256 shift = _mm256_set1_ps(best);
         __m256 s0 = _mm256_setzero_ps(), s1 = s0;
         j = 0;
-        for (; j + 16 <= whole; j += 16) {
-            const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(in + j), shift));
-            const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(in + j + 8), shift));
-            _mm256_storeu_ps(row + j, e0);
-            _mm256_storeu_ps(row + j + 8, e1);
-            s0 = _mm256_add_ps(s0, e0);
-            s1 = _mm256_add_ps(s1, e1);
-        }
+        EXP_SUM_PAIRS(__m256, _mm256, 8, exp8);
         for (; j < whole; j += 8) {
             const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(in + j), shift));
             _mm256_storeu_ps(row + j, e);

@@ -183,17 +183,6 @@ static void depthwise_avx512(const geometry_t *g, const float *in, const float *
     }
 }
 
-/// The epilogue on 8 lanes (the same math as depthwise_plane.c's finish8).
-__attribute__((target("avx2,fma"), always_inline))
-static inline __m256 finish8_nhwc(__m256 v, int epilogue, __m256 lo, __m256 hi) {
-    if (epilogue == OSPREY_DW_CLAMP) {
-        v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
-        return _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
-    }
-    if (epilogue == OSPREY_DW_HARDSWISH) return hard_swish8(v);
-    return logistic8(v, epilogue == OSPREY_DW_SILU);
-}
-
 /// `n` (1...4) whole vectors of 8 channels from channel c of one pixel, all taps.
 #define DW256_BLOCK(n) do { \
         __m256 acc[4]; \
@@ -208,7 +197,7 @@ static inline __m256 finish8_nhwc(__m256 v, int epilogue, __m256 lo, __m256 hi) 
         for (int k = 0; k < (n); k++) { \
             __m256 v = acc[k]; \
             if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + c + 8 * k)); \
-            _mm256_storeu_ps(o + c + 8 * k, finish8_nhwc(v, epilogue, lov, hiv)); \
+            _mm256_storeu_ps(o + c + 8 * k, finish8(v, epilogue, lov, hiv)); \
         } \
     } while (0)
 

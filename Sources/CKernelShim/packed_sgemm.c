@@ -9,7 +9,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#include "avx2_gelu.h"
+#include "avx2_logistic.h"
 #include "avx512_math.h"
 
 

@@ -124,6 +124,30 @@ static inline void requantize_pair_avx2(const osprey_qepilogue *ep, int r, const
     _mm_storeu_si128((__m128i *)(o + ldo), _mm256_extracti128_si256(q, 1));
 }
 
+/// What every vector panel body stores its tiles through: `ep` without its bias, as the tiles' sums start from it.
+static inline osprey_qepilogue tile_epilogue(const osprey_qepilogue *ep) {
+    osprey_qepilogue e = *ep;
+    e.bias = NULL;
+    return e;
+}
+
+/// 1 when the outputs are 8-bit and not transposed: rows of a full panel then requantize several at a time.
+static inline int requantizes_rows(const osprey_qepilogue *ep) {
+    return !ep->transposed && (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8);
+}
+
+/// The row tile of a panel body from row i of m: its row count (at most `most`), its first row of A and its bias.
+typedef struct {
+    int rows;
+    const uint8_t *a;
+    const int32_t *bias;
+} row_tile;
+
+static inline row_tile row_tile_at(const osprey_qepilogue *ep, const uint8_t *a, size_t lda, int m, int i, int most) {
+    row_tile t = {m - i < most ? m - i : most, a + (size_t)i * lda, ep->bias ? ep->bias + i : NULL};
+    return t;
+}
+
 // The ymm bodies (quantized_conv_body.h): AVX2 and AVX-VNNI (VEX vpdpbusd / vpdpwssd).
 #define QBODY(name) name##_avx2
 #define QBODY_TARGET "avx2"
@@ -186,32 +210,29 @@ static inline void requantize_quad_zmm(const osprey_qepilogue *ep, int r, const 
 __attribute__((target(ZMM_TARGET)))
 static void panel_avx512vnni(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols,
                              const osprey_qepilogue *ep, void *out, int ldo) {
-    osprey_qepilogue e = *ep;
-    e.bias = NULL;  // added by the tile
-    int bytes = !ep->transposed && cols == PANEL && (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8);
+    const osprey_qepilogue e = tile_epilogue(ep);
+    int bytes = cols == PANEL && requantizes_rows(ep);
     for (int i = 0; i < m; i += ZMM_ROWS) {
-        int rows = m - i < ZMM_ROWS ? m - i : ZMM_ROWS;
-        const uint8_t *rows_a = a + (size_t)i * lda;
-        const int32_t *bias = ep->bias ? ep->bias + i : NULL;
+        const row_tile t = row_tile_at(ep, a, lda, m, i, ZMM_ROWS);
         __m512i acc[ZMM_ROWS];
         // Every row count its own body: a run-time count would keep the accumulators in memory.
 #define TILE_BODIES(W)                                                                      \
-        switch (rows) {                                                                     \
-        case 8: gemm_tile_zmm(W, 8, steps, rows_a, lda, panel, bias, acc); break;           \
-        case 7: gemm_tile_zmm(W, 7, steps, rows_a, lda, panel, bias, acc); break;           \
-        case 6: gemm_tile_zmm(W, 6, steps, rows_a, lda, panel, bias, acc); break;           \
-        case 5: gemm_tile_zmm(W, 5, steps, rows_a, lda, panel, bias, acc); break;           \
-        case 4: gemm_tile_zmm(W, 4, steps, rows_a, lda, panel, bias, acc); break;           \
-        case 3: gemm_tile_zmm(W, 3, steps, rows_a, lda, panel, bias, acc); break;           \
-        case 2: gemm_tile_zmm(W, 2, steps, rows_a, lda, panel, bias, acc); break;           \
-        default: gemm_tile_zmm(W, 1, steps, rows_a, lda, panel, bias, acc); break;          \
+        switch (t.rows) {                                                                   \
+        case 8: gemm_tile_zmm(W, 8, steps, t.a, lda, panel, t.bias, acc); break;            \
+        case 7: gemm_tile_zmm(W, 7, steps, t.a, lda, panel, t.bias, acc); break;            \
+        case 6: gemm_tile_zmm(W, 6, steps, t.a, lda, panel, t.bias, acc); break;            \
+        case 5: gemm_tile_zmm(W, 5, steps, t.a, lda, panel, t.bias, acc); break;            \
+        case 4: gemm_tile_zmm(W, 4, steps, t.a, lda, panel, t.bias, acc); break;            \
+        case 3: gemm_tile_zmm(W, 3, steps, t.a, lda, panel, t.bias, acc); break;            \
+        case 2: gemm_tile_zmm(W, 2, steps, t.a, lda, panel, t.bias, acc); break;            \
+        default: gemm_tile_zmm(W, 1, steps, t.a, lda, panel, t.bias, acc); break;           \
         }
         if (wide) { TILE_BODIES(1) } else { TILE_BODIES(0) }
 #undef TILE_BODIES
         int r = 0;
         if (bytes)
-            for (; r + 3 < rows; r += 4) requantize_quad_zmm(&e, i + r, acc + r, (uint8_t *)out + (size_t)(i + r) * ldo + c0, ldo);
-        for (; r < rows; r++) store_row_avx2(&e, i + r, c0, cols, _mm512_castsi512_si256(acc[r]), _mm512_extracti64x4_epi64(acc[r], 1), out, ldo);
+            for (; r + 3 < t.rows; r += 4) requantize_quad_zmm(&e, i + r, acc + r, (uint8_t *)out + (size_t)(i + r) * ldo + c0, ldo);
+        for (; r < t.rows; r++) store_row_avx2(&e, i + r, c0, cols, _mm512_castsi512_si256(acc[r]), _mm512_extracti64x4_epi64(acc[r], 1), out, ldo);
     }
 }
 

@@ -31,31 +31,28 @@ static inline void QBODY(gemm_tile)(int wide, int rows, int steps, const uint8_t
 __attribute__((target(QBODY_TARGET)))
 static void QBODY(panel)(int wide, int m, int steps, const uint8_t *a, size_t lda, const uint8_t *panel, int c0, int cols,
                          const osprey_qepilogue *ep, void *out, int ldo) {
-    osprey_qepilogue e = *ep;
-    e.bias = NULL;  // added by the tile
-    int bytes = !ep->transposed && cols == PANEL && (ep->kind == OSPREY_QOUT_U8 || ep->kind == OSPREY_QOUT_S8);
+    const osprey_qepilogue e = tile_epilogue(ep);
+    int bytes = cols == PANEL && requantizes_rows(ep);
     for (int i = 0; i < m; i += TILE_ROWS) {
-        int rows = m - i < TILE_ROWS ? m - i : TILE_ROWS;
-        const uint8_t *rows_a = a + (size_t)i * lda;
-        const int32_t *bias = ep->bias ? ep->bias + i : NULL;
+        const row_tile t = row_tile_at(ep, a, lda, m, i, TILE_ROWS);
         __m256i acc[TILE_ROWS][2];
         // Constant arguments specialise the inlined tile (operand kind, unrolled full-tile row loop).
         // Every row count its own body: a run-time count would keep the accumulators in memory.
 #define TILE_BODIES(W)                                                                          \
-        switch (rows) {                                                                         \
-        case 6: QBODY(gemm_tile)(W, 6, steps, rows_a, lda, panel, bias, acc); break;            \
-        case 5: QBODY(gemm_tile)(W, 5, steps, rows_a, lda, panel, bias, acc); break;            \
-        case 4: QBODY(gemm_tile)(W, 4, steps, rows_a, lda, panel, bias, acc); break;            \
-        case 3: QBODY(gemm_tile)(W, 3, steps, rows_a, lda, panel, bias, acc); break;            \
-        case 2: QBODY(gemm_tile)(W, 2, steps, rows_a, lda, panel, bias, acc); break;            \
-        default: QBODY(gemm_tile)(W, 1, steps, rows_a, lda, panel, bias, acc); break;           \
+        switch (t.rows) {                                                                       \
+        case 6: QBODY(gemm_tile)(W, 6, steps, t.a, lda, panel, t.bias, acc); break;             \
+        case 5: QBODY(gemm_tile)(W, 5, steps, t.a, lda, panel, t.bias, acc); break;             \
+        case 4: QBODY(gemm_tile)(W, 4, steps, t.a, lda, panel, t.bias, acc); break;             \
+        case 3: QBODY(gemm_tile)(W, 3, steps, t.a, lda, panel, t.bias, acc); break;             \
+        case 2: QBODY(gemm_tile)(W, 2, steps, t.a, lda, panel, t.bias, acc); break;             \
+        default: QBODY(gemm_tile)(W, 1, steps, t.a, lda, panel, t.bias, acc); break;            \
         }
         if (wide) { TILE_BODIES(1) } else { TILE_BODIES(0) }
 #undef TILE_BODIES
         int r = 0;
         if (bytes)
-            for (; r + 1 < rows; r += 2)
+            for (; r + 1 < t.rows; r += 2)
                 requantize_pair_avx2(&e, i + r, acc[r], acc[r + 1], (uint8_t *)out + (size_t)(i + r) * ldo + c0, ldo);
-        for (; r < rows; r++) store_row_avx2(&e, i + r, c0, cols, acc[r][0], acc[r][1], out, ldo);
+        for (; r < t.rows; r++) store_row_avx2(&e, i + r, c0, cols, acc[r][0], acc[r][1], out, ldo);
     }
 }

@@ -325,19 +325,4 @@ int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32
     }
     return 1;
 }
-#else
-int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
-                                          const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
-                                          const osprey_qepilogue *ep, void *out, int32_t *scratch) {
-    (void)x; (void)is_signed; (void)x_zero; (void)first; (void)count; (void)channels; (void)h; (void)w; (void)weights; (void)kh; (void)kw;
-    (void)sh; (void)sw; (void)dh; (void)dw; (void)pt; (void)pl; (void)oh; (void)ow; (void)ep; (void)out; (void)scratch;
-    return 0;
-}
-
-void osprey_qdepthwise_channels_avx2(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
-                                     const int32_t *packed, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
-                                     const osprey_qepilogue *ep, void *out, int32_t *scratch) {
-    (void)x; (void)is_signed; (void)x_zero; (void)first; (void)count; (void)channels; (void)h; (void)w; (void)packed; (void)kh; (void)kw;
-    (void)sh; (void)sw; (void)dh; (void)dw; (void)pt; (void)pl; (void)oh; (void)ow; (void)ep; (void)out; (void)scratch;
-}
 #endif

@@ -181,12 +181,4 @@ int osprey_qdepthwise_zmm_scratch(int kh, int kw, int sh, int sw, int dh, int dw
     (void)kh; (void)kw; (void)sh; (void)sw; (void)dh; (void)dw; (void)oh; (void)ow;
     return 0;
 }
-
-int osprey_qdepthwise_planes_avx512vnni(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
-                                        const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
-                                        const osprey_qepilogue *ep, void *out, int32_t *scratch) {
-    (void)x; (void)is_signed; (void)x_zero; (void)first; (void)count; (void)channels; (void)h; (void)w; (void)weights; (void)kh; (void)kw;
-    (void)sh; (void)sw; (void)dh; (void)dw; (void)pt; (void)pl; (void)oh; (void)ow; (void)ep; (void)out; (void)scratch;
-    return 0;
-}
 #endif

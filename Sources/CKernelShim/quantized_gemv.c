@@ -136,6 +136,17 @@ static inline void store16_avx2(int kind, int32_t zero_point, const float *scale
 #define ZMM_ROWS 8
 #define ZMM_TARGET "avx2,avx512f,avx512bw,avx512vl,avx512vnni"
 
+/// Row r's k quad q (all four bytes inside the row) broadcast to every lane, each byte's top bit flipped when `flip`
+/// (int8 x read as u8 + 128): the x operand of every whole quad of both tiles.
+__attribute__((target(ZMM_TARGET), always_inline))
+static inline __m512i whole_quad_zmm(const uint8_t *x, size_t ldx, int r, int q, uint8_t flip) {
+    int32_t four;
+    memcpy(&four, x + (size_t)r * ldx + 4 * q, 4);
+    __m512i v = _mm512_set1_epi32(four);
+    if (flip) v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+    return v;
+}
+
 /// `rows` (<= ZMM_ROWS) rows of x times one panel over every k quad: acc[r] = the 16 columns' sums.
 __attribute__((target(ZMM_TARGET), always_inline))
 static inline void tile_zmm(int rows, int kquads, int k, const uint8_t *x, size_t ldx, uint8_t flip, const uint8_t *panel, __m512i init,
@@ -144,13 +155,7 @@ static inline void tile_zmm(int rows, int kquads, int k, const uint8_t *x, size_
     int whole = k / 4, q = 0;
     for (; q < whole; q++) {
         __m512i w = _mm512_loadu_si512((const void *)(panel + (size_t)q * 64));
-        for (int r = 0; r < rows; r++) {
-            int32_t four;
-            memcpy(&four, x + (size_t)r * ldx + 4 * q, 4);
-            __m512i v = _mm512_set1_epi32(four);
-            if (flip) v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
-            acc[r] = _mm512_dpbusd_epi32(acc[r], v, w);
-        }
+        for (int r = 0; r < rows; r++) acc[r] = _mm512_dpbusd_epi32(acc[r], whole_quad_zmm(x, ldx, r, q, flip), w);
     }
     for (; q < kquads; q++) {
         __m512i w = _mm512_loadu_si512((const void *)(panel + (size_t)q * 64));
@@ -170,10 +175,7 @@ static inline void tile2_zmm(int rows, int kquads, int k, const uint8_t *x, size
     for (; q < whole; q++) {
         __m512i w0 = _mm512_loadu_si512((const void *)(panel + (size_t)q * 64)), w1 = _mm512_loadu_si512((const void *)(second + (size_t)q * 64));
         for (int r = 0; r < rows; r++) {
-            int32_t four;
-            memcpy(&four, x + (size_t)r * ldx + 4 * q, 4);
-            __m512i v = _mm512_set1_epi32(four);
-            if (flip) v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+            __m512i v = whole_quad_zmm(x, ldx, r, q, flip);
             acc0[r] = _mm512_dpbusd_epi32(acc0[r], v, w0);
             acc1[r] = _mm512_dpbusd_epi32(acc1[r], v, w1);
         }

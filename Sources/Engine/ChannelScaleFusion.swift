@@ -11,25 +11,27 @@ extension GraphOptimizer {
     /// it reads it instead of a separate pass over x (RegNetY-400MF: the 16 Muls were ~10% of the model). Which operand
     /// is the scale is only known at run time; the kernel multiplies first when neither is, or no fast kernel takes it.
     mutating func fuseChannelScaleIntoConvs() {
-        var index = 0
-        while index < nodes.count {
-            defer { index += 1 }
-            let mul = nodes[index].node
-            guard mul.opType == "Mul", isDefaultDomain(mul.domain), mul.inputs.count == 2, mul.outputs.count == 1,
-                  mul.inputs[0] != mul.inputs[1], mul.inputs.allSatisfy({ !$0.isEmpty && constants[$0] == nil }),
-                  let out = mul.outputs.first, let user = soleReader(of: out), user > index else { continue }
-            let conv = nodes[user].node
-            guard conv.opType == "Conv", isDefaultDomain(conv.domain), conv.inputs.count >= 2, conv.inputs.count <= fusedChannelScaleInput,
-                  conv.inputs[0] == out, !conv.inputs.dropFirst().contains(out), let w = constants[conv.inputs[1]], w.dtype == .float32,
-                  w.rank == 4, w.shape[2] == 1, w.shape[3] == 1 else { continue }
-            if case .int(let groups)? = conv.attributes["group"], groups != 1 { continue }
-            var fused = nodes[user]
-            fused.node.inputs[0] = mul.inputs[0]
-            while fused.node.inputs.count < fusedChannelScaleInput { fused.node.inputs.append("") }
-            fused.node.inputs.append(mul.inputs[1])
-            nodes[user] = fused
-            nodes.remove(at: index)
-            index -= 1
-        }
+        rewriteEachNode { $0.fuseChannelScale(mulAt: $1) }
+    }
+
+    /// One fold of the Mul at `index` into the Conv that alone reads it, when the pattern is there; true when it did
+    /// (the Mul is then removed).
+    private mutating func fuseChannelScale(mulAt index: Int) -> Bool {
+        let mul = nodes[index].node
+        guard mul.opType == "Mul", isDefaultDomain(mul.domain), mul.inputs.count == 2, mul.outputs.count == 1,
+              mul.inputs[0] != mul.inputs[1], mul.inputs.allSatisfy({ !$0.isEmpty && constants[$0] == nil }),
+              let out = mul.outputs.first, let user = soleReader(of: out), user > index else { return false }
+        let conv = nodes[user].node
+        guard conv.opType == "Conv", isDefaultDomain(conv.domain), conv.inputs.count >= 2, conv.inputs.count <= fusedChannelScaleInput,
+              conv.inputs[0] == out, !conv.inputs.dropFirst().contains(out), let w = constants[conv.inputs[1]], w.dtype == .float32,
+              w.rank == 4, w.shape[2] == 1, w.shape[3] == 1 else { return false }
+        if case .int(let groups)? = conv.attributes["group"], groups != 1 { return false }
+        var fused = nodes[user]
+        fused.node.inputs[0] = mul.inputs[0]
+        while fused.node.inputs.count < fusedChannelScaleInput { fused.node.inputs.append("") }
+        fused.node.inputs.append(mul.inputs[1])
+        nodes[user] = fused
+        nodes.remove(at: index)
+        return true
     }
 }

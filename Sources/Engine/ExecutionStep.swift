@@ -106,10 +106,8 @@ struct ExecutionPlan: Sendable {
                  peakBytes: UnsafeMutablePointer<Int>? = nil) throws -> [Tensor] {
         let needed = neededSteps(for: wanted)
         let table = self.table
-        let constants = table.constants, inputStart = table.inputStart, inputIDs = table.inputs
-        let outputStart = table.outputStart, outputIDs = table.outputs
-        let releaseStart = table.releaseStart, releaseIDs = table.releases
-        let handoverStart = table.handoverStart, handoverIDs = table.handovers
+        let constants = table.constants, inputIDs = table.inputs, outputIDs = table.outputs
+        let releaseIDs = table.releases, handoverIDs = table.handovers
         let shapeDerived = table.shapeDerived, concatStep = table.concatStep, concatMember = table.concatMember
         var values = [Tensor?](repeating: nil, count: slotCount)
         for (id, tensor) in table.shadowedConstants { values[id] = tensor }
@@ -125,13 +123,13 @@ struct ExecutionPlan: Sendable {
         args.values.reserveCapacity(table.maxInputs)
 
         for i in 0..<steps.count where needed[i] {
-            let outputs = outputStart[i]..<outputStart[i + 1]
-            if shapeDerived[i] && cached != nil && outputs.allSatisfy({ outputIDs[$0] < 0 || values[outputIDs[$0]] != nil }) {
-                for r in releaseStart[i]..<releaseStart[i + 1] { values[releaseIDs[r]] = nil }
+            let outputs = outputIDs.range(i)
+            if shapeDerived[i] && cached != nil && outputs.allSatisfy({ outputIDs.slots[$0] < 0 || values[outputIDs.slots[$0]] != nil }) {
+                for r in releaseIDs.range(i) { values[releaseIDs.slots[r]] = nil }
                 continue
             }
-            for j in inputStart[i]..<inputStart[i + 1] {
-                let id = inputIDs[j]
+            for j in inputIDs.range(i) {
+                let id = inputIDs.slots[j]
                 guard id >= 0 else { args.values.append(nil); continue }
                 guard let value = values[id] ?? constants[id] else {
                     args.values.removeAll()
@@ -140,11 +138,11 @@ struct ExecutionPlan: Sendable {
                 args.values.append(value)
             }
             // Hand over the last reference so elementwise kernels can write in place.
-            for r in handoverStart[i]..<handoverStart[i + 1] { values[handoverIDs[r]] = nil }
+            for r in handoverIDs.range(i) { values[handoverIDs.slots[r]] = nil }
             let started = timings == nil ? 0 : SystemClock.seconds()
             let results: [Tensor]
             if concatRun != nil {
-                if outputs.count == 1, case let out = outputIDs[outputs.lowerBound], out >= 0, concatMember[out] {
+                if outputs.count == 1, case let out = outputIDs.slots[outputs.lowerBound], out >= 0, concatMember[out] {
                     args.placement = concatRun?.window(for: out)
                 }
                 if concatStep[i] {
@@ -160,14 +158,14 @@ struct ExecutionPlan: Sendable {
             args.values.removeAll(keepingCapacity: true)
             args.placement = nil
             if let timings { timings.pointee[i] += SystemClock.seconds() - started }
-            for (k, j) in outputs.enumerated() where outputIDs[j] >= 0 {
-                let id = outputIDs[j]
+            for (k, j) in outputs.enumerated() where outputIDs.slots[j] >= 0 {
+                let id = outputIDs.slots[j]
                 guard k < results.count else { throw EngineError(.executionFailed, "\(steps[i].label): output \(k) was not produced") }
                 values[id] = concatMember[id] ? (concatRun?.place(results[k], slot: id) ?? results[k]) : results[k]
                 if shapeDerived[i] && cached == nil { fresh[id] = results[k] }
             }
             if let peakBytes { peakBytes.pointee = max(peakBytes.pointee, liveBytes(values)) }
-            for r in releaseStart[i]..<releaseStart[i + 1] { values[releaseIDs[r]] = nil }
+            for r in releaseIDs.range(i) { values[releaseIDs.slots[r]] = nil }
         }
         if cached == nil && !fresh.isEmpty { shapeCache.store(fresh, for: signature) }
         concatRun?.finish(signature: signature, ranAll: !needed.contains(false))

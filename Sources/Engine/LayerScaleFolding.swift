@@ -7,10 +7,9 @@ extension GraphOptimizer {
     /// [C, 1, ...] becomes `Transpose(MatMul(x, W * gamma [+ b * gamma]))`: one pass over the block's output less.
     /// Runs after `fuseMatMulBias`; every intermediate must have that single reader and be no graph output.
     mutating func foldLayerScaleIntoMatMuls() {
-        var index = 0
-        while index < nodes.count {
-            foldLayerScale(intoMatMulAt: index)
-            index += 1
+        rewriteEachNode { optimizer, index in
+            optimizer.foldLayerScale(intoMatMulAt: index)
+            return false
         }
     }
 

@@ -5,23 +5,15 @@ import Tensor
 struct StepTable: Sendable {
     /// Each step's kernel.
     let kernels: [Kernel]
-    /// Step i's input slots are `inputs[inputStart[i]..<inputStart[i + 1]]` (-1 = omitted).
-    let inputStart: [Int]
-    /// All steps' input slots, back to back.
-    let inputs: [Int]
-    /// Step i's output slots are `outputs[outputStart[i]..<outputStart[i + 1]]` (-1 = unused).
-    let outputStart: [Int]
-    /// All steps' output slots, back to back.
-    let outputs: [Int]
-    /// Step i's releases are `releases[releaseStart[i]..<releaseStart[i + 1]]`.
-    let releaseStart: [Int]
-    /// All steps' released slots, back to back.
-    let releases: [Int]
-    /// Step i hands `handovers[handoverStart[i]..<handoverStart[i + 1]]` to its kernel: released slots it reads
-    /// exactly once, dropped from the run's values before the kernel runs so a sole reference can be written in place.
-    let handoverStart: [Int]
-    /// All steps' handed-over slots, back to back.
-    let handovers: [Int]
+    /// Each step's input slots (-1 = omitted).
+    let inputs: StepSlots
+    /// Each step's output slots (-1 = unused).
+    let outputs: StepSlots
+    /// Each step's released slots.
+    let releases: StepSlots
+    /// The slots each step hands to its kernel: released slots it reads exactly once, dropped from the run's values
+    /// before the kernel runs so a sole reference can be written in place.
+    let handovers: StepSlots
     /// Whether each step is shape-derived.
     let shapeDerived: [Bool]
     /// Whether each step is a Concat group's root or a grouped Concat (the only steps the placement acts on).
@@ -37,19 +29,10 @@ struct StepTable: Sendable {
 
     init(steps: [ExecutionStep], slotCount: Int, constantSlots: [(Int, Tensor)], inputSlots: [(String, Int)], concats: ConcatPlacement) {
         kernels = steps.map(\.kernel)
-        func flatten(_ lists: [[Int]]) -> (start: [Int], all: [Int]) {
-            var start = [0]
-            var all: [Int] = []
-            for list in lists {
-                all.append(contentsOf: list)
-                start.append(all.count)
-            }
-            return (start, all)
-        }
-        (inputStart, inputs) = flatten(steps.map(\.inputs))
-        (outputStart, outputs) = flatten(steps.map(\.outputs))
-        (releaseStart, releases) = flatten(steps.map(\.releases))
-        (handoverStart, handovers) = flatten(steps.map { step in step.releases.filter { id in step.inputs.filter { $0 == id }.count == 1 } })
+        inputs = StepSlots(steps.map(\.inputs))
+        outputs = StepSlots(steps.map(\.outputs))
+        releases = StepSlots(steps.map(\.releases))
+        handovers = StepSlots(steps.map { step in step.releases.filter { id in step.inputs.filter { $0 == id }.count == 1 } })
         shapeDerived = steps.map(\.shapeDerived)
         concatStep = steps.indices.map { concats.rootStep[$0] != nil || concats.concatAxes[$0] != nil }
         var member = [Bool](repeating: false, count: slotCount)
@@ -65,4 +48,29 @@ struct StepTable: Sendable {
         shadowedConstants = shadowed
         maxInputs = steps.map(\.inputs.count).max() ?? 0
     }
+}
+
+/// One slot list per step, back to back in one array (instead of an array per step): step i's slots are
+/// `slots[range(i)]`.
+struct StepSlots: Sendable {
+    /// Where each step's list begins in `slots`, and one entry more: the total.
+    let start: [Int]
+    /// Every step's slots, back to back.
+    let slots: [Int]
+
+    /// The lists flattened, in step order.
+    init(_ lists: [[Int]]) {
+        var start = [0]
+        var slots: [Int] = []
+        for list in lists {
+            slots.append(contentsOf: list)
+            start.append(slots.count)
+        }
+        self.start = start
+        self.slots = slots
+    }
+
+    /// The positions in `slots` of step i's list.
+    @inline(__always)
+    func range(_ step: Int) -> Range<Int> { start[step]..<start[step + 1] }
 }

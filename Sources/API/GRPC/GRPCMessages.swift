@@ -6,28 +6,27 @@ import Serving
 enum GRPCMessages {
     /// `name` (#1) and `version` (#2): ModelReadyRequest, ModelMetadataRequest, ModelConfigRequest, ModelStatisticsRequest.
     static func decodeNameVersion(_ bytes: [UInt8]) throws -> (name: String, version: String) {
-        var name = "", version = ""
-        try read(bytes) { field in
-            switch field.number {
-            case 1: name = try field.string("name")
-            case 2: version = try field.string("version")
-            default: break
-            }
-        }
-        return (name, version)
+        try decodePair(bytes, ("", "")) { try $0.string("name") } second: { try $0.string("version") }
     }
 
     /// RepositoryIndexRequest: `repository_name` (#1) and `ready` (#2).
     static func decodeIndexRequest(_ bytes: [UInt8]) throws -> (repository: String, ready: Bool) {
-        var repository = "", ready = false
+        try decodePair(bytes, ("", false)) { try $0.string("repository_name") } second: { try $0.bool("ready") }
+    }
+
+    /// Fields #1 and #2 of a two-field message, each read by its closure; `defaults` stand for absent ones, and other
+    /// fields are skipped.
+    private static func decodePair<First, Second>(_ bytes: [UInt8], _ defaults: (First, Second), first: (WireField) throws -> First,
+                                                  second: (WireField) throws -> Second) throws -> (First, Second) {
+        var pair = defaults
         try read(bytes) { field in
             switch field.number {
-            case 1: repository = try field.string("repository_name")
-            case 2: ready = try field.bool("ready")
+            case 1: pair.0 = try first(field)
+            case 2: pair.1 = try second(field)
             default: break
             }
         }
-        return (repository, ready)
+        return pair
     }
 
     /// RepositoryModelLoadRequest / RepositoryModelUnloadRequest: `repository_name` (#1), `model_name` (#2) and

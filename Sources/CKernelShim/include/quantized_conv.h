@@ -82,6 +82,9 @@ void osprey_qdepthwise_planes(const uint8_t *x, int is_signed, int32_t x_zero, i
                               const int32_t *weights, const int32_t *channel_weights, int kh, int kw, int sh, int sw, int dh, int dw,
                               int pt, int pl, int oh, int ow, const osprey_qepilogue *ep, void *out, int32_t *scratch);
 
+#if defined(__x86_64__)
+// The vector bodies in #if defined(__x86_64__) exist on x86-64 only, as do their callers (osprey_qdepthwise_planes,
+// osprey_qdepthwise): other targets need no stubs of them.
 /// `osprey_qdepthwise_planes` with the channels in the vector (AVX2 only; quantized_depthwise_channels.c): blocks of 16
 /// planes transposed into 16-byte pixels, all 16 channels of an output pixel per vector, transposed back. For planes
 /// narrower than the planar kernel's 16-output vectors (`osprey_qdepthwise_channels_fits`); the planar kernel's
@@ -98,6 +101,7 @@ void osprey_qdepthwise_channels_avx2(const uint8_t *x, int is_signed, int32_t x_
 int osprey_qdepthwise_channels_avx512vnni(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
                                           const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
                                           const osprey_qepilogue *ep, void *out, int32_t *scratch);
+#endif
 
 /// int32s of `osprey_qdepthwise_channels_pack`'s output.
 long osprey_qdepthwise_channels_packed_count(int channels, int taps);
@@ -112,6 +116,7 @@ int osprey_qdepthwise_channels_fits(int kh, int kw, int oh, int ow);
 /// int32s of scratch `osprey_qdepthwise_channels_avx2` needs.
 int osprey_qdepthwise_channels_scratch(int kh, int kw, int sh, int sw, int dh, int dw, int oh, int ow);
 
+#if defined(__x86_64__)
 /// `osprey_qdepthwise_planes` on AVX512-VNNI + VBMI (quantized_depthwise_zmm.c): 16 outputs per zmm, one vpdpbusd per
 /// kernel row and 4 taps; rows of 16 outputs, or for small planes runs across the padded rows. `scratch`:
 /// osprey_qdepthwise_zmm_scratch(...) int32s. Returns 0 when the geometry (nothing written) or a weight beyond int8
@@ -119,6 +124,7 @@ int osprey_qdepthwise_channels_scratch(int kh, int kw, int sh, int sw, int dh, i
 int osprey_qdepthwise_planes_avx512vnni(const uint8_t *x, int is_signed, int32_t x_zero, int first, int count, int channels, int h, int w,
                                         const int32_t *weights, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl, int oh, int ow,
                                         const osprey_qepilogue *ep, void *out, int32_t *scratch);
+#endif
 
 /// int32s of scratch `osprey_qdepthwise_planes_avx512vnni` needs.
 int osprey_qdepthwise_zmm_scratch(int kh, int kw, int sh, int sw, int dh, int dw, int oh, int ow);
