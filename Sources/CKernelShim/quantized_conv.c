@@ -17,25 +17,22 @@
 #define TILE_ROWS 6
 #define PANEL 16
 
-static int cpu_has_avx2(void) {
+// AVX2 alone picks the integer bodies; the QLinearAdd body needs FMA as well (onnxruntime's fused roundings).
+static int cpu_has_avx2_fma(int with_fma) {
 #if defined(__x86_64__)
-    static int cached = -1;
-    if (cached < 0) { __builtin_cpu_init(); cached = __builtin_cpu_supports("avx2") ? 1 : 0; }
-    return cached;
+    static int cached[2] = {-1, -1};
+    if (cached[with_fma] < 0) {
+        __builtin_cpu_init();
+        cached[with_fma] = __builtin_cpu_supports("avx2") && (!with_fma || __builtin_cpu_supports("fma")) ? 1 : 0;
+    }
+    return cached[with_fma];
 #else
+    (void)with_fma;
     return 0;
 #endif
 }
 
-static int cpu_has_fma(void) {
-#if defined(__x86_64__)
-    static int cached = -1;
-    if (cached < 0) { __builtin_cpu_init(); cached = __builtin_cpu_supports("fma") ? 1 : 0; }
-    return cached;
-#else
-    return 0;
-#endif
-}
+static int cpu_has_avx2(void) { return cpu_has_avx2_fma(0); }
 
 int osprey_qconv_uses_avx2(void) { return cpu_has_avx2(); }
 
@@ -931,7 +928,7 @@ static void binary_avx2(int is_mul, int is_signed, long count, const uint8_t *a,
 void osprey_qlinear_binary(int is_mul, int is_signed, long count, const uint8_t *a, float sa, int32_t za,
                            const uint8_t *b, float sb, int32_t zb, float sc, int32_t zc, uint8_t *out) {
 #if defined(__x86_64__)
-    if (!force_portable && cpu_has_avx2() && cpu_has_fma()) { binary_avx2(is_mul, is_signed, count, a, sa, za, b, sb, zb, sc, zc, out); return; }
+    if (!force_portable && cpu_has_avx2_fma(1)) { binary_avx2(is_mul, is_signed, count, a, sa, za, b, sb, zb, sc, zc, out); return; }
 #endif
     binary_body(is_mul, is_signed, count, a, sa, za, b, sb, zb, sc, zc, out);
 }
