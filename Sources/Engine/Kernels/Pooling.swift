@@ -29,7 +29,7 @@ public struct PoolGeometry: ComposedGeometry, Sendable, Hashable {
 /// row is a run of vector maxima; planes are split across the compute pool.
 public func maxPool2D(_ g: PoolGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
     if separablePoolFits(g) {
-        separablePool(g, MaxFold.self, input: input, output: output) { _, line, out in out.update(from: line, count: g.outWidth) }
+        separablePool(g, MaxFold.self, input: input, output: output)
         return
     }
     if let layout = flatLayout(g) {
@@ -56,12 +56,7 @@ public func averagePool2D(_ g: PoolGeometry, countIncludePad: Bool, input: Unsaf
                     size: g.inHeight, padEnd: g.padBottom, includePad: countIncludePad)
     }
     if separablePoolFits(g) {
-        separablePool(g, SumFold.self, input: input, output: output) { y, line, out in
-            for x in 0..<g.outWidth {
-                let divisor = rowCounts[y] * columnCounts[x]
-                out[x] = divisor > 0 ? line[x] / Float(divisor) : 0
-            }
-        }
+        separablePool(g, SumFold.self, input: input, output: output, divisors: (rowCounts, columnCounts))
         return
     }
     if let layout = flatLayout(g) {

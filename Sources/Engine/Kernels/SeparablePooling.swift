@@ -12,25 +12,31 @@ func separablePoolFits(_ g: PoolGeometry) -> Bool {
         && g.kernelHeight >= 1 && g.kernelWidth >= 1 && g.outHeight > 0 && g.outWidth > 0 && g.inHeight > 0 && g.inWidth > 0
 }
 
-/// Folds every window of each plane of `g` (`separablePoolFits`), then hands each output row's folded values to
-/// `finish(y, values, outputRow)`; output rows of all planes are split across the compute pool.
+/// Folds every window of each plane of `g` (`separablePoolFits`) into the output; with `divisors` (AveragePool: cells
+/// counted per output row and per output column) each sum is divided by their product, 0 where that is 0. Output
+/// rows of all planes are split across the compute pool.
 @inline(__always)
 func separablePool<Fold: WindowFold>(_ g: PoolGeometry, _: Fold.Type, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
-                                     _ finish: (Int, UnsafeMutablePointer<Float>, UnsafeMutablePointer<Float>) -> Void) {
+                                     divisors: (rows: [Int], columns: [Int])? = nil) {
     guard g.planes > 0, separablePoolFits(g) else { return }
-    let kh = g.kernelHeight, kw = g.kernelWidth, sw = g.strideWidth, outW = g.outWidth, inW = g.inWidth
+    let kh = g.kernelHeight, kw = g.kernelWidth, sw = g.strideWidth, outW = g.outWidth, outH = g.outHeight, inW = g.inWidth
     let vectorWidth = (outW + 15) & ~15
     // The line: padLeft identity cells, the input rows' column folds, then the identity for every column a window (or
     // a full vector of windows) reaches past the input (ceil_mode overhang, right pad).
     let lineCount = max(g.padLeft + inW, sw * vectorWidth + kw + 32) + 16
-    let inPlane = g.inHeight * inW, outPlane = g.outHeight * outW
-    parallelRanges(g.planes * g.outHeight, minimumChunk: max(1, 8192 / max(1, kh * inW))) { range in
-        let line = allocateFloats(lineCount + vectorWidth)
+    let inPlane = g.inHeight * inW, outPlane = outH * outW
+    parallelRanges(g.planes * outH, minimumChunk: max(1, 8192 / max(1, kh * inW))) { range in
+        // Scratch: the line, one vector for a row's last partial outputs, and the column counts as floats.
+        let line = allocateFloats(lineCount + 16 + vectorWidth)
         defer { line.deallocate() }
-        line.initialize(repeating: Fold.identity, count: lineCount + vectorWidth)
-        let result = line + lineCount, interior = line + g.padLeft
-        for row in range {
-            let plane = row / g.outHeight, y = row - plane * g.outHeight
+        line.initialize(repeating: Fold.identity, count: lineCount)
+        let tail = line + lineCount, columnCounts = tail + 16, interior = line + g.padLeft
+        if let divisors {
+            for x in 0..<vectorWidth { columnCounts[x] = x < outW ? Float(divisors.columns[x]) : 1 }
+        }
+        var plane = range.lowerBound / outH, y = range.lowerBound - plane * outH
+        for _ in range {
+            let out = output + plane * outPlane + y * outW
             let top = y * g.strideHeight - g.padTop
             let first = max(0, top), end = min(g.inHeight, top + kh)
             if first < end {
@@ -39,8 +45,9 @@ func separablePool<Fold: WindowFold>(_ g: PoolGeometry, _: Fold.Type, input: Uns
                 // A window wholly in the padding: its row is all identity (-infinity for MaxPool, as ONNX specifies).
                 interior.update(repeating: Fold.identity, count: inW)
             }
+            let rowCount = FloatVector(repeating: divisors.map { Float($0.rows[y]) } ?? 1)
             var x = 0
-            while x < vectorWidth {
+            while x < outW {
                 var acc = FloatVector(repeating: Fold.identity)
                 if sw == 2 {
                     var j = 0
@@ -54,10 +61,21 @@ func separablePool<Fold: WindowFold>(_ g: PoolGeometry, _: Fold.Type, input: Uns
                 } else {
                     for j in 0..<kw { acc = Fold.combine(acc, (line + x + j).vector(FloatVector.self)) }
                 }
-                (result + x).store(acc)
+                if divisors != nil {
+                    // Exact division by the cell count, as the reference divides (no reciprocal).
+                    let divisor = (columnCounts + x).vector(FloatVector.self) * rowCount
+                    acc = (acc / divisor).replacing(with: 0, where: divisor .== 0)
+                }
+                if x + 16 <= outW {
+                    (out + x).store(acc)
+                } else {
+                    tail.store(acc)
+                    for i in 0..<(outW - x) { out[x + i] = tail[i] }
+                }
                 x += 16
             }
-            finish(y, result, output + plane * outPlane + y * outW)
+            y += 1
+            if y == outH { y = 0; plane += 1 }
         }
     }
 }
