@@ -119,12 +119,14 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
         let budget = l2Tiles >= 12 && 2 * l2Tiles * perTile >= filterBytes ? l2Tiles : 6_291_456 / perTile
         var blocks = (tiling.tiles + max(16, budget) - 1) / max(16, budget)
         let threads = EngineThreads.threads
-        // Few tiles in one block (13x13 and 14x14 planes: 16 tiles): split the output channels instead of the tiles.
-        // Split by tiles, each thread read all of U for 8 tiles (2.4 MB for SqueezeNet's last expand convs, 9.4 MB
-        // for ResNet-18's 14x14 stage), and 8 tiles fill the 6-row micro-kernel badly; split by channels, each reads
-        // half of U and multiplies all 16 tiles, and only the cheap input transform is done twice.
+        // Few tiles in one block under a large U (ResNet-18's 14x14 stage: 16 tiles, U 9.4 MB): split the output
+        // channels instead of the tiles. Split by tiles, each thread streamed all of U from L3 for 8 tiles; split by
+        // channels, each reads half of U, and only the cheap input transform is done twice (-25% on those layers at two
+        // threads). Under a U of 1-2.4 MB (SqueezeNet's 13x13 expand convs) the tile split stayed 10% faster.
         let strips32 = kp / (2 * productWidth)
-        let chunks = channelChunks ?? (threads > 1 && blocks == 1 && tiling.tiles <= 24 * threads && strips32 >= 2 * threads ? threads : 1)
+        let splitsChannels = threads > 1 && blocks == 1 && tiling.tiles <= 24 * threads && strips32 >= 2 * threads
+            && filterBytes >= 4_194_304
+        let chunks = channelChunks ?? (splitsChannels ? threads : 1)
         if chunks > 1 { blocks = 1 }
         // A multiple of the thread count, so that the threads finish together (SqueezeNet's 196 tiles in 5 L2 blocks
         // left one of two threads idle for a fifth of the layer).
