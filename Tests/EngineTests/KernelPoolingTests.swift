@@ -43,6 +43,11 @@ private func pooledSize(_ size: Int, kernel: Int, stride: Int, dilation: Int, pa
                                 strideHeight: 2, strideWidth: 2)), rng: &rng)
         checkPools(PoolGeometry(planes: 2, inHeight: 9, inWidth: 50, outHeight: 9, outWidth: 50, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
                                 padTop: 1, padLeft: 1, padBottom: 1, padRight: 1)), rng: &rng)
+        // SqueezeNet's ceil-mode 3x3 s2 pools: 111 columns (a 15-column tail) and 56 (the last window runs past the input).
+        checkPools(PoolGeometry(planes: 2, inHeight: 9, inWidth: 111, outHeight: 4, outWidth: 55, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                                strideHeight: 2, strideWidth: 2)), rng: &rng)
+        checkPools(PoolGeometry(planes: 3, inHeight: 8, inWidth: 56, outHeight: 4, outWidth: 28, window: SlidingWindow(kernelHeight: 3, kernelWidth: 3,
+                                strideHeight: 2, strideWidth: 2)), rng: &rng)
     }
 
     /// Stride-2 windows over rows of 14-47 columns: the parity split's 16-lane loop, its 8-lane step and its scalar tail

@@ -5,10 +5,10 @@ import TestSupport
 
 /// Runs the Winograd kernel and the direct reference on the same random data; compares at the engine tolerance
 /// (|a - b| <= 1e-4 * max|ref| + 1e-5 over the whole output).
-/// `tilesPerBlock` overrides the kernel's block size; `viaPacked` runs `PackedConvolution` (unit strides declared)
+/// `tilesPerBlock` and `channelChunks` override the kernel's split; `viaPacked` runs `PackedConvolution` (unit strides declared)
 /// instead, which picks its own kernel.
 private func checkWinograd(_ g: ConvGeometry, activation: Activation = .none, withBias: Bool = true, withResidual: Bool = false,
-                           viaPacked: Bool = false, tilesPerBlock: Int? = nil, rng: inout SeededGenerator,
+                           viaPacked: Bool = false, tilesPerBlock: Int? = nil, channelChunks: Int? = nil, rng: inout SeededGenerator,
                            sourceLocation: SourceLocation = #_sourceLocation) {
     let input = rng.floats(g.batch * g.inChannels * g.inHeight * g.inWidth)
     let weights = rng.floats(g.outChannels * g.inChannels * 9)
@@ -37,7 +37,7 @@ private func checkWinograd(_ g: ConvGeometry, activation: Activation = .none, wi
                     defer { filters.deallocate() }
                     actual.withUnsafeMutableBufferPointer { o in
                         winogradConvolution(g, filters: filters, residual: residualPointer, activation: activation, input: i.baseAddress!,
-                                            output: o.baseAddress!, tilesPerBlock: tilesPerBlock)
+                                            output: o.baseAddress!, tilesPerBlock: tilesPerBlock, channelChunks: channelChunks)
                     }
                 }
             }
@@ -141,6 +141,22 @@ private func geometry(batch: Int = 1, channels: Int, height: Int, width: Int, ou
             checkWinograd(g, activation: .relu, withResidual: true, rng: &rng)
             checkWinograd(g, activation: .clip(min: 0, max: 6), tilesPerBlock: 5, rng: &rng)
         }
+    }
+
+    /// Output channels split into ranges of whole 32-channel pairs (the last taking an odd 16-channel strip and the
+    /// 8-lane rest), alone or with blocks of tiles, with both product kernels; ranges left empty by too many chunks.
+    @Test(.serialized, arguments: [false, true])
+    func channelChunksMatchReference(forceAVX2: Bool) {
+        _ = osprey_float_avx512_enable(forceAVX2 ? 0 : 1)
+        defer { _ = osprey_float_avx512_enable(1) }
+        var rng = SeededGenerator(seed: 517)
+        for (outChannels, chunks, perBlock) in [(64, 2, nil), (88, 2, nil), (100, 3, 7), (40, 4, nil)] as [(Int, Int, Int?)] {
+            let g = geometry(batch: 2, channels: 16, height: 13, width: 13, outChannels: outChannels, pad: 1)
+            checkWinograd(g, activation: .relu, tilesPerBlock: perBlock, channelChunks: chunks, rng: &rng)
+            checkWinograd(g, activation: .silu, withResidual: true, tilesPerBlock: perBlock, channelChunks: chunks, rng: &rng)
+        }
+        // The split the kernel picks itself at two threads: 16 tiles of a 13x13 plane under a 4.7 MB U.
+        checkWinograd(geometry(channels: 128, height: 13, width: 13, outChannels: 256, pad: 1), activation: .relu, rng: &rng)
     }
 
     /// Small blocks of tiles: blocks that end mid tile row and run across images, each with its own epilogue.

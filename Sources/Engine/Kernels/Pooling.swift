@@ -28,6 +28,10 @@ public struct PoolGeometry: ComposedGeometry, Sendable, Hashable {
 /// Each plane is copied into a scratch plane bordered with -infinity (covering ceil_mode overhang) so every output
 /// row is a run of vector maxima; planes are split across the compute pool.
 public func maxPool2D(_ g: PoolGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
+    if separablePoolFits(g) {
+        separablePool(g, MaxFold.self, input: input, output: output)
+        return
+    }
     if let layout = flatLayout(g) {
         flatPool(g, layout, MaxFold.self, input: input, output: output) { _, flat, out in
             out.update(from: flat, count: g.outWidth)
@@ -50,6 +54,10 @@ public func averagePool2D(_ g: PoolGeometry, countIncludePad: Bool, input: Unsaf
     let rowCounts = (0..<g.outHeight).map { y in
         windowCount(start: y * g.strideHeight - g.padTop, kernel: g.kernelHeight, dilation: g.dilationHeight,
                     size: g.inHeight, padEnd: g.padBottom, includePad: countIncludePad)
+    }
+    if separablePoolFits(g) {
+        separablePool(g, SumFold.self, input: input, output: output, divisors: (rowCounts, columnCounts))
+        return
     }
     if let layout = flatLayout(g) {
         flatPool(g, layout, SumFold.self, input: input, output: output) { y, flat, out in
@@ -174,7 +182,7 @@ private func windowRows<Fold: WindowFold>(_ g: PoolGeometry, padded: UnsafePoint
 
 /// How window and plane reductions combine values; a type parameter so the folds specialise into the loops
 /// (closures captured by a parallel region stay indirect calls).
-private protocol WindowFold {
+protocol WindowFold {
     /// The value that changes nothing (and fills the padding).
     static var identity: Float { get }
     /// Lane-wise combination.
@@ -184,14 +192,14 @@ private protocol WindowFold {
 }
 
 /// Maximum; padding is -infinity.
-private enum MaxFold: WindowFold {
+enum MaxFold: WindowFold {
     static var identity: Float { -.infinity }
     @inline(__always) static func combine(_ a: FloatVector, _ b: FloatVector) -> FloatVector { a.replacing(with: b, where: b .> a) }
     @inline(__always) static func combine(_ a: Float, _ b: Float) -> Float { Swift.max(a, b) }
 }
 
 /// Sum; padding is 0.
-private enum SumFold: WindowFold {
+enum SumFold: WindowFold {
     static var identity: Float { 0 }
     @inline(__always) static func combine(_ a: FloatVector, _ b: FloatVector) -> FloatVector { a + b }
     @inline(__always) static func combine(_ a: Float, _ b: Float) -> Float { a + b }

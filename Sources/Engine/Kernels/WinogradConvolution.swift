@@ -96,9 +96,10 @@ struct WinogradTiling {
 /// Runs the 3x3 stride-1 convolution `g` (which `filters.fits`) on NCHW `input` into NCHW `output`; `residual`, when
 /// given, has the output's shape and is added before `activation`. `tilesPerBlock` overrides the block size (tests).
 /// Image n of the output starts `outputImageStride` floats after image n - 1 (default: compact; the residual always is).
+/// `channelChunks` overrides how many ranges of output channels the tiles are split into (tests).
 func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: UnsafePointer<Float>?, activation: Activation,
                          input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>, tilesPerBlock: Int? = nil,
-                         outputImageStride: Int? = nil) {
+                         outputImageStride: Int? = nil, channelChunks: Int? = nil) {
     let imageStride = outputImageStride ?? g.outChannels * g.outHeight * g.outWidth
     let tiling = WinogradTiling(g)
     let cp = filters.paddedIn, kp = filters.paddedOut
@@ -118,15 +119,28 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
         let budget = l2Tiles >= 12 && 2 * l2Tiles * perTile >= filterBytes ? l2Tiles : 6_291_456 / perTile
         var blocks = (tiling.tiles + max(16, budget) - 1) / max(16, budget)
         let threads = EngineThreads.threads
+        // Few tiles in one block under a large U (ResNet-18's 14x14 stage: 16 tiles, U 9.4 MB): split the output
+        // channels instead of the tiles. Split by tiles, each thread streamed all of U from L3 for 8 tiles; split by
+        // channels, each reads half of U, and only the cheap input transform is done twice (-25% on those layers at two
+        // threads). Under a U of 1-2.4 MB (SqueezeNet's 13x13 expand convs) the tile split stayed 10% faster.
+        let strips32 = kp / (2 * productWidth)
+        let splitsChannels = threads > 1 && blocks == 1 && tiling.tiles <= 24 * threads && strips32 >= 2 * threads
+            && filterBytes >= 4_194_304
+        let chunks = channelChunks ?? (splitsChannels ? threads : 1)
+        if chunks > 1 { blocks = 1 }
         // A multiple of the thread count, so that the threads finish together (SqueezeNet's 196 tiles in 5 L2 blocks
         // left one of two threads idle for a fifth of the layer).
-        if threads > 1 && tiling.tiles >= 8 * threads { blocks = (blocks + threads - 1) / threads * threads }
+        if chunks == 1 && threads > 1 && tiling.tiles >= 8 * threads { blocks = (blocks + threads - 1) / threads * threads }
         let perBlock = tilesPerBlock ?? (tiling.tiles + blocks - 1) / blocks
         blocks = (tiling.tiles + perBlock - 1) / perBlock
-        parallelFor(blocks) { block in
+        parallelFor(blocks * chunks) { task in
+            let block = task / chunks, chunk = task % chunks
             let first = block * perBlock, count = min(perBlock, tiling.tiles - first)
-            let job = WinogradBlock(g: g, tiling: tiling, filters: filters, first: first, count: count, padded: UnsafePointer(padded),
-                                    residual: residual, activation: activation, output: output, imageStride: imageStride)
+            // Channel ranges in whole pairs of 16-channel strips (the AVX-512 product's width).
+            let channels = (2 * productWidth * (strips32 * chunk / chunks))..<(chunk + 1 == chunks ? kp : 2 * productWidth * (strips32 * (chunk + 1) / chunks))
+            let job = WinogradBlock(g: g, tiling: tiling, filters: filters, first: first, count: count, channels: channels,
+                                    padded: UnsafePointer(padded), residual: residual, activation: activation, output: output,
+                                    imageStride: imageStride)
             withThreadScratch(Winograd.positions * perBlock * (cp + kp) + 64 * Winograd.lanes) { scratch in
                 job.run(scratch: scratch, stride: perBlock)
             }
@@ -176,6 +190,8 @@ private struct WinogradBlock {
     let tiling: WinogradTiling
     let filters: WinogradFilters
     let first: Int, count: Int
+    /// Padded output channels this task computes: whole 32-channel pairs of strips from 0, or the rest up to paddedOut.
+    let channels: Range<Int>
     let padded: UnsafePointer<Float>
     let residual: UnsafePointer<Float>?
     let activation: Activation
@@ -205,9 +221,9 @@ private struct WinogradBlock {
         let cp = filters.paddedIn, kp = filters.paddedOut
         if osprey_float_avx512() != 0 {
             // AVX-512F: two strips (32 output channels, 12 zmm accumulators) per call, the same layouts.
-            var strip = 0
-            while strip < kp / productWidth {
-                let width = min(2 * productWidth, kp - strip * productWidth)
+            var strip = channels.lowerBound / productWidth
+            while strip < channels.upperBound / productWidth {
+                let width = min(2 * productWidth, channels.upperBound - strip * productWidth)
                 let b = u + strip * cp * productWidth
                 var t = 0
                 while t < count {
@@ -219,7 +235,7 @@ private struct WinogradBlock {
             }
             return
         }
-        for strip in 0..<(kp / productWidth) {
+        for strip in (channels.lowerBound / productWidth)..<(channels.upperBound / productWidth) {
             let b = u + strip * cp * productWidth
             var t = 0
             while t < count {
@@ -259,7 +275,7 @@ private struct WinogradBlock {
 
     /// (A^T m A) + bias of each tile, 8 output channels at a time, written to the NCHW output (edge tiles clipped).
     func transformOutput(from m: UnsafePointer<Float>, stride: Int, work: UnsafeMutablePointer<Float>) {
-        let kp = filters.paddedOut, k = g.outChannels, oh = g.outHeight, ow = g.outWidth, plane = oh * ow
+        let kp = filters.paddedOut, k = min(g.outChannels, channels.upperBound), oh = g.outHeight, ow = g.outWidth, plane = oh * ow
         let tile = work + 24 * Winograd.lanes
         let clamp = registerClamp
         let low = SIMD8<Float>(repeating: clamp?.low ?? -.infinity), high = SIMD8<Float>(repeating: clamp?.high ?? .infinity)
@@ -268,7 +284,7 @@ private struct WinogradBlock {
             let (n, ty, tx) = position(first + t)
             let rows = min(4, oh - 4 * ty), columns = min(4, ow - 4 * tx)
             let corner = output + n * imageStride + 4 * ty * ow + 4 * tx
-            var c = 0
+            var c = channels.lowerBound
             // AVX-512F: whole tiles 16 channels at a time in C (transform, bias, clamp and transposed stores).
             if wide && rows == 4 && columns == 4 {
                 while c + 16 <= k {
@@ -321,7 +337,7 @@ private struct WinogradBlock {
             let (n, ty, tx) = position(t)
             let run = min(first + count - t, tiling.tilesX - tx)
             let x0 = 4 * tx, x1 = min(ow, 4 * (tx + run))
-            for channel in 0..<k {
+            for channel in channels.lowerBound..<min(k, channels.upperBound) {
                 for y in (4 * ty)..<min(oh, 4 * ty + 4) {
                     let offset = (n * k + channel) * plane + y * ow + x0
                     activation.apply(output + n * imageStride + channel * plane + y * ow + x0, count: x1 - x0, adding: 0,

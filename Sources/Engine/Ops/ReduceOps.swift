@@ -111,6 +111,10 @@ private func reduceFactory(_ name: String, axesInputFrom: Int) -> @Sendable (OpC
         @Sendable func compute(_ x: Tensor, _ axes: Set<Int>) throws -> [Tensor] {
             switch x.dtype {
             case .float32:
+                if name == "ReduceSum" || name == "ReduceMean",
+                   let fast = reduceTrailingFloats(x, axes: axes, keepDims: keepDims, mean: name == "ReduceMean") {
+                    return [fast]
+                }
                 switch name {
                 case "ReduceSum": return [reduce(x, axes: axes, keepDims: keepDims, initial: Float(0), pre: { $0 }, combine: +, post: { a, _ in a })]
                 case "ReduceMean": return [reduce(x, axes: axes, keepDims: keepDims, initial: Float(0), pre: { $0 }, combine: +, post: { a, n in a / Float(n) })]

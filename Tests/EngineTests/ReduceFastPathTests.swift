@@ -1,0 +1,27 @@
+import Testing
+@testable import Engine
+import Tensor
+import TestSupport
+
+@Suite struct ReduceFastPathTests {
+    /// The vector path of ReduceSum and ReduceMean over trailing axes against the generic per-element reduction.
+    @Test func trailingSumsAndMeansMatchReference() {
+        var rng = SeededGenerator(seed: 41)
+        let cases: [([Int], Set<Int>)] = [([1, 1024, 7, 7], [2, 3]), ([2, 3, 5], [2]), ([4, 37], [1]), ([3, 2, 17], [1, 2]),
+                                          ([5, 1, 1], [1, 2]), ([6], [0])]
+        for (shape, axes) in cases {
+            let x = Tensor(shape: shape, scalars: rng.floats(shape.reduce(1, *)))
+            for keepDims in [false, true] {
+                for mean in [false, true] {
+                    let fast = reduceTrailingFloats(x, axes: axes, keepDims: keepDims, mean: mean)
+                    let plain = reduce(x, axes: axes, keepDims: keepDims, initial: Float(0), pre: { $0 }, combine: +,
+                                       post: { a, n in mean ? a / Float(n) : a })
+                    #expect(fast?.shape == plain.shape, "\(shape) \(axes)")
+                    expectClose(fast?.scalars(as: Float.self) ?? [], plain.scalars(as: Float.self), "\(shape) \(axes) mean \(mean)")
+                }
+            }
+        }
+        // Leading or middle axes stay on the generic path.
+        #expect(reduceTrailingFloats(Tensor(shape: [2, 3], scalars: [Float](repeating: 1, count: 6)), axes: [0], keepDims: true, mean: true) == nil)
+    }
+}
