@@ -265,6 +265,19 @@ def export_hf(manifest):
          [{"name": "input_values", "shape": ["N", 4000], "dtype": "float32"}], None),  # its optimized graph fails to load in onnxruntime
     ]
 
+    # Decoder-only language models (logits of a whole prompt, no cache), through the optimizer as gpt2.
+    lm = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=100, max_position_embeddings=64)
+    models += [
+        ("llama", hf.LlamaForCausalLM(hf.LlamaConfig(num_key_value_heads=2, **lm)), tokens, ("gpt2", 4, 64)),
+        ("qwen2", hf.Qwen2ForCausalLM(hf.Qwen2Config(num_key_value_heads=2, **lm)), tokens, ("gpt2", 4, 64)),
+        ("phi3", hf.Phi3ForCausalLM(hf.Phi3Config(num_key_value_heads=4, pad_token_id=0, **lm)), tokens, ("bert", 4, 64)),
+        ("gemma", hf.GemmaForCausalLM(hf.GemmaConfig(num_key_value_heads=1, head_dim=16, **lm)), tokens, ("gpt2", 4, 64)),
+        ("gpt_neox", hf.GPTNeoXForCausalLM(hf.GPTNeoXConfig(**lm)), tokens, ("gpt_neox", 4, 64)),
+        ("opt", hf.OPTForCausalLM(hf.OPTConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, ffn_dim=128, vocab_size=100,
+                                               max_position_embeddings=64, word_embed_proj_dim=64)), tokens, None),
+        ("bloom", hf.BloomForCausalLM(hf.BloomConfig(n_layer=2, hidden_size=64, n_head=4, vocab_size=100)), tokens, ("gpt2", 4, 64)),
+    ]
+
     class FirstOutput(torch.nn.Module):
         """The logits, or the last hidden state, of a transformers model output."""
         def __init__(self, model):
@@ -272,7 +285,9 @@ def export_hf(manifest):
             self.model = model
 
         def forward(self, *inputs):
-            result = self.model(*inputs)
+            # Causal language models: the whole prompt's logits, no key/value cache outputs.
+            causal = "CausalLM" in type(self.model).__name__
+            result = self.model(*inputs, use_cache=False) if causal else self.model(*inputs)
             logits = getattr(result, "logits", None)
             return logits if logits is not None else result.last_hidden_state
 
