@@ -10,7 +10,7 @@ let contribDomain = "com.microsoft"
 let contribOperatorTable: OperatorTable = {
     var table: OperatorTable = [:]
     for part in [contribFusedOperators, contribNormalizationOperators, contribAttentionOperators, contribQuantizationOperators,
-                 contribQuantizedLSTMOperators, matMulNBitsOperators] {
+                 contribQuantizedLSTMOperators, matMulNBitsOperators, contribDecoderOperators] {
         table.merge(part) { first, _ in first }
     }
     return table

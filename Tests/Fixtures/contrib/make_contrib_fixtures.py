@@ -270,6 +270,44 @@ def matmul_nbits():
     save_case("matmul_nbits_float_zeros_g_idx", m, {"x": local.standard_normal((2, 3, k)).astype(np.float32)})
 
 
+def decoder_ops():
+    """com.microsoft GroupQueryAttention and RotaryEmbedding as onnxruntime-genai's builder writes decoder LLMs: a
+    right-padded first prompt with rotary, a ragged decode step over a past cache, packed QKV, a local window with
+    softcap, smooth softmax; RotaryEmbedding with position ids and with one offset."""
+    local = np.random.default_rng(31)
+    heads, kv, head = 4, 2, 16
+    angles = np.arange(64)[:, None] * (1.0 / (10000 ** (np.arange(0, head, 2) / head)))[None, :]
+    caches = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"), numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin")]
+
+    def gqa(name, batch, sequence, past, seqlens, total, packed=False, **attributes):
+        width = heads * head + (2 * kv * head if packed else 0)
+        feeds = {"q": local.standard_normal((batch, sequence, width)).astype(np.float32)}
+        if not packed:
+            feeds["k"] = local.standard_normal((batch, sequence, kv * head)).astype(np.float32)
+            feeds["v"] = local.standard_normal((batch, sequence, kv * head)).astype(np.float32)
+        feeds["past_k"] = local.standard_normal((batch, kv, past, head)).astype(np.float32)
+        feeds["past_v"] = local.standard_normal((batch, kv, past, head)).astype(np.float32)
+        feeds["seqlens"] = np.array(seqlens, np.int32)
+        feeds["total"] = np.array([total], np.int32)
+        names = ["q", "" if packed else "k", "" if packed else "v", "past_k", "past_v", "seqlens", "total", "cos", "sin"]
+        node = helper.make_node("GroupQueryAttention", names, ["out", "present_k", "present_v"], domain=MS, num_heads=heads, kv_num_heads=kv, **attributes)
+        inputs = [vi(k, TensorProto.INT32 if k in ("seqlens", "total") else TensorProto.FLOAT, list(v.shape)) for k, v in feeds.items()]
+        m = model_of([node], inputs, [vi(n, TensorProto.FLOAT, None) for n in ("out", "present_k", "present_v")], caches)
+        save_case(name, m, feeds)
+
+    gqa("gqa_prompt_padded_rotary", 2, 5, 0, [4, 2], 5, do_rotary=1)
+    gqa("gqa_decode_ragged_rotary", 2, 1, 5, [5, 3], 6, do_rotary=1, rotary_interleaved=1)
+    gqa("gqa_packed_chunk", 1, 3, 4, [6], 7, packed=True, do_rotary=1)
+    gqa("gqa_window_softcap_smooth", 2, 6, 0, [5, 5], 6, local_window_size=3, softcap=2.0, smooth_softmax=1)
+
+    x = local.standard_normal((2, 5, heads * head)).astype(np.float32)
+    for name, ids in (("rotary_contrib_positions", local.integers(0, 60, (2, 5)).astype(np.int64)), ("rotary_contrib_offset", np.array([7], np.int64))):
+        node = helper.make_node("RotaryEmbedding", ["x", "ids", "cos", "sin"], ["y"], domain=MS, num_heads=heads)
+        m = model_of([node], [vi("x", TensorProto.FLOAT, [2, 5, heads * head]), vi("ids", TensorProto.INT64, list(ids.shape))],
+                     [vi("y", TensorProto.FLOAT, None)], caches)
+        save_case(name, m, {"x": x, "ids": ids})
+
+
 def quantized_ops():
     a = rng.integers(0, 256, (2, 3, 4, 4)).astype(np.uint8)
     b = rng.integers(0, 256, (1, 3, 1, 4)).astype(np.uint8)
@@ -589,5 +627,6 @@ if __name__ == "__main__":
     quantized_ops()
     qlinear_rounding()
     matmul_nbits()
+    decoder_ops()
     optimized_bert()
     quantized_models()

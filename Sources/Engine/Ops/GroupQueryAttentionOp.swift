@@ -1,0 +1,164 @@
+import Foundation
+import Tensor
+
+// com.microsoft GroupQueryAttention, as onnxruntime-genai's model builder writes decoder LLMs (Llama, Phi-3, Qwen,
+// Mistral): query heads share key/value heads in groups, the key/value cache travels as past_* / present_* tensors
+// [B, kv_heads, length, head], `seqlens_k` holds each row's total length minus one, and rotary embedding may be applied
+// inside (do_rotary, cos/sin caches [positions, rotary / 2]). On the first prompt (sequence length equal to
+// total_sequence_length) positions count from 0 and there is no past; later, row b's past is seqlens_k[b] + 1 - S
+// tokens long and its new keys are written right after them in present_*. Each query sees the keys up to its own
+// position (causal) and within the row's total length, within local_window_size when that is set.
+
+/// The `com.microsoft` GroupQueryAttention and RotaryEmbedding operators.
+let contribDecoderOperators: OperatorTable = [
+    "GroupQueryAttention": { ctx in
+        let heads = try ctx.int("num_heads", 0), kvHeads = try ctx.int("kv_num_heads", 0)
+        guard heads > 0, kvHeads > 0, heads % kvHeads == 0 else {
+            throw ctx.error(.invalidModel, "num_heads (\(heads)) must be a positive multiple of kv_num_heads (\(kvHeads))")
+        }
+        let options = GroupedAttentionOptions(heads: heads, kvHeads: kvHeads, scale: try ctx.float("scale", 0), window: try ctx.int("local_window_size", -1),
+                                              rotary: try ctx.int("do_rotary", 0) != 0, interleaved: try ctx.int("rotary_interleaved", 0) != 0,
+                                              softcap: try ctx.float("softcap", 0), smooth: try ctx.int("smooth_softmax", 0) != 0)
+        for (index, name) in [(9, "position_ids"), (10, "attention_bias"), (11, "head_sink")] where ctx.hasInput(index) {
+            throw ctx.error(.unsupportedOperator, "input \(name) of GroupQueryAttention is not supported")
+        }
+        return PreparedKernel { inputs in try groupQueryAttention(inputs, options, ctx) }
+    },
+    // input [B, S, H * D] or [B, H, S, D], position_ids [B, S] (or one offset), cos/sin caches: the default-domain
+    // RotaryEmbedding with its inputs in this operator's order.
+    "RotaryEmbedding": { ctx in
+        let attributes = ctx.attributes(dropping: ["scale", "is_packed_batching"])
+        let rotary = try ctx.delegate("RotaryEmbedding", inputs: [0, 2, 3, 1], attributes: attributes)
+        return PreparedKernel(kernel: { inputs in
+            let x = try inputs.required(0, ctx), ids = try inputs.required(1, ctx)
+            // One offset: positions offset, offset + 1, ... of every row.
+            if ids.count == 1, x.rank >= 3 {
+                let (batch, sequence) = (x.shape[0], x.rank == 4 ? x.shape[2] : x.shape[1]), offset = ids.ints[0]
+                inputs.values[1] = Tensor(shape: [batch, sequence], scalars: (0..<(batch * sequence)).map { Int64(offset + $0 % sequence) })
+            }
+            return try rotary.kernel(&inputs)
+        }, consumedInputs: rotary.consumedInputs)
+    },
+]
+
+/// The attributes of one GroupQueryAttention node.
+struct GroupedAttentionOptions {
+    let heads: Int, kvHeads: Int, scale: Float, window: Int, rotary: Bool, interleaved: Bool, softcap: Float, smooth: Bool
+}
+
+/// Runs GroupQueryAttention: (query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos, sin) ->
+/// (output, present_key, present_value).
+private func groupQueryAttention(_ inputs: KernelInputs, _ o: GroupedAttentionOptions, _ ctx: OpContext) throws -> [Tensor] {
+    let query = try inputs.required(0, ctx)
+    guard query.dtype == .float32, query.rank == 3 else { throw ctx.error(.executionFailed, "query must be float32 [B, S, hidden], got \(query.dtype) \(query.shape)") }
+    let (batch, sequence, width) = (query.shape[0], query.shape[1], query.shape[2])
+    let packed = inputs[1] == nil
+    let head = width / (packed ? o.heads + 2 * o.kvHeads : o.heads)
+    guard head > 0, width == head * (packed ? o.heads + 2 * o.kvHeads : o.heads) else {
+        throw ctx.error(.executionFailed, "query's last axis \(width) does not split into \(o.heads) heads\(packed ? " plus 2 x \(o.kvHeads) key/value heads" : "")")
+    }
+    let kvWidth = o.kvHeads * head
+    let lengths = try inputs.required(5, ctx).ints, total = try inputs.required(6, ctx).ints.first ?? 0
+    guard lengths.count == batch else { throw ctx.error(.executionFailed, "seqlens_k has \(lengths.count) entries, expected the batch \(batch)") }
+    let pastKey = inputs[3], pastValue = inputs[4]
+    let pastLength = pastKey?.shape.count == 4 ? pastKey!.shape[2] : 0
+    if let pastKey, pastKey.shape != [batch, o.kvHeads, pastLength, head] || pastValue?.shape != pastKey.shape {
+        throw ctx.error(.executionFailed, "past_key and past_value must be [\(batch), \(o.kvHeads), past, \(head)], got \(pastKey.shape) and \(pastValue?.shape ?? [])")
+    }
+    let firstPrompt = sequence == total
+    let presentLength = max(total, pastLength)
+
+    // Q, K, V as [B, N, S, D].
+    var q: [Float], k: [Float], v: [Float]
+    if packed {
+        (q, k, v) = query.floatPointer { p in
+            (splitHeads(p, batch: batch, sequence: sequence, rowStride: width, offset: 0, heads: o.heads, size: head),
+             splitHeads(p, batch: batch, sequence: sequence, rowStride: width, offset: o.heads * head, heads: o.kvHeads, size: head),
+             splitHeads(p, batch: batch, sequence: sequence, rowStride: width, offset: o.heads * head + kvWidth, heads: o.kvHeads, size: head))
+        }
+    } else {
+        let key = try inputs.required(1, ctx), value = try inputs.required(2, ctx)
+        guard key.dtype == .float32, value.dtype == .float32, key.shape == [batch, sequence, kvWidth], value.shape == key.shape else {
+            throw ctx.error(.executionFailed, "key and value must be float32 [\(batch), \(sequence), \(kvWidth)], got \(key.shape) and \(value.shape)")
+        }
+        q = query.floatPointer { splitHeads($0, batch: batch, sequence: sequence, rowStride: width, offset: 0, heads: o.heads, size: head) }
+        k = key.floatPointer { splitHeads($0, batch: batch, sequence: sequence, rowStride: kvWidth, offset: 0, heads: o.kvHeads, size: head) }
+        v = value.floatPointer { splitHeads($0, batch: batch, sequence: sequence, rowStride: kvWidth, offset: 0, heads: o.kvHeads, size: head) }
+    }
+    // Row b's past length and the position of its first new token.
+    let past = try (0..<batch).map { b -> Int in
+        let value = firstPrompt ? 0 : lengths[b] + 1 - sequence
+        guard value >= 0, value + sequence <= presentLength else {
+            throw ctx.error(.executionFailed, "seqlens_k[\(b)] = \(lengths[b]) does not fit \(sequence) new tokens in a cache of \(presentLength)")
+        }
+        return value
+    }
+    if o.rotary {
+        let cosT = try inputs.required(7, ctx), sinT = try inputs.required(8, ctx)
+        let half = cosT.shape.last ?? 0
+        guard cosT.rank == 2, sinT.shape == cosT.shape, half > 0, 2 * half <= head else {
+            throw ctx.error(.executionFailed, "cos_cache and sin_cache must be [positions, rotary / 2] with rotary <= \(head), got \(cosT.shape) and \(sinT.shape)")
+        }
+        let positions = cosT.shape[0]
+        guard past.allSatisfy({ $0 + sequence <= positions }) else { throw ctx.error(.executionFailed, "positions beyond the \(positions) cached ones") }
+        let cosines = cosT.scalars(as: Float.self), sines = sinT.scalars(as: Float.self)
+        for (heads, values) in [(o.heads, 0), (o.kvHeads, 1)] {
+            func rotate(_ x: inout [Float]) {
+                for b in 0..<batch { for n in 0..<heads { for s in 0..<sequence {
+                    let base = ((b * heads + n) * sequence + s) * head, row = (past[b] + s) * half
+                    for i in 0..<half {
+                        let (j1, j2) = o.interleaved ? (2 * i, 2 * i + 1) : (i, i + half)
+                        let x1 = x[base + j1], x2 = x[base + j2], c = cosines[row + i], sn = sines[row + i]
+                        x[base + j1] = c * x1 - sn * x2
+                        x[base + j2] = sn * x1 + c * x2
+                    }
+                } } }
+            }
+            if values == 0 { rotate(&q) } else { rotate(&k) }
+        }
+    }
+    // present = the past of each row, then its new keys / values.
+    func present(_ pastTensor: Tensor?, _ new: [Float]) -> Tensor {
+        var out = [Float](repeating: 0, count: batch * o.kvHeads * presentLength * head)
+        let old = pastTensor.map { $0.scalars(as: Float.self) } ?? []
+        for b in 0..<batch { for n in 0..<o.kvHeads {
+            let bn = b * o.kvHeads + n
+            for t in 0..<min(past[b], pastLength) { for d in 0..<head { out[(bn * presentLength + t) * head + d] = old[(bn * pastLength + t) * head + d] } }
+            for s in 0..<sequence { for d in 0..<head { out[(bn * presentLength + past[b] + s) * head + d] = new[(bn * sequence + s) * head + d] } }
+        } }
+        return Tensor(shape: [batch, o.kvHeads, presentLength, head], scalars: out)
+    }
+    let presentKey = present(pastKey, k), presentValue = present(pastValue, v)
+    let keys = presentKey.scalars(as: Float.self), values = presentValue.scalars(as: Float.self)
+    let scale = o.scale == 0 ? 1 / Float(head).squareRoot() : o.scale, group = o.heads / o.kvHeads
+    var output = [Float](repeating: 0, count: batch * sequence * o.heads * head)
+    var scores = [Float](repeating: 0, count: presentLength)
+    for b in 0..<batch { for n in 0..<o.heads {
+        let kvBase = (b * o.kvHeads + n / group) * presentLength * head
+        for s in 0..<sequence {
+            // Right-padded prompt rows (beyond the row's total length) see only its valid keys.
+            let end = min(past[b] + s + 1, lengths[b] + 1, presentLength)
+            let start = o.window > 0 ? max(0, end - o.window) : 0
+            let qBase = ((b * o.heads + n) * sequence + s) * head
+            var peak = -Float.infinity
+            for t in start..<end {
+                var dot: Float = 0
+                for d in 0..<head { dot += q[qBase + d] * keys[kvBase + t * head + d] }
+                var score = dot * scale
+                if o.softcap > 0 { score = o.softcap * tanh(score / o.softcap) }
+                scores[t] = score
+                peak = max(peak, score)
+            }
+            // smooth_softmax: one more zero logit in the denominator (a sink).
+            if o.smooth { peak = max(peak, 0) }
+            var sum: Float = o.smooth ? exp(-peak) : 0
+            for t in start..<end { scores[t] = exp(scores[t] - peak); sum += scores[t] }
+            let outBase = (b * sequence + s) * o.heads * head + n * head
+            for t in start..<end {
+                let p = scores[t] / sum
+                for d in 0..<head { output[outBase + d] += p * values[kvBase + t * head + d] }
+            }
+        }
+    } }
+    return [Tensor(shape: [batch, sequence, o.heads * head], scalars: output), presentKey, presentValue]
+}
