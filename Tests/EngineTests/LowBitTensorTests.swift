@@ -45,6 +45,25 @@ import ONNX
         }
     }
 
+    /// The float32 DequantizeLinear (per channel and blocked, 4- and 8-bit) equals its double-precision reference.
+    @Test(arguments: [DType.int4, .uint4, .int8, .uint8]) func dequantizeFastMatchesReference(_ dtype: DType) throws {
+        let ctx = OpContext(node: Node(opType: "DequantizeLinear", inputs: ["x", "s", "z"], outputs: ["y"]), opset: 21, constants: [:], activation: .none)
+        let range = dtype == .int4 ? -8...7 : dtype == .uint4 ? 0...15 : dtype == .int8 ? -128...127 : 0...255
+        var rng = SystemRandomNumberGenerator()
+        let x = try castTensor(Tensor(shape: [3, 70, 5], scalars: (0..<1050).map { _ in Double(Int.random(in: range, using: &rng)) }), to: dtype, ctx)
+        for (axis, blockSize) in [(1, 32), (1, 7), (0, 2), (2, 5), (1, 0)] {
+            var shape = x.shape
+            shape[axis] = blockSize == 0 ? shape[axis] : (shape[axis] + blockSize - 1) / blockSize
+            if blockSize == 0 { shape = [shape[axis]] }
+            let n = shape.reduce(1, *)
+            let scale = Tensor(shape: shape, scalars: (0..<n).map { _ in Float.random(in: 1e-3...2, using: &rng) })
+            let zero = try castTensor(Tensor(shape: shape, scalars: (0..<n).map { _ in Double(Int.random(in: range, using: &rng)) }), to: dtype, ctx)
+            let fast = try #require(try dequantizeLinearFast(ctx, x, scale: scale, zeroPoint: zero, axis: axis, blockSize: blockSize))
+            let reference = try dequantizeLinearReference(ctx, x, scale: scale, zeroPoint: zero, axis: axis, blockSize: blockSize)
+            #expect(fast.scalars(as: Float.self) == reference.scalars(as: Float.self), "axis \(axis), blocks of \(blockSize)")
+        }
+    }
+
     /// DequantizeLinear(int4 constant, block_size=2, axis=0) -> MatMul: folded into float weights at load (no
     /// DequantizeLinear step runs), with the values of the per-block reference.
     @Test func blockedInt4WeightsFoldAtLoad() throws {

@@ -57,8 +57,8 @@ let quantizationOperators: OperatorTable = [
         let requested = outputAttr
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), scale = try inputs.required(1, ctx)
-            if blockSize == 0, requested == nil || requested == scale.dtype,
-               let fast = try dequantizeLinearFast(ctx, x, scale: scale, zeroPoint: inputs[2], axis: axis) { return [fast] }
+            if requested == nil || requested == scale.dtype,
+               let fast = try dequantizeLinearFast(ctx, x, scale: scale, zeroPoint: inputs[2], axis: axis, blockSize: blockSize) { return [fast] }
             return [try dequantizeLinearReference(ctx, x, scale: scale, zeroPoint: inputs[2], axis: axis, blockSize: blockSize,
                                                   outputType: requested)]
         }
@@ -151,21 +151,38 @@ func dequantizeLinearReference(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zer
     return try castTensor(Tensor(shape: x.shape, scalars: out), to: outputType ?? scale.dtype, ctx)
 }
 
-/// DequantizeLinear of uint8/int8 with float32 scales in float32 arithmetic: (q - zero) * scale is one correctly
-/// rounded product either way, so this equals the reference bit for bit. Nil when the dtypes do not apply.
-func dequantizeLinearFast(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroPoint: Tensor?, axis: Int) throws -> Tensor? {
-    guard x.dtype == .uint8 || x.dtype == .int8, scale.dtype == .float32, zeroPoint.map({ $0.dtype == x.dtype }) ?? true else { return nil }
-    let (channels, inner, _, _) = try quantParameters(ctx, x, scale: scale, zeroPoint: zeroPoint, axis: axis)
+/// DequantizeLinear of uint8/int8/uint4/int4 (4-bit held one per byte) with float32 scales, per tensor, per channel
+/// or blocked (`blockSize`), in float32 arithmetic: (q - zero) * scale is one correctly rounded product either way, so
+/// this equals the reference bit for bit. Nil when the dtypes do not apply.
+func dequantizeLinearFast(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroPoint: Tensor?, axis: Int, blockSize: Int = 0) throws -> Tensor? {
+    guard [DType.uint8, .int8, .uint4, .int4].contains(x.dtype), scale.dtype == .float32,
+          zeroPoint.map({ $0.dtype == x.dtype }) ?? true else { return nil }
+    let layout = try quantLayout(ctx, x, scale: scale, zeroPoint: zeroPoint, axis: axis, blockSize: blockSize)
+    let (channels, inner) = (layout.channels, layout.inner)
     let scales = scale.scalars(as: Float.self)
-    let zeros = zeroPoint.map { z in z.doubles.map { Float($0) } } ?? [Float](repeating: 0, count: scales.count)
+    let zeros = layout.zeros.map { Float($0) }
     let outer = x.count / max(channels * inner, 1)
+    let signed = x.dtype == .int8 || x.dtype == .int4
     return Tensor.makeFloat(shape: x.shape) { o in
         x.withUnsafeBytes { raw in
-            let signed = x.dtype == .int8
             var i = 0
+            guard blockSize > 0 else {
+                for _ in 0..<outer {
+                    for c in 0..<channels {
+                        dequantizeRun(raw.baseAddress! + i, count: inner, scale: scales[c], zero: zeros[c], signed: signed, into: o + i)
+                        i += inner
+                    }
+                }
+                return
+            }
+            // Blocked: each run of `inner` elements reads a run of `inner` parameters (one row of the block).
             for _ in 0..<outer {
-                for c in 0..<channels {
-                    dequantizeRun(raw.baseAddress! + i, count: inner, scale: scales[c], zero: zeros[c], signed: signed, into: o + i)
+                for _ in 0..<channels {
+                    let p = layout.parameterIndex(i)
+                    for j in 0..<inner {
+                        let q = signed ? Float(Int8(bitPattern: raw[i + j])) : Float(raw[i + j])
+                        o[i + j] = (q - zeros[p + j]) * scales[p + j]
+                    }
                     i += inner
                 }
             }
