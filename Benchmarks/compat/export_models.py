@@ -445,6 +445,17 @@ def export_ortools(manifest):
                 quantizer.process()
                 onnx.save(quantizer.model.model, out)
                 record(manifest, f"{base}_matmul_4bits", out, inputs, "onnxruntime MatMulNBitsQuantizer (4 bits, blocks of 32)", 14)
+                # The same in QDQ form: DequantizeLinear(int4 weights, block_size=32, axis=0) -> MatMul. int4 needs opset
+                # 21, which the quantizer only stamps on (leaving ReduceMean's opset-13 `axes` attribute that onnxruntime
+                # then rejects): convert the graph first. Quantized, as onnxruntime fuses the pair into MatMulNBits at
+                # accuracy level 4 (int8 activations) by default, moving its optimized output from its unoptimized one.
+                from onnx import version_converter
+                out = os.path.join(ZOO, f"{base}_matmul_4bits_qdq.onnx")
+                quantizer = MatMulNBitsQuantizer(version_converter.convert_version(onnx.load(path), 21), bits=4, block_size=32,
+                                                 is_symmetric=False, quant_format=QuantFormat.QDQ)
+                quantizer.process()
+                onnx.save(quantizer.model.model, out)
+                quantized(f"{base}_matmul_4bits_qdq", out, inputs, "onnxruntime MatMulNBitsQuantizer (QDQ: int4 DequantizeLinear, blocks of 32)", 21)
             if source in ("tiny_bert", "minilm_l6_v2_op14"):
                 heads, hidden = (2, 16) if source == "tiny_bert" else (12, 384)
                 out = os.path.join(ZOO, f"{base}_transformer_optimized.onnx")

@@ -3,7 +3,8 @@ import Tensor
 
 /// Decodes `TensorProto` and `SparseTensorProto` messages into dense `Tensor`s.
 ///
-/// Float16 and bfloat16 tensors keep their dtype and raw 16-bit patterns; the engine decides how to widen them.
+/// Float16, bfloat16 and float8 tensors keep their dtype and raw bit patterns; the engine decides how to widen them.
+/// int4 / uint4 arrive packed two per byte and are unpacked to one byte per element.
 /// Element bytes are copied as little-endian, which is the host order on every platform Osprey targets.
 struct TensorDecoder {
     /// Directory that external-data locations are relative to (nil: external data is rejected).
@@ -55,14 +56,27 @@ struct TensorDecoder {
         return (name, tensor)
     }
 
-    private func build(_ fields: Fields) throws -> Tensor {
+    /// `packedCount`, when given, replaces the shape by [packedCount] (the packed bytes of a 4-bit tensor).
+    private func build(_ fields: Fields, packedCount: Int? = nil) throws -> Tensor {
         guard !fields.hasSegment else { throw ONNXError(.unsupported, "segmented tensors are not supported") }
         let dtype = try Self.dtype(fields.dataType)
-        let shape = try checkedShape(try RepeatedFields.int64s(fields.dims, "dims"))
+        let shape = try packedCount.map { [$0] } ?? checkedShape(try RepeatedFields.int64s(fields.dims, "dims"))
         let count = try elementCount(shape)
         let (byteCount, overflow) = count.multipliedReportingOverflow(by: dtype.byteSize)
         guard !overflow else { throw ONNXError(.invalidTensor, "shape \(shape) is too large") }
 
+        if dtype.isFourBit {
+            // Two elements per byte on the wire: decode the packed bytes as uint8, then give each element its byte.
+            var packedFields = fields
+            packedFields.dataType = Int64(DType.uint8.rawValue)
+            packedFields.dims = []
+            let packed = try build(packedFields, packedCount: FourBitPacking.packedByteCount(count))
+            var tensor = Tensor(uninitialized: dtype, shape: shape)
+            packed.withUnsafeBytes { src in
+                tensor.withUnsafeMutableBytes { FourBitPacking.unpack(src, count: count, signed: dtype == .int4, into: $0) }
+            }
+            return tensor
+        }
         if fields.dataLocation == 1 {
             guard dtype != .string else { throw ONNXError(.externalData, "string tensors cannot use external data") }
             return try ExternalData.load(entries: fields.externalData, directory: externalDataDirectory,
@@ -100,7 +114,8 @@ struct TensorDecoder {
             var tensor = Tensor(uninitialized: dtype, shape: shape)
             tensor.withUnsafeMutableBytes { RepeatedFields.copyFixed(source, width: width, into: $0) }
             return tensor
-        case .int64, .uint32, .uint64, .int32, .int16, .int8, .uint16, .uint8, .bool, .float16, .bfloat16:
+        case .int64, .uint32, .uint64, .int32, .int16, .int8, .uint16, .uint8, .bool, .float16, .bfloat16,
+             .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .uint4, .int4:
             let (source, name): ([WireField], String)
             switch dtype {
             case .int64: (source, name) = (fields.int64Data, "int64_data")
@@ -133,8 +148,8 @@ struct TensorDecoder {
     /// Maps `TensorProto.DataType` to `DType`, naming the types Osprey does not handle.
     static func dtype(_ code: Int64) throws -> DType {
         if code >= 0, code <= Int64(Int32.max), let dtype = DType(rawValue: Int(code)) { return dtype }
-        let names: [Int64: String] = [0: "UNDEFINED", 14: "COMPLEX64", 15: "COMPLEX128", 17: "FLOAT8E4M3FN", 18: "FLOAT8E4M3FNUZ",
-                                      19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4", 23: "FLOAT4E2M1"]
+        let names: [Int64: String] = [0: "UNDEFINED", 14: "COMPLEX64", 15: "COMPLEX128", 23: "FLOAT4E2M1", 24: "FLOAT8E8M0",
+                                      25: "UINT2", 26: "INT2"]
         if code == 0 { throw ONNXError(.malformed, "data_type is missing (UNDEFINED)") }
         throw ONNXError(.unsupported, "data_type \(names[code] ?? String(code)) is not supported")
     }

@@ -14,11 +14,24 @@ public enum DType: Int, Sendable, CaseIterable, CustomStringConvertible {
     case uint32 = 12
     case uint64 = 13
     case bfloat16 = 16
+    /// 8-bit float, 4 exponent and 3 mantissa bits, no infinities, NaN = S.1111.111 (one byte per element).
+    case float8e4m3fn = 17
+    /// 8-bit float E4M3 with exponent bias 8, no infinities or negative zero, NaN = 0x80.
+    case float8e4m3fnuz = 18
+    /// 8-bit float, 5 exponent and 2 mantissa bits, IEEE-like (infinities and NaNs).
+    case float8e5m2 = 19
+    /// 8-bit float E5M2 with exponent bias 16, no infinities or negative zero, NaN = 0x80.
+    case float8e5m2fnuz = 20
+    /// Unsigned 4-bit integer, held one per byte in memory (ONNX packs two per byte only on the wire).
+    case uint4 = 21
+    /// Signed 4-bit integer, held sign-extended one per byte in memory (two per byte only on the wire).
+    case int4 = 22
 
     /// Bytes per element; strings are stored out of line and report 0.
     public var byteSize: Int {
         switch self {
         case .uint8, .int8, .bool: return 1
+        case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .uint4, .int4: return 1
         case .uint16, .int16, .float16, .bfloat16: return 2
         case .float32, .int32, .uint32: return 4
         case .int64, .float64, .uint64: return 8
@@ -51,8 +64,28 @@ public enum DType: Int, Sendable, CaseIterable, CustomStringConvertible {
         case .uint32: return "uint32"
         case .uint64: return "uint64"
         case .bfloat16: return "bfloat16"
+        case .float8e4m3fn: return "float8e4m3fn"
+        case .float8e4m3fnuz: return "float8e4m3fnuz"
+        case .float8e5m2: return "float8e5m2"
+        case .float8e5m2fnuz: return "float8e5m2fnuz"
+        case .uint4: return "uint4"
+        case .int4: return "int4"
         }
     }
+}
+
+extension DType {
+    /// True for the four 8-bit float formats (not `isFloatingPoint`: kernels do no arithmetic on them, only Cast and
+    /// (De)QuantizeLinear convert them).
+    public var isFloat8: Bool {
+        switch self {
+        case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: return true
+        default: return false
+        }
+    }
+
+    /// True for int4 / uint4, whose wire form packs two elements per byte (low nibble first).
+    public var isFourBit: Bool { self == .int4 || self == .uint4 }
 }
 
 /// A Swift scalar type that can be stored in a `Tensor`.

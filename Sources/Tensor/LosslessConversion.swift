@@ -38,7 +38,9 @@ extension Tensor {
 /// Element `i` of a numeric buffer as Double (exact for every source `widensLosslessly` admits).
 private func load(_ raw: UnsafeRawBufferPointer, _ dtype: DType, _ i: Int) -> Double {
     switch dtype {
-    case .int8: return Double(raw.load(fromByteOffset: i, as: Int8.self))
+    case .int8, .int4: return Double(raw.load(fromByteOffset: i, as: Int8.self))
+    case .uint4: return Double(raw[i])
+    case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: return Double(Float8Format(dtype)!.decode(raw[i]))
     case .uint8, .bool: return Double(raw[i])
     case .int16: return Double(raw.loadUnaligned(fromByteOffset: i * 2, as: Int16.self))
     case .uint16: return Double(raw.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self))

@@ -235,7 +235,8 @@ import Glibc
         if expected.dtype == .string {
             return actual.strings == expected.strings ? nil : "strings differ"
         }
-        if expected.dtype.isFloatingPoint {
+        // 8-bit floats compare as values too: a NaN's sign bit is not part of the contract.
+        if expected.dtype.isFloatingPoint || expected.dtype.isFloat8 {
             let a = floats(actual), e = floats(expected)
             let scale = e.reduce(0) { $1.isFinite ? max($0, abs($1)) : $0 }
             let tolerance = 1e-4 * scale + 1e-5
@@ -264,6 +265,9 @@ import Glibc
             return tensor.withUnsafeBytes { raw in (0..<tensor.count).map { Double(halfToFloat(raw.load(fromByteOffset: $0 * 2, as: UInt16.self))) } }
         case .bfloat16:
             return tensor.withUnsafeBytes { raw in (0..<tensor.count).map { Double(Float(bitPattern: UInt32(raw.load(fromByteOffset: $0 * 2, as: UInt16.self)) << 16)) } }
+        case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz:
+            let format = Float8Format(tensor.dtype)!
+            return tensor.withUnsafeBytes { raw in raw.map { Double(format.decode($0)) } }
         default: return []
         }
     }

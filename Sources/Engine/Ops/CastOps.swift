@@ -8,7 +8,7 @@ private func convert<S: NumericScalar, D: NumericScalar>(_ src: Tensor, _ s: S.T
     return mapElements(src) { (v: S) in D(fromDouble: v.asDouble) }
 }
 
-private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DType) -> Tensor? {
+private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DType, saturate: Bool = true) -> Tensor? {
     switch dtype {
     case .float32: return convert(t, S.self, Float.self)
     case .float64: return convert(t, S.self, Double.self)
@@ -28,8 +28,29 @@ private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DT
             let bits = f.bitPattern
             return f.isNaN ? 0x7fc0 : UInt16(truncatingIfNeeded: (bits &+ 0x7fff &+ ((bits >> 16) & 1)) >> 16)
         }
-    default: return nil
+    case .int4, .uint4:
+        // Cast keeps the low four bits of the integer value (as ONNX's reference does: -9 becomes 7).
+        let signed = dtype == .int4
+        return narrowBytes(convert(t, S.self, Int64.self), to: dtype) { (v: Int64) -> UInt8 in
+            let nibble = UInt8(truncatingIfNeeded: v) & 0x0F
+            return signed && nibble >= 8 ? nibble | 0xF0 : nibble
+        }
+    default:
+        guard let format = Float8Format(dtype) else { return nil }
+        return narrowBytes(convert(t, S.self, Float.self), to: dtype) { (v: Float) -> UInt8 in format.encode(v, saturate: saturate) }
     }
+}
+
+/// `t`'s elements (of Swift type `E`) encoded one byte each by `encode` into a tensor of `dtype`.
+@inline(__always)
+private func narrowBytes<E: TensorScalar>(_ t: Tensor, to dtype: DType, _ encode: (E) -> UInt8) -> Tensor {
+    var out = Tensor(uninitialized: dtype, shape: t.shape)
+    t.withUnsafeBufferPointer(of: E.self) { src in
+        out.withUnsafeMutableBytes { dst in
+            for i in 0..<src.count { dst[i] = encode(src[i]) }
+        }
+    }
+    return out
 }
 
 /// `t` as a 16-bit float tensor of `dtype` (float16 or bfloat16): through Float, each element encoded by `encode`.
@@ -46,25 +67,38 @@ private func halfWidth<S: NumericScalar>(_ t: Tensor, _ s: S.Type, _ dtype: DTyp
     return out
 }
 
-/// Converts a tensor to `dtype` (float32/64, float16, bfloat16 input, all integer widths, bool); integers truncate toward zero.
-func castTensor(_ t: Tensor, to dtype: DType, _ ctx: OpContext) throws -> Tensor {
+/// Converts a tensor to `dtype` (float32/64, float16, bfloat16, float8 input, all integer widths, bool); integers
+/// truncate toward zero; `saturate` (Cast's attribute) clamps out-of-range values to an 8-bit float's largest.
+func castTensor(_ t: Tensor, to dtype: DType, saturate: Bool = true, _ ctx: OpContext) throws -> Tensor {
     if t.dtype == dtype { return t }
     var result: Tensor?
     switch t.dtype {
-    case .float32: result = fromScalar(t, Float.self, to: dtype)
-    case .float64: result = fromScalar(t, Double.self, to: dtype)
-    case .int64: result = fromScalar(t, Int64.self, to: dtype)
-    case .int32: result = fromScalar(t, Int32.self, to: dtype)
-    case .int16: result = fromScalar(t, Int16.self, to: dtype)
-    case .int8: result = fromScalar(t, Int8.self, to: dtype)
-    case .uint8: result = fromScalar(t, UInt8.self, to: dtype)
-    case .uint16: result = fromScalar(t, UInt16.self, to: dtype)
-    case .uint32: result = fromScalar(t, UInt32.self, to: dtype)
-    case .uint64: result = fromScalar(t, UInt64.self, to: dtype)
-    case .bool:
-        let bytes = Tensor(dtype: .uint8, shape: t.shape, storage: t.storage, byteOffset: t.byteOffset)
-        result = dtype == .uint8 ? stridedCopy(bytes, shape: t.shape, strides: Tensor.contiguousStrides(t.shape), offset: 0)
-            : fromScalar(bytes, UInt8.self, to: dtype)
+    case .float32: result = fromScalar(t, Float.self, to: dtype, saturate: saturate)
+    case .float64: result = fromScalar(t, Double.self, to: dtype, saturate: saturate)
+    case .int64: result = fromScalar(t, Int64.self, to: dtype, saturate: saturate)
+    case .int32: result = fromScalar(t, Int32.self, to: dtype, saturate: saturate)
+    case .int16: result = fromScalar(t, Int16.self, to: dtype, saturate: saturate)
+    case .int8: result = fromScalar(t, Int8.self, to: dtype, saturate: saturate)
+    case .uint8: result = fromScalar(t, UInt8.self, to: dtype, saturate: saturate)
+    case .uint16: result = fromScalar(t, UInt16.self, to: dtype, saturate: saturate)
+    case .uint32: result = fromScalar(t, UInt32.self, to: dtype, saturate: saturate)
+    case .uint64: result = fromScalar(t, UInt64.self, to: dtype, saturate: saturate)
+    case .bool, .int4, .uint4:
+        // One byte per element already: bool and uint4 read as uint8, int4 (sign-extended) as int8.
+        let wide: DType = t.dtype == .int4 ? .int8 : .uint8
+        let bytes = Tensor(dtype: wide, shape: t.shape, storage: t.storage, byteOffset: t.byteOffset)
+        if dtype == wide { result = stridedCopy(bytes, shape: t.shape, strides: Tensor.contiguousStrides(t.shape), offset: 0) }
+        else if wide == .int8 { result = fromScalar(bytes, Int8.self, to: dtype, saturate: saturate) }
+        else { result = fromScalar(bytes, UInt8.self, to: dtype, saturate: saturate) }
+    case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz:
+        let format = Float8Format(t.dtype)!
+        var f = Tensor(uninitialized: .float32, shape: t.shape)
+        t.withUnsafeBytes { src in
+            f.withUnsafeMutableBufferPointer(of: Float.self) { dst in
+                for i in 0..<src.count { dst[i] = format.decode(src[i]) }
+            }
+        }
+        result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype, saturate: saturate)
     case .float16, .bfloat16:
         let half = t.dtype == .float16
         var f = Tensor(uninitialized: .float32, shape: t.shape)
@@ -74,8 +108,8 @@ func castTensor(_ t: Tensor, to dtype: DType, _ ctx: OpContext) throws -> Tensor
                 for i in 0..<src.count { dst[i] = half ? float16ToFloat(src[i]) : Float(bitPattern: UInt32(src[i]) << 16) }
             }
         }
-        result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype)
-    default: result = nil
+        result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype, saturate: saturate)
+    case .string: result = nil
     }
     guard let r = result else { throw ctx.error(.unsupportedDType, "cannot cast \(t.dtype) to \(dtype)") }
     return r
@@ -96,9 +130,13 @@ let castOperators: OperatorTable = [
     "Cast": { ctx in
         let to = try dtypeAttribute(ctx, "to", nil)
         guard to != .string else { throw ctx.unsupported("to", "= string") }
-        return PreparedKernel { inputs in [try castTensor(inputs.required(0, ctx), to: to, ctx)] }
+        let saturate = try ctx.int("saturate", 1) != 0
+        return PreparedKernel { inputs in [try castTensor(inputs.required(0, ctx), to: to, saturate: saturate, ctx)] }
     },
-    "CastLike": { ctx in PreparedKernel { inputs in
-        [try castTensor(inputs.required(0, ctx), to: inputs.required(1, ctx).dtype, ctx)]
-    } },
+    "CastLike": { ctx in
+        let saturate = try ctx.int("saturate", 1) != 0
+        return PreparedKernel { inputs in
+            [try castTensor(inputs.required(0, ctx), to: inputs.required(1, ctx).dtype, saturate: saturate, ctx)]
+        }
+    },
 ]
