@@ -24,12 +24,15 @@ func invertedResidualBandRows(_ g: ChannelsLastDepthwiseGeometry) -> Int {
 /// runs the depthwise on them and projects the band, all in two per-thread scratch buffers that stay in L2.
 /// Elsewhere the expand runs over the whole tensor, then `channelsLastSeparable`. Without `pointwise` (a block whose
 /// squeeze-and-excitation needs the whole depthwise output) the depthwise output, with the depthwise epilogue, is the
-/// output and `residual` and `activation` are unused. `bandRows` overrides the band height (tests of band boundaries).
+/// output and `residual` and `activation` are unused; then `means`, when given, receives its channel means [N][C]
+/// (the block's squeeze-and-excitation pool), summed by each thread from the bands it wrote.
+/// `bandRows` overrides the band height (tests of band boundaries).
 func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Float>, expand e: PackedMatrixB,
                                   expandBias: UnsafePointer<Float>?, expandActivation: Activation, depthwiseWeights: UnsafePointer<Float>,
                                   depthwiseBias: UnsafePointer<Float>?, depthwiseEpilogue: (code: Int32, low: Float, high: Float),
                                   pointwise w: PackedMatrixB?, pointwiseBias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
-                                  activation: Activation, output: UnsafeMutablePointer<Float>, bandRows: Int? = nil) {
+                                  activation: Activation, output: UnsafeMutablePointer<Float>, means: UnsafeMutablePointer<Float>? = nil,
+                                  bandRows: Int? = nil) {
     let cin = e.depth, c = g.channels, m = w?.columns ?? 0
     let expandEpilogue = DepthwisePlaneEpilogue(expandActivation)
     guard hasChannelsLastProduct, expandEpilogue.complete else {
@@ -46,6 +49,9 @@ func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: Uns
                                                   output + n * outImage, nil, depthwiseEpilogue.code, depthwiseEpilogue.low, depthwiseEpilogue.high)
                     }
                 }
+            }
+            if let means {
+                channelsLastChannelMeans(output, batch: g.batch, pixels: g.outHeight * g.outWidth, channels: c, out: means)
             }
             return
         }
@@ -66,6 +72,8 @@ func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: Uns
     let maxInputRows = min(g.inHeight, (band - 1) * g.strideHeight + g.kernelHeight), outImage = g.outHeight * outRow
     let epilogue = DepthwisePlaneEpilogue(activation)
     let image = g.image
+    let sums = w == nil && means != nil ? ChannelSums(batch: g.batch, tasksPerImage: segments, channels: c) : nil
+    defer { sums?.deallocate() }
     parallelRanges(g.batch * segments) { range in
         let expanded = allocateFloats(maxInputRows * inRow), middle = w == nil ? nil : allocateFloats(band * outRow)
         defer { expanded.deallocate(); middle?.deallocate() }
@@ -97,7 +105,11 @@ func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: Uns
                                               middle.map { $0 - first * outRow } ?? output + n * outImage, nil, depthwiseEpilogue.code,
                                               depthwiseEpilogue.low, depthwiseEpilogue.high)
                 }
-                guard let w, let middle else { first = end; continue }
+                guard let w, let middle else {
+                    sums?.add(task: task, output + n * outImage + first * outRow, pixels: (end - first) * g.outWidth)
+                    first = end
+                    continue
+                }
                 let rows = (end - first) * g.outWidth, at = (n * pixels + first * g.outWidth) * m
                 osprey_nhwc_pointwise_f32(0, rows, c, middle, c, w.pointer, m, pointwiseBias, residual.map { $0 + at }, output + at,
                                           epilogue.code, epilogue.low, epilogue.high)
@@ -106,4 +118,5 @@ func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: Uns
             }
         }
     }
+    if let sums, let means { sums.finish(into: means, batch: g.batch, pixels: pixels) }
 }
