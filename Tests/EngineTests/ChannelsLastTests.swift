@@ -115,6 +115,8 @@ private typealias T = TestSupport
             (12, 72, 12, 7, 9, 5, 1, 2, 1, true), (3, 20, 7, 13, 5, 3, 2, 0, 2, false),
             // Over a million multiply-adds at batch 1: the rows split into one segment per compute thread.
             (16, 96, 24, 24, 23, 3, 1, 1, 1, true),
+            // A 5x5 at 7x7 whose segments' halos would repeat most of the expand: the expand runs whole first.
+            (64, 384, 40, 7, 7, 5, 1, 2, 1, true),
         ]
         let activations: [(expand: Activation, depthwise: Activation, depthwiseCode: (Int32, Float, Float))] = [
             (.clip(min: 0, max: 6), .clip(min: 0, max: 6), (Int32(OSPREY_DW_CLAMP), 0, 6)),

@@ -51,26 +51,33 @@ struct ChannelSums {
     func deallocate() { sums.deallocate() }
 }
 
-/// `channelsLastDepthwise` that also writes the output's channel means [N][C] to `means`: each image's rows are cut
-/// into tasks that sum the rows they wrote.
+/// `channelsLastDepthwise` that also writes the output's channel means [N][C] to `means`.
 func channelsLastDepthwiseWithMeans(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>,
                                     bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?, activation: Activation,
                                     output: UnsafeMutablePointer<Float>, means: UnsafeMutablePointer<Float>) {
     let epilogue = DepthwisePlaneEpilogue(activation)
+    channelsLastDepthwiseRows(g, input: input, weights: weights, bias: bias, residual: residual,
+                              epilogue: (epilogue.code, epilogue.low, epilogue.high), after: epilogue.complete ? nil : activation,
+                              output: output, means: means)
+}
+
+/// NHWC depthwise convolution with the C kernel's epilogue (code and bounds), then `after` (an activation the epilogue
+/// lacks) on each finished block; each image's rows are cut into tasks (a few per thread) and, when `means` is given,
+/// each task sums the blocks of about 64 KB it wrote while they are in cache, reduced to the channel means [N][C].
+func channelsLastDepthwiseRows(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>,
+                               bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?, epilogue: (code: Int32, low: Float, high: Float),
+                               after: Activation?, output: UnsafeMutablePointer<Float>, means: UnsafeMutablePointer<Float>?) {
     let inImage = g.inHeight * g.inWidth * g.channels, outRow = g.outWidth * g.channels, outImage = g.outHeight * outRow
     let image = g.image
     // As `channelsLastDepthwise` cuts rows: a few tasks per thread, each of at least 16K outputs.
-    let threads = EngineThreads.threads
-    let perImage = threads > 1 ? max(1, min((threads * 4 + g.batch - 1) / max(1, g.batch), g.outHeight / max(1, 16_384 / max(1, outRow)))) : 1
-    let sums = ChannelSums(batch: g.batch, tasksPerImage: perImage, channels: g.channels)
-    defer { sums.deallocate() }
+    let block = max(1, 16_384 / max(1, outRow)), threads = EngineThreads.threads
+    let perImage = threads > 1 ? max(1, min((threads * 4 + g.batch - 1) / max(1, g.batch), g.outHeight / block)) : 1
+    let sums = means.map { _ in ChannelSums(batch: g.batch, tasksPerImage: perImage, channels: g.channels) }
+    defer { sums?.deallocate() }
     parallelFor(g.batch * perImage) { task in
         let n = task / perImage, part = task % perImage
         let first = g.outHeight * part / perImage, end = g.outHeight * (part + 1) / perImage
-        guard first < end else { return }
         let out = output + n * outImage
-        // Blocks of about 64 KB, summed while they are in L1/L2 (a whole task's rows were 1.6 MB at EfficientNet's first block).
-        let block = max(1, 16_384 / max(1, outRow))
         var row = first
         while row < end {
             let stop = min(end, row + block)
@@ -78,10 +85,10 @@ func channelsLastDepthwiseWithMeans(_ g: ChannelsLastDepthwiseGeometry, input: U
                 osprey_nhwc_depthwise_f32(geometry, input + n * inImage, weights, bias, row, stop, out, residual.map { $0 + n * outImage },
                                           epilogue.code, epilogue.low, epilogue.high)
             }
-            if !epilogue.complete { activation.apply(out + row * outRow, count: (stop - row) * outRow) }
-            sums.add(task: task, out + row * outRow, pixels: (stop - row) * g.outWidth)
+            after?.apply(out + row * outRow, count: (stop - row) * outRow)
+            sums?.add(task: task, out + row * outRow, pixels: (stop - row) * g.outWidth)
             row = stop
         }
     }
-    sums.finish(into: means, batch: g.batch, pixels: g.outHeight * g.outWidth)
+    if let sums, let means { sums.finish(into: means, batch: g.batch, pixels: g.outHeight * g.outWidth) }
 }
