@@ -126,14 +126,93 @@ static inline void interior_row(const int K, const geometry_t *g, const float *i
     }
 }
 
+/// Interior pixels [x0, x1) of a 3x3 conv's output row y at stride 1, six at a time: each input vector loaded serves
+/// every one of the six pixels whose taps cover it (8 loads per kernel row instead of 18), the weights in registers
+/// as in `interior_row`; leftover pixels go through `interior_row`. About a fifth faster than `interior_row` on
+/// EfficientNet-B0's and MobileNetV2's 3x3 layers.
+OSPREY_AVX512 static void interior_row3_sixes(const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
+                                              long x0, long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    enum { K = 3, N = 6 };
+    const long C = g->channels, W = g->in_width;
+    const long top = y * g->stride_height - g->pad_top;
+    const long whole = (x1 - x0) / N * N;
+    for (long c = 0; c < C; c += 16) {
+        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+        __m512 w[K * K];
+        for (int t = 0; t < K * K; t++) w[t] = _mm512_maskz_loadu_ps(m, weights + t * C + c);
+        const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
+        for (long x = x0; x < x0 + whole; x += N) {
+            const float *src = in + (top * W + x - g->pad_left) * C + c;
+            __m512 acc[N];
+            for (int p = 0; p < N; p++) acc[p] = start;
+            for (int i = 0; i < K; i++)
+                for (int col = 0; col < K + N - 1; col++) {
+                    const __m512 v = _mm512_maskz_loadu_ps(m, src + (i * W + col) * C);
+                    for (int p = 0; p < N; p++) {
+                        const int j = col - p;
+                        if (j >= 0 && j < K) acc[p] = _mm512_fmadd_ps(v, w[i * K + j], acc[p]);
+                    }
+                }
+            for (int p = 0; p < N; p++) {
+                const long at = (y * g->out_width + x + p) * C + c;
+                __m512 a = acc[p];
+                if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
+                _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
+            }
+        }
+    }
+    if (whole < x1 - x0) interior_row(K, g, in, weights, bias, y, x0 + whole, x1, out, residual, epilogue, lov, hiv);
+}
+
+/// Interior pixels [x0, x1) of a 5x5 conv's output row y at stride 1, six at a time: as `interior_row3_sixes`, but
+/// only one kernel row's five weight vectors are in registers at a time (all 25 and six accumulators do not fit).
+/// A third faster than `interior_row` at 28x28 (EfficientNet-B0, MobileNetV3), about the same at 14x14 and 7x7;
+/// groups of two, four or eight pixels were slower than `interior_row`.
+OSPREY_AVX512 static void interior_row5_sixes(const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
+                                              long x0, long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
+    enum { K = 5, N = 6 };
+    const long C = g->channels, W = g->in_width;
+    const long top = y * g->stride_height - g->pad_top;
+    const long whole = (x1 - x0) / N * N;
+    for (long c = 0; c < C; c += 16) {
+        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
+        const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
+        for (long x = x0; x < x0 + whole; x += N) {
+            const float *src = in + (top * W + x - g->pad_left) * C + c;
+            __m512 acc[N];
+            for (int p = 0; p < N; p++) acc[p] = start;
+            for (int i = 0; i < K; i++) {
+                __m512 w[K];
+                for (int j = 0; j < K; j++) w[j] = _mm512_maskz_loadu_ps(m, weights + (i * K + j) * C + c);
+                for (int col = 0; col < K + N - 1; col++) {
+                    const __m512 v = _mm512_maskz_loadu_ps(m, src + (i * W + col) * C);
+                    for (int p = 0; p < N; p++) {
+                        const int j = col - p;
+                        if (j >= 0 && j < K) acc[p] = _mm512_fmadd_ps(v, w[j], acc[p]);
+                    }
+                }
+            }
+            for (int p = 0; p < N; p++) {
+                const long at = (y * g->out_width + x + p) * C + c;
+                __m512 a = acc[p];
+                if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
+                _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
+            }
+        }
+    }
+    if (whole < x1 - x0) interior_row(K, g, in, weights, bias, y, x0 + whole, x1, out, residual, epilogue, lov, hiv);
+}
+
 OSPREY_AVX512 static void interior_row3(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
                                         long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
-    interior_row(3, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+    if (g->stride_width == 1) interior_row3_sixes(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+    else interior_row(3, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
 }
 
 OSPREY_AVX512 static void interior_row5(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
                                         long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
-    interior_row(5, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+    if (g->stride_width == 1) interior_row5_sixes(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+    else interior_row(5, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
 }
 
 /// Every channel of output pixel (y, x), taps clipped to the image (borders and kernels other than 3x3 and 5x5).

@@ -51,6 +51,7 @@ extension GraphOptimizer {
         rewriteRegions(roles)
         fuseChannelsLastSeparableConvs()
         fuseChannelsLastInvertedResiduals()
+        fuseChannelsLastSqueezePools()
     }
 
     /// The channels-last role of every node in a region worth forming.

@@ -9,11 +9,14 @@ private typealias T = TestSupport
 
 /// Channels-last kernels against their plain twins, and graphs compiled with and without channels-last regions.
 @Suite struct ChannelsLastTests {
-    /// Depthwise geometries: channel tails, strides 1 and 2, kernels 3 and 5, asymmetric pads, batch 2.
+    /// Depthwise geometries: channel tails, strides 1 and 2, kernels 3 and 5, asymmetric pads, batch 2; images at most
+    /// as wide as the kernel, whose pixels are all borders; rows wide enough for the six-pixel groups, with leftovers.
     private static let depthwiseCases: [(c: Int, h: Int, w: Int, k: Int, s: Int, pads: (Int, Int, Int, Int))] = [
         (5, 7, 9, 3, 1, (1, 1, 1, 1)), (16, 8, 8, 3, 2, (0, 0, 1, 1)), (24, 12, 13, 3, 2, (1, 1, 1, 1)), (40, 9, 9, 5, 1, (2, 2, 2, 2)),
         (8, 6, 7, 4, 1, (1, 2, 2, 1)), (21, 9, 7, 5, 1, (2, 1, 2, 3)),
         (37, 11, 10, 5, 2, (2, 2, 1, 2)), (70, 6, 5, 3, 1, (0, 1, 2, 0)), (96, 4, 4, 3, 2, (1, 1, 1, 1)),
+        (33, 7, 7, 5, 1, (2, 2, 2, 2)), (20, 3, 3, 5, 1, (2, 2, 2, 2)), (48, 7, 7, 5, 2, (2, 2, 2, 2)), (17, 2, 3, 3, 1, (1, 1, 1, 1)),
+        (24, 5, 17, 3, 1, (1, 1, 1, 1)), (20, 6, 16, 5, 1, (2, 2, 2, 2)), (35, 4, 21, 5, 1, (2, 1, 2, 3)),
     ]
 
     @Test func depthwiseMatchesReferenceOnEveryBody() {
@@ -37,6 +40,15 @@ private typealias T = TestSupport
                                                            output: &reference)
                         }
                         expectClose(fast, reference, "\(body) c \(c) \(h)x\(w) k \(k) s \(s) \(activation) residual \(withResidual)")
+                        // With the squeeze-and-excitation pool: the same output and its channel means.
+                        var pooled = [Float](repeating: .nan, count: outCount), means = [Float](repeating: .nan, count: 2 * c)
+                        withOptional(r) { rp in
+                            channelsLastDepthwiseWithMeans(g, input: input, weights: weights, bias: bias, residual: rp, activation: activation,
+                                                           output: &pooled, means: &means)
+                        }
+                        expectClose(pooled, reference, "\(body) c \(c) \(h)x\(w) k \(k) \(activation) pooled output")
+                        expectClose(means, referenceMeans(reference, batch: 2, pixels: g.outHeight * g.outWidth, channels: c),
+                                    "\(body) c \(c) \(h)x\(w) k \(k) \(activation) means")
                     }
                 }
             }
@@ -103,6 +115,8 @@ private typealias T = TestSupport
             (12, 72, 12, 7, 9, 5, 1, 2, 1, true), (3, 20, 7, 13, 5, 3, 2, 0, 2, false),
             // Over a million multiply-adds at batch 1: the rows split into one segment per compute thread.
             (16, 96, 24, 24, 23, 3, 1, 1, 1, true),
+            // A 5x5 at 7x7 whose segments' halos would repeat most of the expand: the expand runs whole first.
+            (64, 384, 40, 7, 7, 5, 1, 2, 1, true),
         ]
         let activations: [(expand: Activation, depthwise: Activation, depthwiseCode: (Int32, Float, Float))] = [
             (.clip(min: 0, max: 6), .clip(min: 0, max: 6), (Int32(OSPREY_DW_CLAMP), 0, 6)),
@@ -139,13 +153,15 @@ private typealias T = TestSupport
                                                          activation: .hardSwish, output: &fast, bandRows: band)
                         }
                         expectClose(fast, expected, "\(body) \(t) \(exAct) band \(band.map(String.init) ?? "auto")")
-                        // Without a project (a squeeze-and-excitation block): the depthwise output itself.
-                        var alone = [Float](repeating: .nan, count: middle.count)
+                        // Without a project (a squeeze-and-excitation block): the depthwise output itself and its channel means.
+                        var alone = [Float](repeating: .nan, count: middle.count), means = [Float](repeating: .nan, count: n * t.c)
                         channelsLastInvertedResidual(g, input: input, expand: PackedMatrixB(ex, depth: t.cin, columns: t.c), expandBias: exBias,
                                                      expandActivation: exAct, depthwiseWeights: dw, depthwiseBias: dwBias, depthwiseEpilogue: dwCode,
                                                      pointwise: nil, pointwiseBias: nil, residual: nil, activation: .none, output: &alone,
-                                                     bandRows: band)
+                                                     means: &means, bandRows: band)
                         expectClose(alone, middle, "\(body) \(t) \(exAct) no project band \(band.map(String.init) ?? "auto")")
+                        expectClose(means, referenceMeans(middle, batch: n, pixels: pixels, channels: t.c),
+                                    "\(body) \(t) \(exAct) means band \(band.map(String.init) ?? "auto")")
                     }
                 }
             }
@@ -256,9 +272,9 @@ private typealias T = TestSupport
         guard pool == "GlobalAveragePool" else { return }
         let kinds = Set(try region.profile(["x": Tensor(shape: [1, 3, 10, 9], scalars: rng.floats(270))]).map(\.opType))
         #expect(kinds.isSuperset(of: [channelsLastSeparableOp + "+Add", channelsLastInvertedResidualOp + "+hardSwish", channelsLastPointwiseOp + "+Mul",
-                                      channelsLastMeanOp, channelsLastPatchConvOp + "+relu", toChannelsFirstOp,
-                                      channelsLastPointwiseOp + "+relu"]), "\(kinds)")
-        #expect(!kinds.contains("Conv+Mul"), "\(kinds)")
+                                      channelsLastPatchConvOp + "+relu", toChannelsFirstOp, channelsLastPointwiseOp + "+relu"]), "\(kinds)")
+        // The squeeze-and-excitation pool is the block's second output.
+        #expect(!kinds.contains("Conv+Mul") && !kinds.contains(channelsLastMeanOp), "\(kinds)")
     }
 
     /// Two inverted-residual blocks (Relu6 with a residual Add; a strided 5x5 with HardSwish and none) fuse into
@@ -300,6 +316,43 @@ private typealias T = TestSupport
         #expect(!kinds.contains { $0.hasPrefix(channelsLastPointwiseOp) || $0.hasPrefix(channelsLastSeparableOp) }, "\(kinds)")
     }
 
+    /// A depthwise conv whose output a squeeze-and-excitation branch pools (EfficientNet-B0's first block): the pool
+    /// becomes the depthwise step's second output and the graph gives the NCHW plan's outputs at batch 1 and 2.
+    @Test func squeezePoolFusesIntoTheDepthwiseStep() throws {
+        var rng = SeededGenerator(seed: 47)
+        var inits: [(name: String, tensor: Tensor)] = []
+        func weights(_ name: String, _ shape: [Int]) {
+            inits.append((name: name, tensor: Tensor(shape: shape, scalars: rng.floats(Tensor.elementCount(shape)).map { $0 * 0.5 })))
+            inits.append((name: name + "_b", tensor: Tensor(shape: [shape[0]], scalars: rng.floats(shape[0]))))
+        }
+        weights("stem", [24, 3, 3, 3]); weights("dw", [24, 1, 3, 3]); weights("se1", [6, 24, 1, 1]); weights("se2", [24, 6, 1, 1])
+        weights("pj", [16, 24, 1, 1])
+        func conv(_ name: String, _ input: String, _ attributes: [String: Attribute] = [:]) -> Node {
+            Node(opType: "Conv", inputs: [input, name, name + "_b"], outputs: [name + "_y"], attributes: attributes)
+        }
+        let nodes = [
+            conv("stem", "x", ["pads": .ints([1, 1, 1, 1]), "strides": .ints([2, 2])]), Node(opType: "Relu", inputs: ["stem_y"], outputs: ["a"]),
+            conv("dw", "a", ["group": .int(24), "pads": .ints([1, 1, 1, 1])]), Node(opType: "Relu", inputs: ["dw_y"], outputs: ["d"]),
+            Node(opType: "GlobalAveragePool", inputs: ["d"], outputs: ["p"]),
+            conv("se1", "p"), Node(opType: "Relu", inputs: ["se1_y"], outputs: ["s1"]),
+            conv("se2", "s1"), Node(opType: "Sigmoid", inputs: ["se2_y"], outputs: ["s"]),
+            Node(opType: "Mul", inputs: ["d", "s"], outputs: ["m"]), conv("pj", "m"),
+        ]
+        let inputs = [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(3), .fixed(29), .fixed(27)])]
+        let model = Model(opsetImports: ["": 17], graph: Graph(name: "se", nodes: nodes, initializers: inits, inputs: inputs,
+                                                               outputs: [ValueInfo(name: "pj_y")]))
+        let fused = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true)
+        let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, channelsLast: false)
+        for batch in [1, 2] {
+            let x = Tensor(shape: [batch, 3, 29, 27], scalars: rng.floats(batch * 3 * 29 * 27))
+            let a = try fused.run(["x": x]), b = try plain.run(["x": x])
+            #expect(a["pj_y"]!.shape == b["pj_y"]!.shape, "batch \(batch)")
+            #expect(T.close(T.floats(a["pj_y"]!), T.floats(b["pj_y"]!)), "batch \(batch)")
+        }
+        let kinds = try fused.profile(["x": Tensor(shape: [1, 3, 29, 27], scalars: rng.floats(3 * 29 * 27))]).map(\.opType)
+        #expect(kinds.contains(channelsLastDepthwiseOp + "+relu") && !kinds.contains(channelsLastMeanOp), "\(kinds)")
+    }
+
     /// One depthwise conv alone is not worth two conversions: the graph stays NCHW.
     @Test func lonelyDepthwiseStaysChannelsFirst() throws {
         let w = Tensor(shape: [4, 1, 3, 3], scalars: [Float](repeating: 0.1, count: 36))
@@ -311,6 +364,13 @@ private typealias T = TestSupport
         let kinds = Set(try model.profile(["x": Tensor(shape: [1, 4, 5, 5], scalars: [Float](repeating: 1, count: 100))]).map(\.opType))
         #expect(kinds == ["Conv"], "\(kinds)")
     }
+}
+
+/// Channel means [N][C] of an NHWC tensor [N][pixels][C], summed in plain loops.
+private func referenceMeans(_ x: [Float], batch: Int, pixels: Int, channels: Int) -> [Float] {
+    var means = [Float](repeating: 0, count: batch * channels)
+    for n in 0..<batch { for p in 0..<pixels { for k in 0..<channels { means[n * channels + k] += x[(n * pixels + p) * channels + k] } } }
+    return means.map { $0 / Float(pixels) }
 }
 
 /// Runs `body` with the array's pointer, or nil.

@@ -22,31 +22,40 @@ func invertedResidualBandRows(_ g: ChannelsLastDepthwiseGeometry) -> Int {
 /// residual and `activation`. With the AVX-512 product each thread runs bands of output rows: it expands only the
 /// input rows the band's depthwise reads (the rows shared with the previous band carried over, not recomputed),
 /// runs the depthwise on them and projects the band, all in two per-thread scratch buffers that stay in L2.
-/// Elsewhere the expand runs over the whole tensor, then `channelsLastSeparable`. Without `pointwise` (a block whose
-/// squeeze-and-excitation needs the whole depthwise output) the depthwise output, with the depthwise epilogue, is the
-/// output and `residual` and `activation` are unused. `bandRows` overrides the band height (tests of band boundaries).
+/// Elsewhere, and on small images split across threads, the expand runs over the whole tensor, then
+/// `channelsLastSeparable`. Without `pointwise` (a block whose squeeze-and-excitation needs the whole depthwise
+/// output) the depthwise output, with the depthwise epilogue, is the output and `residual` and `activation` are unused; then `means`, when given, receives its channel means [N][C]
+/// (the block's squeeze-and-excitation pool), summed by each thread from the bands it wrote.
+/// `bandRows` overrides the band height (tests of band boundaries).
 func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Float>, expand e: PackedMatrixB,
                                   expandBias: UnsafePointer<Float>?, expandActivation: Activation, depthwiseWeights: UnsafePointer<Float>,
                                   depthwiseBias: UnsafePointer<Float>?, depthwiseEpilogue: (code: Int32, low: Float, high: Float),
                                   pointwise w: PackedMatrixB?, pointwiseBias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
-                                  activation: Activation, output: UnsafeMutablePointer<Float>, bandRows: Int? = nil) {
+                                  activation: Activation, output: UnsafeMutablePointer<Float>, means: UnsafeMutablePointer<Float>? = nil,
+                                  bandRows: Int? = nil) {
     let cin = e.depth, c = g.channels, m = w?.columns ?? 0
     let expandEpilogue = DepthwisePlaneEpilogue(expandActivation)
-    guard hasChannelsLastProduct, expandEpilogue.complete else {
+    // Every compute thread needs work: at batch 1 the image's rows split into one segment per thread (each segment
+    // expands its first band's halo rows again). Below about a million multiply-adds a wake-up costs more than it saves.
+    let pixels = g.outHeight * g.outWidth
+    let wanted = (EngineThreads.threads + g.batch - 1) / max(1, g.batch)
+    let work = g.inHeight * g.inWidth * cin * c + pixels * c * max(m, 1)
+    let segments = wanted > 1 && work >= 1 << 20 ? min(wanted, g.outHeight) : 1
+    // On small images the segments' halo rows are a large share of the expand (a 5x5 at 7x7 in two segments expanded
+    // 11 rows for 7): then the expand runs once over the whole tensor, split across the threads by columns, and the
+    // depthwise after it (one more hand-off, no repeated work). It paid at 7x7 (EfficientNet-B0's last blocks 0.75-0.8
+    // at two threads) but not at 14x14 (1.14-1.26), where the expanded image (376-527 KB) no longer stays in L2.
+    let expandedImageBytes = g.inHeight * g.inWidth * c * MemoryLayout<Float>.size
+    let haloHeavy = segments > 1 && bandRows == nil && (segments - 1) * max(0, g.kernelHeight - g.strideHeight) * 4 >= g.inHeight
+        && expandedImageBytes <= levelTwoCacheBytes / 4
+    guard hasChannelsLastProduct, expandEpilogue.complete, !haloHeavy else {
         let expanded = allocateFloats(g.batch * g.inHeight * g.inWidth * c)
         defer { expanded.deallocate() }
         pointwiseProduct(input, rows: g.batch * g.inHeight * g.inWidth, e, bias: expandBias, residual: nil, activation: expandActivation,
                          output: expanded)
         guard let w else {
-            let image = g.image, inImage = g.inHeight * g.inWidth * c, outImage = g.outHeight * g.outWidth * c
-            parallelRanges(g.batch) { range in
-                for n in range {
-                    withUnsafePointer(to: image) { geometry in
-                        osprey_nhwc_depthwise_f32(geometry, expanded + n * inImage, depthwiseWeights, depthwiseBias, 0, g.outHeight,
-                                                  output + n * outImage, nil, depthwiseEpilogue.code, depthwiseEpilogue.low, depthwiseEpilogue.high)
-                    }
-                }
-            }
+            channelsLastDepthwiseRows(g, input: expanded, weights: depthwiseWeights, bias: depthwiseBias, residual: nil,
+                                      epilogue: depthwiseEpilogue, after: nil, output: output, means: means)
             return
         }
         channelsLastSeparable(g, input: expanded, depthwiseWeights: depthwiseWeights, depthwiseBias: depthwiseBias,
@@ -55,17 +64,13 @@ func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: Uns
         return
     }
     let band = max(1, min(g.outHeight, bandRows ?? invertedResidualBandRows(g)))
-    // Every compute thread needs work: at batch 1 the image's rows split into one segment per thread (each segment
-    // expands its first band's halo rows again). Below about a million multiply-adds a wake-up costs more than it saves.
-    let pixels = g.outHeight * g.outWidth
-    let wanted = (EngineThreads.threads + g.batch - 1) / max(1, g.batch)
-    let work = g.inHeight * g.inWidth * cin * c + pixels * c * max(m, 1)
-    let segments = wanted > 1 && work >= 1 << 20 ? min(wanted, g.outHeight) : 1
     let segmentRows = (g.outHeight + segments - 1) / max(1, segments)
     let inRow = g.inWidth * c, outRow = g.outWidth * c, inImage = g.inHeight * g.inWidth * cin
     let maxInputRows = min(g.inHeight, (band - 1) * g.strideHeight + g.kernelHeight), outImage = g.outHeight * outRow
     let epilogue = DepthwisePlaneEpilogue(activation)
     let image = g.image
+    let sums = w == nil && means != nil ? ChannelSums(batch: g.batch, tasksPerImage: segments, channels: c) : nil
+    defer { sums?.deallocate() }
     parallelRanges(g.batch * segments) { range in
         let expanded = allocateFloats(maxInputRows * inRow), middle = w == nil ? nil : allocateFloats(band * outRow)
         defer { expanded.deallocate(); middle?.deallocate() }
@@ -97,7 +102,11 @@ func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: Uns
                                               middle.map { $0 - first * outRow } ?? output + n * outImage, nil, depthwiseEpilogue.code,
                                               depthwiseEpilogue.low, depthwiseEpilogue.high)
                 }
-                guard let w, let middle else { first = end; continue }
+                guard let w, let middle else {
+                    sums?.add(task: task, output + n * outImage + first * outRow, pixels: (end - first) * g.outWidth)
+                    first = end
+                    continue
+                }
                 let rows = (end - first) * g.outWidth, at = (n * pixels + first * g.outWidth) * m
                 osprey_nhwc_pointwise_f32(0, rows, c, middle, c, w.pointer, m, pointwiseBias, residual.map { $0 + at }, output + at,
                                           epilogue.code, epilogue.low, epilogue.high)
@@ -106,4 +115,5 @@ func channelsLastInvertedResidual(_ g: ChannelsLastDepthwiseGeometry, input: Uns
             }
         }
     }
+    if let sums, let means { sums.finish(into: means, batch: g.batch, pixels: pixels) }
 }

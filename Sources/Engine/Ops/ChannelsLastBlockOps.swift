@@ -71,22 +71,29 @@ let channelsLastBlockOperators: OperatorTable = [
         let weights = w.withUnsafeBufferPointer(of: Float.self) { channelsLastDepthwiseWeights($0.baseAddress!, channels: channels, taps: kh * kw) }
         let packed = pw.map(packedPointwiseWeights), expand = packedPointwiseWeights(xw)
         let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
+        // A second output: the squeeze-and-excitation pool of a block without a project (`ChannelsLastSqueezeFusion.swift`).
+        let pools = ctx.node.outputs.count > 1
+        guard !pools || !projects else { throw ctx.error(.invalidModel, "only an expand + depthwise block gives channel means") }
         return PreparedKernel(kernel: { inputs in
             let x = try inputs.required(0, ctx)
             let g = try depthwiseGeometry(x, attrs, channels: channels, kernel: (kh, kw), inputChannels: cin, ctx)
             let outShape = [g.batch, g.outHeight, g.outWidth, m]
             let (skip, late) = fusesResidual ? try residualOperand(inputs, outShape: outShape, ctx) : (nil, nil)
+            var means = pools ? [Float](repeating: 0, count: g.batch * channels) : []
             let y = Tensor.makeFloat(shape: outShape) { o in
-                x.floatPointer { xp in
-                    withOptionalFloats(skip) { rp in
-                        weights.withUnsafeBufferPointer { wp in
-                            withOptionalArray(dwBias) { db in
-                                withOptionalArray(pwBias) { pb in
-                                    withOptionalArray(exBias) { eb in
-                                        channelsLastInvertedResidual(g, input: xp, expand: expand, expandBias: eb, expandActivation: exActivation,
-                                                                     depthwiseWeights: wp.baseAddress!, depthwiseBias: db, depthwiseEpilogue: dwEpilogue,
-                                                                     pointwise: packed, pointwiseBias: pb, residual: rp,
-                                                                     activation: late == nil ? activation : .none, output: o)
+                means.withUnsafeMutableBufferPointer { mp in
+                    let meansPointer = pools ? mp.baseAddress : nil
+                    x.floatPointer { xp in
+                        withOptionalFloats(skip) { rp in
+                            weights.withUnsafeBufferPointer { wp in
+                                withOptionalArray(dwBias) { db in
+                                    withOptionalArray(pwBias) { pb in
+                                        withOptionalArray(exBias) { eb in
+                                            channelsLastInvertedResidual(g, input: xp, expand: expand, expandBias: eb, expandActivation: exActivation,
+                                                                         depthwiseWeights: wp.baseAddress!, depthwiseBias: db, depthwiseEpilogue: dwEpilogue,
+                                                                         pointwise: packed, pointwiseBias: pb, residual: rp,
+                                                                         activation: late == nil ? activation : .none, output: o, means: meansPointer)
+                                        }
                                     }
                                 }
                             }
@@ -94,7 +101,9 @@ let channelsLastBlockOperators: OperatorTable = [
                     }
                 }
             }
-            return [try addLate(y, late, activation, ctx)]
+            let result = try addLate(y, late, activation, ctx)
+            guard pools else { return [result] }
+            return [result, meansTensor(means, batch: g.batch, channels: channels)]
         }, consumedInputs: Set([1, 2, separablePointwiseWeightsInput, 5, ex, ex + 1].filter { ctx.hasInput($0) }))
     },
 ]

@@ -84,6 +84,11 @@ func packedPointwiseWeights(_ w: Tensor) -> PackedMatrixB {
     return wT.withUnsafeBufferPointer { PackedMatrixB($0.baseAddress!, depth: c, columns: m) }
 }
 
+/// Channel means [N][C] as the NCHW [N, C, 1, 1] tensor GlobalAveragePool gives.
+func meansTensor(_ means: [Float], batch: Int, channels: Int) -> Tensor {
+    Tensor.makeFloat(shape: [batch, channels, 1, 1]) { d in means.withUnsafeBufferPointer { if let m = $0.baseAddress { d.update(from: m, count: $0.count) } } }
+}
+
 /// Runs `body` with the optional tensor's float pointer (nil when absent).
 func withOptionalFloats<R>(_ t: Tensor?, _ body: (UnsafePointer<Float>?) throws -> R) rethrows -> R {
     guard let t else { return try body(nil) }
@@ -185,24 +190,47 @@ let channelsLastOperators: OperatorTable = [
         let bias = try constantBias(ctx, count: channels)
         let weights = w.withUnsafeBufferPointer(of: Float.self) { channelsLastDepthwiseWeights($0.baseAddress!, channels: channels, taps: kh * kw) }
         let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
+        // A second output: the squeeze-and-excitation pool of the output (`ChannelsLastSqueezeFusion.swift`).
+        let pools = ctx.node.outputs.count > 1
         return PreparedKernel(kernel: { inputs in
             let x = try inputs.required(0, ctx)
             let g = try depthwiseGeometry(x, attrs, channels: channels, kernel: (kh, kw), ctx)
             let outShape = [g.batch, g.outHeight, g.outWidth, channels]
             let (skip, late) = fusesResidual ? try residualOperand(inputs, outShape: outShape, ctx) : (nil, nil)
+            // A residual that broadcasts is added after the kernel: the means are then taken of the final tensor.
+            let poolsInKernel = pools && late == nil
+            var means = pools ? [Float](repeating: 0, count: g.batch * channels) : []
             let y = Tensor.makeFloat(shape: outShape) { o in
                 x.floatPointer { xp in
                     withOptionalFloats(skip) { rp in
                         weights.withUnsafeBufferPointer { wp in
                             withOptionalArray(bias) { bp in
-                                channelsLastDepthwise(g, input: xp, weights: wp.baseAddress!, bias: bp, residual: rp,
-                                                      activation: late == nil ? activation : .none, output: o)
+                                guard poolsInKernel else {
+                                    channelsLastDepthwise(g, input: xp, weights: wp.baseAddress!, bias: bp, residual: rp,
+                                                          activation: late == nil ? activation : .none, output: o)
+                                    return
+                                }
+                                means.withUnsafeMutableBufferPointer { mp in
+                                    guard let m = mp.baseAddress else { return }
+                                    channelsLastDepthwiseWithMeans(g, input: xp, weights: wp.baseAddress!, bias: bp, residual: rp,
+                                                                   activation: activation, output: o, means: m)
+                                }
                             }
                         }
                     }
                 }
             }
-            return [try addLate(y, late, activation, ctx)]
+            let result = try addLate(y, late, activation, ctx)
+            guard pools else { return [result] }
+            if !poolsInKernel {
+                result.floatPointer { p in
+                    means.withUnsafeMutableBufferPointer { mp in
+                        guard let m = mp.baseAddress else { return }
+                        channelsLastChannelMeans(p, batch: g.batch, pixels: g.outHeight * g.outWidth, channels: channels, out: m)
+                    }
+                }
+            }
+            return [result, meansTensor(means, batch: g.batch, channels: channels)]
         }, consumedInputs: ctx.hasInput(2) ? [1, 2] : [1])
     },
     channelsLastSeparableOp: { ctx in
