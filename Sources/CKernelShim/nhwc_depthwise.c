@@ -215,6 +215,24 @@ OSPREY_AVX512 static void interior_row5(const geometry_t *g, const float *in, co
     else interior_row(5, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
 }
 
+/// The channel walk of output pixel (y, x) shared by the vector bodies: its clipped taps, then groups of four
+/// `LANES`-wide vectors, the one to three left, and `TAIL` for the channels past the last whole vector.
+#define DW_PIXEL_WALK(BLOCK, LANES, TAIL) do { \
+        long i0, i1, j0, j1, top, left; \
+        tap_range(g, y, x, &i0, &i1, &j0, &j1, &top, &left); \
+        const long at = (y * g->out_width + x) * C; \
+        float *o = out + at; \
+        const float *res = residual ? residual + at : 0; \
+        long c = 0; \
+        for (; c + 4 * (LANES) <= whole; c += 4 * (LANES)) BLOCK(4); \
+        const long rest = (whole - c) / (LANES); \
+        if (rest == 3) BLOCK(3); \
+        else if (rest == 2) BLOCK(2); \
+        else if (rest == 1) BLOCK(1); \
+        c = whole; \
+        TAIL; \
+    } while (0)
+
 /// Every channel of output pixel (y, x), taps clipped to the image (borders and kernels other than 3x3 and 5x5).
 OSPREY_AVX512
 static void pixel_avx512(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x, float *out,
@@ -222,23 +240,8 @@ static void pixel_avx512(const geometry_t *g, const float *in, const float *weig
     const long C = g->channels;
     const long whole = C / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (C - whole)) - 1);
-    long i0, i1, j0, j1, top, left;
-    tap_range(g, y, x, &i0, &i1, &j0, &j1, &top, &left);
-    const long at = (y * g->out_width + x) * C;
-    float *o = out + at;
-    const float *res = residual ? residual + at : 0;
-    long c = 0;
     __mmask16 mask = 0xffff;
-    for (; c + 64 <= whole; c += 64) DW512_BLOCK(4);
-    const long rest = (whole - c) / 16;
-    if (rest == 3) DW512_BLOCK(3);
-    else if (rest == 2) DW512_BLOCK(2);
-    else if (rest == 1) DW512_BLOCK(1);
-    c = whole;
-    if (tail) {
-        mask = tail;
-        DW512_BLOCK(1);
-    }
+    DW_PIXEL_WALK(DW512_BLOCK, 16, if (tail) { mask = tail; DW512_BLOCK(1); });
 }
 
 OSPREY_AVX512
@@ -288,19 +291,8 @@ static void depthwise_avx2(const geometry_t *g, const float *in, const float *we
     const long whole = C / 8 * 8;
     for (long y = first_row; y < end_row; y++)
         for (long x = 0; x < g->out_width; x++) {
-            long i0, i1, j0, j1, top, left;
-            tap_range(g, y, x, &i0, &i1, &j0, &j1, &top, &left);
-            const long at = (y * g->out_width + x) * C;
-            float *o = out + at;
-            const float *res = residual ? residual + at : 0;
-            long c = 0;
-            for (; c + 32 <= whole; c += 32) DW256_BLOCK(4);
-            const long rest = (whole - c) / 8;
-            if (rest == 3) DW256_BLOCK(3);
-            else if (rest == 2) DW256_BLOCK(2);
-            else if (rest == 1) DW256_BLOCK(1);
             // Channels past the last whole vector one at a time (masked AVX2 stores are slow on AMD Zen).
-            if (whole < C) pixel_scalar(g, in, weights, bias, y, x, whole, C, o, res, epilogue, lo, hi);
+            DW_PIXEL_WALK(DW256_BLOCK, 8, if (whole < C) pixel_scalar(g, in, weights, bias, y, x, whole, C, o, res, epilogue, lo, hi));
         }
 }
 

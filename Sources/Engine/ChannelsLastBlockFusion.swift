@@ -2,18 +2,12 @@ import Foundation
 import ONNX
 
 extension GraphOptimizer {
-    /// Whether `OSPREY_BLOCK_FUSION=0` keeps inverted-residual blocks unfused (A/B runs).
-    static var blockFusionDisabledByEnvironment: Bool {
-        guard let value = getenv("OSPREY_BLOCK_FUSION") else { return false }
-        return String(cString: value) == "0"
-    }
-
     /// Fuses a channels-last expand 1x1 conv into the separable conv that alone reads it: the whole inverted-residual
     /// block then runs over bands of output rows and the expanded tensor (6x the block's channels; 38 MB a block at
     /// MobileNetV2's batch 8) exists only as a band in L2. Blocks with squeeze-and-excitation have no separable conv
     /// (the scale needs the whole depthwise output): their expand fuses into the depthwise conv alone.
     mutating func fuseChannelsLastInvertedResiduals() {
-        guard !Self.blockFusionDisabledByEnvironment else { return }
+        guard !Self.disabledByEnvironment("OSPREY_BLOCK_FUSION") else { return }
         var index = 0
         while index < nodes.count {
             defer { index += 1 }

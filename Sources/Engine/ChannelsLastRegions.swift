@@ -32,11 +32,15 @@ private let layoutFreeUnary: Set<String> = ["Relu", "LeakyRelu", "Sigmoid", "Tan
 private let layoutFreeBinary: Set<String> = ["Add", "Mul", "Sub"]
 
 extension GraphOptimizer {
-    /// Whether `OSPREY_CHANNELS_LAST=0` turns channels-last regions off (A/B runs).
-    static var channelsLastDisabledByEnvironment: Bool {
-        guard let value = getenv("OSPREY_CHANNELS_LAST") else { return false }
+    /// Whether the environment variable `name` is "0": the switches that turn one rewrite off for A/B runs
+    /// (`OSPREY_CHANNELS_LAST`, `OSPREY_BLOCK_FUSION`, `OSPREY_SQUEEZE_POOL_FUSION`).
+    static func disabledByEnvironment(_ name: String) -> Bool {
+        guard let value = getenv(name) else { return false }
         return String(cString: value) == "0"
     }
+
+    /// Whether `OSPREY_CHANNELS_LAST=0` turns channels-last regions off (A/B runs).
+    static var channelsLastDisabledByEnvironment: Bool { disabledByEnvironment("OSPREY_CHANNELS_LAST") }
 
     /// Runs maximal chains of depthwise-separable layers channels-last: pointwise convs become a product over pixels
     /// that reads the activations in place (no strip packing), depthwise convs a direct kernel over channel vectors

@@ -56,7 +56,7 @@ import ONNX
         for op in ["FusedConv", "FusedGemm", "FusedMatMul", "Gelu", "FastGelu", "BiasGelu", "QuickGelu", "BiasAdd", "SkipLayerNormalization",
                    "SkipSimplifiedLayerNormalization", "EmbedLayerNormalization", "Attention", "MultiHeadAttention", "NhwcConv",
                    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearAdd", "QLinearMul",
-                   "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearAveragePool", "DynamicQuantizeLSTM", "MatMulNBits"] {
+                   "QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearAveragePool", "DynamicQuantizeLSTM", "MatMulNBits", "GroupQueryAttention", "RotaryEmbedding"] {
             #expect(CompiledModel.supportedOperators.contains("com.microsoft:\(op)"), "\(op)")
         }
         // onnxruntime registers SimplifiedLayerNormalization in the default domain.
@@ -64,11 +64,11 @@ import ONNX
     }
 
     @Test func missingContribOperatorNamesOperatorDomainAndNode() throws {
-        let node = Node(name: "attn_0", opType: "GroupQueryAttention", domain: "com.microsoft", inputs: ["x"], outputs: ["y"])
+        let node = Node(name: "attn_0", opType: "SparseAttention", domain: "com.microsoft", inputs: ["x"], outputs: ["y"])
         let graph = Graph(name: "g", nodes: [node], inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(1)])], outputs: [ValueInfo(name: "y")])
         #expect { try CompiledModel(model: Model(opsetImports: ["": 17, "com.microsoft": 1], graph: graph)) } throws: {
             guard let e = $0 as? EngineError else { return false }
-            return e.code == .unsupportedOperator && e.message.contains("GroupQueryAttention") && e.message.contains("com.microsoft") && e.message.contains("attn_0")
+            return e.code == .unsupportedOperator && e.message.contains("SparseAttention") && e.message.contains("com.microsoft") && e.message.contains("attn_0")
         }
     }
 
