@@ -307,6 +307,12 @@ def export_hf(manifest):
                 out = os.path.join(ZOO, f"{full}_transformer_optimized.onnx")
                 optimize_model(path, model_type=kind, num_heads=heads, hidden_size=hidden).save_model_to_file(out)
                 record(manifest, f"{full}_transformer_optimized", out, inputs, f"onnxruntime.transformers optimize_model ({kind})", 17)
+            # wav2vec2 quantized dynamically is no reference a second engine can be held to: onnxruntime's own output
+            # moves by 0.04 (1% of its range) when the audio is perturbed by 1e-07 relative, because float noise of one
+            # unit in the last place ahead of its eleven DynamicQuantizeLinear nodes flips rounding steps.
+            if name == "wav2vec2":
+                manifest.pop(f"{full}_dynamic", None)
+                continue
             out = os.path.join(ZOO, f"{full}_dynamic.onnx")
             quantize_dynamic(path, out, weight_type=QuantType.QInt8, reduce_range=True)
             record(manifest, f"{full}_dynamic", out, inputs, "onnxruntime quantize_dynamic (s8 weights, reduce_range)", 17)
