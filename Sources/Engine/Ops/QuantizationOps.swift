@@ -87,8 +87,21 @@ let quantizationOperators: OperatorTable = [
         let left = direction == "LEFT"
         return PreparedKernel { inputs in
             let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
+            // Signed integers (opset 28): the left shift wraps in the type's width, the right shift is arithmetic, and
+            // an amount that is negative or at least the width shifts everything out (0, or -1 for negative x to the right).
+            if a.dtype == b.dtype, [DType.int8, .int16, .int32, .int64].contains(a.dtype) {
+                let bits = Int64(a.dtype.byteSize * 8)
+                let wa = try castTensor(a, to: .int64, ctx), wb = try castTensor(b, to: .int64, ctx)
+                let r = try broadcastBinary(wa, wb, ctx) { (x: Int64, s: Int64) -> Int64 in
+                    guard s >= 0, s < bits else { return left || x >= 0 ? 0 : -1 }
+                    guard left else { return x >> s }
+                    let shifted = x << s  // then wrapped to the type's width, sign-extended
+                    return bits == 64 ? shifted : (shifted << (64 - bits)) >> (64 - bits)
+                }
+                return [try castTensor(r, to: a.dtype, ctx)]
+            }
             guard a.dtype == b.dtype, [DType.uint8, .uint16, .uint32, .uint64].contains(a.dtype) else {
-                throw ctx.error(.unsupportedDType, "BitShift needs matching unsigned integers, got \(a.dtype) and \(b.dtype)")
+                throw ctx.error(.unsupportedDType, "BitShift needs matching integers, got \(a.dtype) and \(b.dtype)")
             }
             let wa = try castTensor(a, to: .uint64, ctx), wb = try castTensor(b, to: .uint64, ctx)
             let r = try broadcastBinary(wa, wb, ctx) { (x: UInt64, s: UInt64) -> UInt64 in s >= 64 ? 0 : (left ? x << s : x >> s) }
