@@ -29,14 +29,15 @@ import TestSupport
     }
 
     /// The packed constant-B product against its triple-loop twin: short last bands and strips, strided A, every
-    /// epilogue combination, long depths, one and two threads (band and strip splits).
+    /// epilogue combination, long depths, one and two threads (band and strip splits; an odd strip count split by pairs).
     @Test func packedMatmulMatchesReference() {
         var rng = SeededGenerator(seed: 5)
         defer { EngineThreads.configure(threads: 2) }
         for threads in [1, 2] {
             EngineThreads.configure(threads: threads)
             for (rows, columns, depth) in [(1, 1, 1), (7, 20, 3), (13, 48, 33), (49, 768, 40), (200, 96, 120), (6, 16, 4096),
-                                           (9, 17, 2), (10, 33, 17), (11, 64, 5), (128, 32, 9), (20, 48, 1000), (13, 32, 600), (5, 80, 3), (8, 112, 2)] {
+                                           (9, 17, 2), (10, 33, 17), (11, 64, 5), (128, 32, 9), (20, 48, 1000), (13, 32, 600), (5, 80, 3), (8, 112, 2),
+                                           (30, 200, 200)] {
                 for (withBias, withResidual, activation) in [(false, false, Activation.none), (true, false, .gelu), (true, true, .relu),
                                                             (false, true, .none)] {
                     let lda = depth + 3
