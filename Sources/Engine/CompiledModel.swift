@@ -137,6 +137,8 @@ public final class CompiledModel: Sendable {
         if fuseResiduals { optimizer.fuseResidualAdds() }
         if fuseChains { optimizer.fuseChannelScaleIntoConvs() }
         if channelsLast { optimizer.formChannelsLastRegions() }
+        // After the regions: a channels-last pointwise conv packs no NCHW planes to fold the normalization into.
+        if fuseChains { optimizer.fuseInputAffineIntoConvs() }
         return optimizer
     }
 

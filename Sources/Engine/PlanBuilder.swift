@@ -77,8 +77,12 @@ struct PlanBuilder {
             }
             let biased = planned.residual || (node.opType == "MatMul" && node.inputs.count == 3)
             let scaled = (node.opType == "Conv" || node.opType == channelsLastPointwiseOp) && node.inputs.count > fusedChannelScaleInput
+                && !node.inputs[fusedChannelScaleInput].isEmpty
+            // A folded input normalization runs before the conv: named first.
+            let normalized = node.opType == "Conv" && node.inputs.count > fusedInputAffineInput ? "BatchNormalization+" : ""
             let fused = (scaled ? "+Mul" : "") + (biased ? "+Add" : "") + (planned.activation == .none ? "" : "+\(planned.activation)")
-            steps.append(ExecutionStep(label: ctx.label, opType: node.opType + fused, kernel: prepared.kernel, inputs: inputIDs, outputs: outputIDs))
+            steps.append(ExecutionStep(label: ctx.label, opType: normalized + node.opType + fused, kernel: prepared.kernel, inputs: inputIDs,
+                                       outputs: outputIDs))
         }
     }
 

@@ -8,12 +8,15 @@ import TestSupport
 /// gaps must stay untouched. `unitStride` packs Winograd filters too. `inputScale` multiplies each input plane by a
 /// per-image, per-channel factor in the kernel, against the reference on the scaled input.
 private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBias: Bool, withResidual: Bool, imageGap: Int? = nil,
-                              unitStride: Bool = false, inputScale: Bool = false, rng: inout SeededGenerator,
+                              unitStride: Bool = false, inputScale: Bool = false, inputFloor: Float? = nil, rng: inout SeededGenerator,
                               sourceLocation: SourceLocation = #_sourceLocation) {
     let input = rng.floats(g.batch * g.inChannels * g.inHeight * g.inWidth)
     let plane = g.inHeight * g.inWidth
     let scale = inputScale ? rng.floats(g.batch * g.inChannels) : nil
-    let scaledInput = scale.map { s in input.indices.map { input[$0] * s[$0 / plane] } } ?? input
+    // With `inputFloor`, a per-image, per-channel addend too, then the floor (a folded BatchNormalization + Relu).
+    let shift = inputFloor == nil ? nil : rng.floats(g.batch * g.inChannels)
+    var scaledInput = scale.map { s in input.indices.map { input[$0] * s[$0 / plane] } } ?? input
+    if let shift, let inputFloor { scaledInput = scaledInput.indices.map { max(scaledInput[$0] + shift[$0 / plane], inputFloor) } }
     let weights = rng.floats(g.outChannels * g.inChannelsPerGroup * g.kernelHeight * g.kernelWidth)
     let bias = withBias ? rng.floats(g.outChannels) : nil
     let image = g.outChannels * g.outHeight * g.outWidth, outCount = g.batch * image
@@ -30,9 +33,12 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
     input.withUnsafeBufferPointer { i in
         (residual ?? []).withUnsafeBufferPointer { r in
             (scale ?? []).withUnsafeBufferPointer { sp in
-                actual.withUnsafeMutableBufferPointer { o in
-                    packed.run(g, input: i.baseAddress!, output: o.baseAddress!, residual: residual == nil ? nil : r.baseAddress,
-                               outputImageStride: imageGap == nil ? nil : stride, inputChannelScale: scale == nil ? nil : sp.baseAddress)
+                (shift ?? []).withUnsafeBufferPointer { hp in
+                    actual.withUnsafeMutableBufferPointer { o in
+                        packed.run(g, input: i.baseAddress!, output: o.baseAddress!, residual: residual == nil ? nil : r.baseAddress,
+                                   outputImageStride: imageGap == nil ? nil : stride, inputChannelScale: scale == nil ? nil : sp.baseAddress,
+                                   inputShift: shift == nil ? nil : InputShift(add: hp.baseAddress!, floor: inputFloor ?? 0))
+                    }
                 }
             }
         }
@@ -178,6 +184,22 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
                 checkConvolution(g, activation: activation, withBias: true, withResidual: withResidual, inputScale: true, rng: &rng)
             }
             checkConvolution(g, activation: .relu, withBias: false, withResidual: false, imageGap: 5, inputScale: true, rng: &rng)
+        }
+    }
+
+    /// Pointwise convs that apply a folded BatchNormalization (+ Relu) to their input planes while packing: scale,
+    /// shift and floor against the reference on the normalized input, at 1 and 2 threads.
+    @Test(.serialized, arguments: [1, 2])
+    func inputShiftMatchesNormalizedReference(threads: Int) {
+        EngineThreads.configure(threads: threads)
+        defer { EngineThreads.configure(threads: 2) }
+        var rng = SeededGenerator(seed: 4343)
+        for (batch, c, h, w, m) in [(1, 8, 16, 16, 12), (3, 20, 7, 7, 16), (2, 6, 5, 3, 7), (1, 96, 14, 14, 128)] {
+            let g = ConvGeometry(batch: batch, inChannels: c, inHeight: h, inWidth: w, outChannels: m, window: SlidingWindow(kernelHeight: 1, kernelWidth: 1))
+            for floor in [Float(0), -.infinity] {
+                checkConvolution(g, activation: .relu, withBias: true, withResidual: false, inputScale: true, inputFloor: floor, rng: &rng)
+            }
+            checkConvolution(g, activation: .none, withBias: false, withResidual: true, imageGap: 5, inputScale: true, inputFloor: 0, rng: &rng)
         }
     }
 

@@ -59,7 +59,7 @@ private let stripWidth = 16
 /// multiplies each input plane as its columns are packed: a squeeze-and-excitation Mul folded into the conv after it.
 func denseConvolution(_ g: ConvGeometry, weights: ConvWeightPanels, bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
                       activation: Activation, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
-                      outputImageStride: Int? = nil, inputScale: UnsafePointer<Float>? = nil) {
+                      outputImageStride: Int? = nil, inputScale: UnsafePointer<Float>? = nil, inputShift: InputShift? = nil) {
     let imageStride = outputImageStride ?? g.outChannels * g.outHeight * g.outWidth
     if g.isPointwise && inputScale == nil && PointwisePlanes.suits(g, weights: weights, activation: activation) {
         PointwisePlanes.run(g, weights: weights, bias: bias, residual: residual, activation: activation, input: input, output: output,
@@ -68,10 +68,10 @@ func denseConvolution(_ g: ConvGeometry, weights: ConvWeightPanels, bias: Unsafe
     }
     if g.isPointwise {
         multiplyPanels(g, weights: weights, bias: bias, residual: residual, activation: activation, input: input, padded: nil,
-                       output: output, imageStride: imageStride, inputScale: inputScale)
+                       output: output, imageStride: imageStride, inputScale: inputScale, inputShift: inputShift)
         return
     }
-    precondition(inputScale == nil, "an input scale needs a pointwise convolution")
+    precondition(inputScale == nil && inputShift == nil, "an input scale needs a pointwise convolution")
     // One zero-bordered copy of the input replaces im2col's kh*kw copies: tiles gather their columns from it.
     let padded = PaddedInput(g)
     withThreadScratch(padded.floats, slot: .layer) { buffer in
@@ -84,7 +84,8 @@ func denseConvolution(_ g: ConvGeometry, weights: ConvWeightPanels, bias: Unsafe
 /// The parallel tile loop of `denseConvolution`: columns come from the input itself (pointwise) or from `padded`.
 private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?,
                             activation: Activation, input: UnsafePointer<Float>, padded: (PaddedInput, UnsafePointer<Float>)?,
-                            output: UnsafeMutablePointer<Float>, imageStride: Int, inputScale: UnsafePointer<Float>? = nil) {
+                            output: UnsafeMutablePointer<Float>, imageStride: Int, inputScale: UnsafePointer<Float>? = nil,
+                            inputShift: InputShift? = nil) {
     let depth = weights.depth, groups = g.groups
     let columns = g.batch * g.outHeight * g.outWidth
     // Unfolded tiles of up to 768 KB stay in the L2 cache while every weight panel passes over them; up to 1024
@@ -113,7 +114,7 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
                 gatherColumns(g, layout: layout, padded: base, group: group, first: first, count: count, depth: depth, packed: packed)
             } else {
                 packPointwiseColumns(g, input: input, group: group, first: first, count: count, depth: depth, packed: packed,
-                                     scale: inputScale)
+                                     scale: inputScale, shift: inputShift)
             }
             let panels = (weights.panels * chunk / chunks)..<(weights.panels * (chunk + 1) / chunks)
             let tile = PanelTile(g: g, group: group, first: first, count: count, strips: strips, depth: depth, packed: packed,
@@ -384,6 +385,51 @@ extension ConvGeometry {
     }
 }
 
+/// Per-image, per-channel addends ([batch][inChannels]) applied after the input scale, then a floor (Relu: 0): a
+/// BatchNormalization (+ Relu) folded into the pointwise conv after it (`fuseInputAffineIntoConvs`).
+public struct InputShift {
+    /// [batch][inChannels] addends.
+    public let add: UnsafePointer<Float>
+    /// Lower bound applied after the add (-infinity: none).
+    public let floor: Float
+
+    /// Addends `add` ([batch][inChannels]) and the floor applied after them.
+    public init(add: UnsafePointer<Float>, floor: Float) {
+        self.add = add
+        self.floor = floor
+    }
+}
+
+/// Packs `count` values of one input plane run (`src`, column `first` of the tile onwards) into row `row` of the
+/// 16-column strips as max(x * factor + add, floor).
+@inline(__always)
+private func shiftedChannel(_ src: UnsafePointer<Float>, count: Int, first q0: Int, into packed: UnsafeMutablePointer<Float>, row k: Int,
+                            stripStride: Int, factor: Float, add: Float, floor: Float) {
+    @inline(__always) func value(_ x: Float) -> Float { Swift.max(x * factor + add, floor) }
+    let lead = min(count, (stripWidth - q0 % stripWidth) % stripWidth)
+    let whole = (count - lead) / stripWidth
+    var i = 0
+    while i < lead {
+        let q = q0 + i
+        packed[(q / stripWidth) * stripStride + k * stripWidth + q % stripWidth] = value(src[i])
+        i += 1
+    }
+    var dst = packed + ((q0 + i) / stripWidth) * stripStride + k * stripWidth
+    let vf = SIMD16<Float>(repeating: factor), va = SIMD16<Float>(repeating: add), vl = SIMD16<Float>(repeating: floor)
+    for _ in 0..<whole {
+        // A compare and select: the standard library's pointwiseMax stayed a per-lane loop (the conv 4x slower).
+        let v = (src + i).vector(SIMD16<Float>.self) * vf + va
+        dst.store(v.replacing(with: vl, where: v .< vl))
+        dst += stripStride
+        i += stripWidth
+    }
+    while i < count {
+        let q = q0 + i
+        packed[(q / stripWidth) * stripStride + k * stripWidth + q % stripWidth] = value(src[i])
+        i += 1
+    }
+}
+
 /// Columns [first, first + count) of a pointwise conv's operand (input channels x pixels of all images) as strips of
 /// 16 interleaved by k (strip s, channel k at packed[(s * depth + k) * 16]); lanes past `count` are zero. With
 /// `scale` ([batch][inChannels]) each value is multiplied by its image's and channel's factor on the way.
@@ -392,7 +438,7 @@ extension ConvGeometry {
 /// streams the hardware prefetcher follows), where strip by strip read `depth` planes 64 bytes at a time, more
 /// streams than it tracks (MobileNetV2 batch 8: the packing pass was latency-bound). Writes go to the tile in L2.
 private func packPointwiseColumns(_ g: ConvGeometry, input: UnsafePointer<Float>, group: Int, first: Int, count: Int, depth: Int,
-                                  packed: UnsafeMutablePointer<Float>, scale: UnsafePointer<Float>?) {
+                                  packed: UnsafeMutablePointer<Float>, scale: UnsafePointer<Float>?, shift: InputShift? = nil) {
     let outPlane = g.outHeight * g.outWidth, inPlane = g.inHeight * g.inWidth
     let strips = (count + stripWidth - 1) / stripWidth
     let firstChannel = group * g.inChannelsPerGroup
@@ -411,6 +457,12 @@ private func packPointwiseColumns(_ g: ConvGeometry, input: UnsafePointer<Float>
         let source = input + (n * g.inChannels + firstChannel) * inPlane + pixel
         for k in 0..<depth {
             let src = source + k * inPlane
+            if let shift {
+                shiftedChannel(src, count: length, first: q0, into: packed, row: k, stripStride: stripStride,
+                               factor: scale?[n * g.inChannels + firstChannel + k] ?? 1,
+                               add: shift.add[n * g.inChannels + firstChannel + k], floor: shift.floor)
+                continue
+            }
             // x * 1 is x exactly, so unscaled convs keep their values.
             let factor = scale?[n * g.inChannels + firstChannel + k] ?? 1
             var i = 0

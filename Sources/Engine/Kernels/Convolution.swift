@@ -59,15 +59,17 @@ public final class PackedConvolution: @unchecked Sendable {
     /// `residual`, when given, has the output's shape and is added before the activation (a fused Add + Relu);
     /// `activation`, when given, replaces the packed one (the activation after a fused Add). `outputImageStride`
     /// (floats from one output image to the next, for a window of a wider Concat buffer) needs `writesStridedOutput`;
-    /// `inputChannelScale` ([batch][inChannels], each input plane multiplied by its factor) needs `scalesInputChannels`.
+    /// `inputChannelScale` ([batch][inChannels], each input plane multiplied by its factor) needs `scalesInputChannels`;
+    /// `inputShift` (added after the scale, then floored: a folded BatchNormalization + Relu) needs the scale too.
     public func run(_ geometry: ConvGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>,
                     residual: UnsafePointer<Float>? = nil, activation: Activation? = nil, outputImageStride: Int? = nil,
-                    inputChannelScale: UnsafePointer<Float>? = nil) {
+                    inputChannelScale: UnsafePointer<Float>? = nil, inputShift: InputShift? = nil) {
         let activation = activation ?? self.activation
         let g = geometry
         precondition(shape.matches(g.parts), "geometry does not match the packed convolution")
         precondition(outputImageStride == nil || writesStridedOutput(g), "this convolution writes compact images only")
         precondition(inputChannelScale == nil || scalesInputChannels(g), "this convolution takes no input scale")
+        precondition(inputShift == nil || inputChannelScale != nil, "an input shift comes with an input scale")
         guard g.batch > 0, g.outHeight > 0, g.outWidth > 0 else { return }
         if let winograd, winograd.fits(g), let panels {
             winogradConvolution(g, filters: winograd.filters(panels: panels, bias: bias.map { UnsafePointer($0) }), residual: residual, activation: activation, input: input, output: output,
@@ -82,7 +84,7 @@ public final class PackedConvolution: @unchecked Sendable {
                                         output: output, outputImageStride: outputImageStride)
         } else if let panels {
             denseConvolution(g, weights: panels, bias: bias, residual: residual, activation: activation, input: input, output: output,
-                             outputImageStride: outputImageStride, inputScale: inputChannelScale)
+                             outputImageStride: outputImageStride, inputScale: inputChannelScale, inputShift: inputShift)
         }
     }
 

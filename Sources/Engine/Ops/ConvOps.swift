@@ -117,6 +117,17 @@ let convOperators: OperatorTable = [
         let prepared = packed
         if fusesResidual && packed == nil { throw ctx.error(.invalidModel, "a fused residual Add needs constant 1-D or 2-D weights") }
         let fusesScale = ctx.hasInput(fusedChannelScaleInput)
+        // A folded BatchNormalization (+ Relu) before a pointwise conv (see `fuseInputAffineIntoConvs`).
+        var inputAffine: (mul: [Float], add: [Float], floor: Float)?
+        if ctx.hasInput(fusedInputAffineInput) {
+            guard let mul = ctx.constants[fusedInputAffineInput], let add = ctx.constants[fusedInputAffineInput + 1],
+                  mul.dtype == .float32, add.dtype == .float32, mul.count == add.count else {
+                throw ctx.error(.invalidModel, "a folded BatchNormalization needs constant float32 multipliers and addends")
+            }
+            inputAffine = (mul.scalars(as: Float.self), add.scalars(as: Float.self), try ctx.float(fusedInputFloorAttribute, -.infinity))
+            consumed.formUnion([fusedInputAffineInput, fusedInputAffineInput + 1])
+        }
+        let affine = inputAffine
         return PreparedKernel(kernel: { inputs in
             var x = try inputs.required(0, ctx)
             guard x.dtype == .float32 else { throw ctx.error(.unsupportedDType, "input is \(x.dtype), expected float32") }
@@ -171,6 +182,21 @@ let convOperators: OperatorTable = [
                 x = try multiplied(x, s, ctx)
                 channelScale = nil
             }
+            // The folded normalization: as the pointwise packing's per-channel scale and shift, else one pass first.
+            var shift: Tensor?
+            if let affine {
+                guard x.rank == 4, x.shape[1] == affine.mul.count else {
+                    throw ctx.error(.executionFailed, "input \(x.shape) does not match the \(affine.mul.count) normalized channels")
+                }
+                if channelScale == nil, prepared?.scalesInputChannels(g) ?? false {
+                    let repeats = g.batch
+                    channelScale = Tensor(shape: [repeats * affine.mul.count], scalars: Array((0..<repeats).map { _ in affine.mul }.joined()))
+                    shift = Tensor(shape: [repeats * affine.add.count], scalars: Array((0..<repeats).map { _ in affine.add }.joined()))
+                } else {
+                    x = scaleShiftChannels(x, mul: affine.mul, add: affine.add,
+                                           activation: affine.floor == 0 ? .relu : affine.floor == -.infinity ? .none : .clip(min: affine.floor, max: .infinity))
+                }
+            }
             let scale = channelScale
             // A fused residual Add: the skip is added in the epilogue when it broadcasts into the conv output.
             var skip: Tensor?
@@ -190,16 +216,27 @@ let convOperators: OperatorTable = [
             }
             // The skip, when it has the output's shape: residual and activation both in the kernel's epilogue.
             func runPacked(_ p: PackedConvolution, _ xp: UnsafePointer<Float>, _ o: UnsafeMutablePointer<Float>, imageStride: Int?) {
-                func run(_ sp: UnsafePointer<Float>?) {
+                func run(_ sp: UnsafePointer<Float>?, _ shifted: InputShift?) {
                     if let skip {
                         skip.floatPointer {
-                            p.run(g, input: xp, output: o, residual: $0, activation: activation, outputImageStride: imageStride, inputChannelScale: sp)
+                            p.run(g, input: xp, output: o, residual: $0, activation: activation, outputImageStride: imageStride, inputChannelScale: sp,
+                                  inputShift: shifted)
                         }
                     } else {
-                        p.run(g, input: xp, output: o, outputImageStride: imageStride, inputChannelScale: sp)
+                        p.run(g, input: xp, output: o, outputImageStride: imageStride, inputChannelScale: sp, inputShift: shifted)
                     }
                 }
-                if let scale { scale.floatPointer { run($0) } } else { run(nil) }
+                if let scale {
+                    scale.floatPointer { sp in
+                        if let shift, let affine {
+                            shift.floatPointer { run(sp, InputShift(add: $0, floor: affine.floor)) }
+                        } else {
+                            run(sp, nil)
+                        }
+                    }
+                } else {
+                    run(nil, nil)
+                }
             }
             // A strided window of a Concat buffer at batch > 1: the kernel writes each image at the buffer's row stride.
             if let window = inputs.placement, !window.isContiguous, lateSkip == nil, let p = prepared, p.writesStridedOutput(g),
