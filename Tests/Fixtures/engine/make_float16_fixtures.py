@@ -8,9 +8,9 @@ Run from anywhere:
 Needs numpy, onnx, onnxruntime (tooling only)."""
 import os
 import numpy as np
-import onnx
-import onnxruntime as ort
 from onnx import helper, TensorProto, numpy_helper
+
+from make_fixtures import save  # writes the model, its inputs and onnxruntime's outputs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng(1616)
@@ -41,27 +41,12 @@ def body(x):
     return nodes, inits
 
 
-def save(name, graph, feeds):
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="osprey-fixtures")
-    model.ir_version = 8
-    folder = os.path.join(HERE, name)
-    os.makedirs(folder, exist_ok=True)
-    onnx.save(model, os.path.join(folder, "model.onnx"))
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    outputs = session.run(None, feeds)
-    for key, value in feeds.items():
-        np.save(os.path.join(folder, f"input_{key}.npy"), value)
-    for info, value in zip(session.get_outputs(), outputs):
-        np.save(os.path.join(folder, f"output_{info.name}.npy"), value)
-    print(name, {k: (v.shape, v.dtype) for k, v in feeds.items()}, [(o.shape, o.dtype) for o in outputs])
-
-
 def float16_io():
     nodes, inits = body("x")
     graph = helper.make_graph(nodes, "float16", [helper.make_tensor_value_info("x", F16, ["N", 3, 8, 8])],
                               [helper.make_tensor_value_info("probs", F16, ["N", 10]),
                                helper.make_tensor_value_info("logits", F16, ["N", 10])], inits)
-    save("float16", graph, {"x": rng.standard_normal((3, 3, 8, 8)).astype(np.float16)})
+    save("float16", graph, 17, {"x": rng.standard_normal((3, 3, 8, 8)).astype(np.float16)})
 
 
 def float32_io():
@@ -72,7 +57,7 @@ def float32_io():
     graph = helper.make_graph(nodes, "float16_io32", [helper.make_tensor_value_info("x", F32, ["N", 3, 8, 8])],
                               [helper.make_tensor_value_info("probs32", F32, ["N", 10]),
                                helper.make_tensor_value_info("logits32", F32, ["N", 10])], inits)
-    save("float16_io32", graph, {"x": rng.standard_normal((3, 3, 8, 8)).astype(np.float32)})
+    save("float16_io32", graph, 17, {"x": rng.standard_normal((3, 3, 8, 8)).astype(np.float32)})
 
 
 if __name__ == "__main__":
