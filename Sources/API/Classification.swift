@@ -26,7 +26,7 @@ extension V2Codec {
         let rows = tensor.rank >= 2 ? tensor.shape[0] : 1
         let classes = rows == 0 ? 0 : tensor.count / rows
         let take = min(k, classes)
-        let scores = numericValues(tensor)
+        let scores = tensor.elementDoubles
         var result: [[Classification]] = []
         result.reserveCapacity(rows)
         for row in 0..<rows {
@@ -96,33 +96,6 @@ extension V2Codec {
         writer.endObject()
         return .json(writer.bytes)
     }
-}
-
-/// A numeric tensor's elements as Doubles (classification only ranks them).
-func numericValues(_ tensor: Tensor) -> [Double] {
-    var out = [Double](repeating: 0, count: tensor.count)
-    tensor.withUnsafeBytes { raw in
-        for i in 0..<tensor.count {
-            switch tensor.dtype {
-            case .float32: out[i] = Double(raw.loadUnaligned(fromByteOffset: i * 4, as: Float.self))
-            case .float64: out[i] = raw.loadUnaligned(fromByteOffset: i * 8, as: Double.self)
-            case .float16: out[i] = Double(raw.loadUnaligned(fromByteOffset: i * 2, as: Float16.self))
-            case .bfloat16: out[i] = Double(Float(bitPattern: UInt32(raw.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self)) << 16))
-            case .int8, .int4: out[i] = Double(raw.load(fromByteOffset: i, as: Int8.self))
-            case .uint4: out[i] = Double(raw[i])
-            case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: out[i] = Double(Float8Format(tensor.dtype)!.decode(raw[i]))
-            case .uint8, .bool: out[i] = Double(raw[i])
-            case .int16: out[i] = Double(raw.loadUnaligned(fromByteOffset: i * 2, as: Int16.self))
-            case .uint16: out[i] = Double(raw.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self))
-            case .int32: out[i] = Double(raw.loadUnaligned(fromByteOffset: i * 4, as: Int32.self))
-            case .uint32: out[i] = Double(raw.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self))
-            case .int64: out[i] = Double(raw.loadUnaligned(fromByteOffset: i * 8, as: Int64.self))
-            case .uint64: out[i] = Double(raw.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self))
-            case .string: break
-            }
-        }
-    }
-    return out
 }
 
 /// `%f`-style text with six decimals, as Triton prints classification scores.

@@ -28,15 +28,23 @@ extension Tensor {
         var result = Tensor(uninitialized: target, shape: shape)
         withUnsafeBytes { src in
             result.withUnsafeMutableBytes { dst in
-                for i in 0..<count { store(load(src, source, i), dst, target, i) }
+                for i in 0..<count { store(elementAsDouble(src, source, i), dst, target, i) }
             }
         }
         return result
     }
 }
 
-/// Element `i` of a numeric buffer as Double (exact for every source `widensLosslessly` admits).
-private func load(_ raw: UnsafeRawBufferPointer, _ dtype: DType, _ i: Int) -> Double {
+extension Tensor {
+    /// Element `i` as Double: exact for every float type and every integer of up to 53 bits; 0 for string tensors.
+    public func doubleValue(at i: Int) -> Double { withUnsafeBytes { elementAsDouble($0, dtype, i) } }
+
+    /// Every element as Double, as `doubleValue(at:)` reads it.
+    public var elementDoubles: [Double] { withUnsafeBytes { raw in (0..<count).map { elementAsDouble(raw, dtype, $0) } } }
+}
+
+/// Element `i` of a buffer of `dtype` as Double (exact for every source `widensLosslessly` admits); 0 for strings.
+private func elementAsDouble(_ raw: UnsafeRawBufferPointer, _ dtype: DType, _ i: Int) -> Double {
     switch dtype {
     case .int8, .int4: return Double(raw.load(fromByteOffset: i, as: Int8.self))
     case .uint4: return Double(raw[i])
@@ -52,7 +60,7 @@ private func load(_ raw: UnsafeRawBufferPointer, _ dtype: DType, _ i: Int) -> Do
     case .bfloat16: return Double(Float(bitPattern: UInt32(raw.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self)) << 16))
     case .float32: return Double(raw.loadUnaligned(fromByteOffset: i * 4, as: Float.self))
     case .float64: return raw.loadUnaligned(fromByteOffset: i * 8, as: Double.self)
-    case .string: preconditionFailure("string tensors are not numeric")
+    case .string: return 0
     }
 }
 

@@ -102,20 +102,17 @@ private func groupQueryAttention(_ inputs: KernelInputs, _ o: GroupedAttentionOp
         let positions = cosT.shape[0]
         guard past.allSatisfy({ $0 + sequence <= positions }) else { throw ctx.error(.executionFailed, "positions beyond the \(positions) cached ones") }
         let cosines = cosT.scalars(as: Float.self), sines = sinT.scalars(as: Float.self)
-        for (heads, values) in [(o.heads, 0), (o.kvHeads, 1)] {
-            func rotate(_ x: inout [Float]) {
+        // Q and K as [B, N, S, D]: the new token s of row b sits at position past[b] + s.
+        func rotate(_ x: inout [Float], heads: Int) {
+            x.withUnsafeMutableBufferPointer { p in
                 for b in 0..<batch { for n in 0..<heads { for s in 0..<sequence {
-                    let base = ((b * heads + n) * sequence + s) * head, row = (past[b] + s) * half
-                    for i in 0..<half {
-                        let (j1, j2) = o.interleaved ? (2 * i, 2 * i + 1) : (i, i + half)
-                        let x1 = x[base + j1], x2 = x[base + j2], c = cosines[row + i], sn = sines[row + i]
-                        x[base + j1] = c * x1 - sn * x2
-                        x[base + j2] = sn * x1 + c * x2
-                    }
+                    rotateHead(p.baseAddress! + ((b * heads + n) * sequence + s) * head, cosines: cosines, sines: sines, row: past[b] + s,
+                               half: half, interleaved: o.interleaved)
                 } } }
             }
-            if values == 0 { rotate(&q) } else { rotate(&k) }
         }
+        rotate(&q, heads: o.heads)
+        rotate(&k, heads: o.kvHeads)
     }
     // present = the past of each row, then its new keys / values.
     func present(_ pastTensor: Tensor?, _ new: [Float]) -> Tensor {

@@ -52,13 +52,8 @@ let rotaryEmbeddingOperators: OperatorTable = [
                         for s in 0..<sequence {
                             // Feature d of head h at (b, s): [B, H, S, D] or [B, S, H, D] layouts.
                             let base = x.rank == 4 ? ((b * heads + h) * sequence + s) * head : ((b * sequence + s) * heads + h) * head
-                            let row = rows[b * sequence + s] * half
-                            for i in 0..<half {
-                                let (j1, j2) = interleaved ? (2 * i, 2 * i + 1) : (i, i + half)
-                                let x1 = out[base + j1], x2 = out[base + j2], c = cosines[row + i], sn = sines[row + i]
-                                out[base + j1] = c * x1 - sn * x2
-                                out[base + j2] = sn * x1 + c * x2
-                            }
+                            rotateHead(out.baseAddress! + base, cosines: cosines, sines: sines, row: rows[b * sequence + s],
+                                       half: half, interleaved: interleaved)
                         }
                     }
                 }
@@ -67,3 +62,16 @@ let rotaryEmbeddingOperators: OperatorTable = [
         }
     },
 ]
+
+/// Rotates the first 2 * `half` features of one head vector by the cached angles of position `row` ([positions, half]
+/// caches): halves (x1, x2 = first and second half) or interleaved pairs.
+@inline(__always)
+func rotateHead(_ x: UnsafeMutablePointer<Float>, cosines: [Float], sines: [Float], row: Int, half: Int, interleaved: Bool) {
+    let at = row * half
+    for i in 0..<half {
+        let (j1, j2) = interleaved ? (2 * i, 2 * i + 1) : (i, i + half)
+        let x1 = x[j1], x2 = x[j2], c = cosines[at + i], sn = sines[at + i]
+        x[j1] = c * x1 - sn * x2
+        x[j2] = sn * x1 + c * x2
+    }
+}

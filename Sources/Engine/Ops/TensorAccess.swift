@@ -41,29 +41,6 @@ extension UInt32: NumericScalar {}
 extension UInt64: NumericScalar {}
 
 extension Tensor {
-    /// Element `i` as Double, for any numeric or bool dtype (float16 included); used for small parameter tensors.
-    func doubleValue(at i: Int) -> Double {
-        withUnsafeBytes { raw in
-            switch dtype {
-            case .float32: return Double(raw.load(fromByteOffset: i * 4, as: Float.self))
-            case .float64: return raw.load(fromByteOffset: i * 8, as: Double.self)
-            case .int64: return Double(raw.load(fromByteOffset: i * 8, as: Int64.self))
-            case .int32: return Double(raw.load(fromByteOffset: i * 4, as: Int32.self))
-            case .int16: return Double(raw.load(fromByteOffset: i * 2, as: Int16.self))
-            case .int8, .int4: return Double(raw.load(fromByteOffset: i, as: Int8.self))
-            case .uint4: return Double(raw.load(fromByteOffset: i, as: UInt8.self))
-            case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: return Double(Float8Format(dtype)!.decode(raw.load(fromByteOffset: i, as: UInt8.self)))
-            case .uint8, .bool: return Double(raw.load(fromByteOffset: i, as: UInt8.self))
-            case .uint16: return Double(raw.load(fromByteOffset: i * 2, as: UInt16.self))
-            case .uint32: return Double(raw.load(fromByteOffset: i * 4, as: UInt32.self))
-            case .uint64: return Double(raw.load(fromByteOffset: i * 8, as: UInt64.self))
-            case .float16: return Double(float16ToFloat(raw.load(fromByteOffset: i * 2, as: UInt16.self)))
-            case .bfloat16: return Double(Float(bitPattern: UInt32(raw.load(fromByteOffset: i * 2, as: UInt16.self)) << 16))
-            case .string: return 0
-            }
-        }
-    }
-
     /// All elements as Double (typed loops for the dtypes quantized and float models use most).
     var doubles: [Double] {
         switch dtype {
