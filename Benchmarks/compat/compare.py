@@ -166,7 +166,7 @@ def write_benchmarks(rows):
         "that tolerance, or within onnxruntime's own spread (its optimisation levels and thread counts, and its outputs under",
         "a relative 1e-6 perturbation of the float inputs) where that is larger (notes under the table). Float16 models (`*_fp16`, `*_fp16_io32`: convert_float_to_float16 with",
         "keep_io_types False / True, by Benchmarks/compat/float16_models.py) pass at `1e-2 * max|ort| + 1e-5` with every",
-        "classifier row's top-1 class agreeing: Osprey computes their bodies in float32 (Float16Lowering), as onnxruntime",
+        "classifier row's top-1 class agreeing: Osprey computes their bodies in float32 (HalfFloatLowering), as onnxruntime",
         "does for the CNNs; for MiniLM onnxruntime 1.32 keeps float16 LayerNormalization and Reshape/Transpose chains. Produced by:", "",
         "```", "swift build -c release --product osprey",
         "python3 Benchmarks/compat/export_models.py", "python3 Benchmarks/compat/compare.py --write-benchmarks",

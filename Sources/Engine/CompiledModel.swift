@@ -4,7 +4,7 @@ import Tensor
 
 /// An ONNX model compiled once into an immutable execution plan; `run` is synchronous and thread-safe.
 ///
-/// Compilation lowers float16 computation to float32 (`Float16Lowering`), sorts the graph, folds constants,
+/// Compilation lowers float16 and bfloat16 computation to float32 (`HalfFloatLowering`), sorts the graph, folds constants,
 /// folds BatchNormalization into Conv, fuses activations into Conv/Gemm epilogues and packs Conv weights once.
 /// Values that depend only on input shapes (Shape -> Gather -> Concat -> Reshape chains) are computed on the
 /// first run of each input-shape signature and cached.
@@ -61,7 +61,7 @@ public final class CompiledModel: Sendable {
         model.graph.initializers = []
         var graph = model.graph
         // Before anything reads dtypes: float16 values compute in float32 (inputs and outputs keep their types).
-        Float16Lowering.lower(&graph, constants: &constants)
+        HalfFloatLowering.lower(&graph, constants: &constants)
         let opset = Int(model.defaultOpset)
         guard opset >= 1 else { throw EngineError(.invalidModel, "the model imports no ai.onnx opset") }
         let inputInfos = graph.inputs.filter { constants[$0.name] == nil }

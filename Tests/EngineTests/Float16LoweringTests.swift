@@ -4,12 +4,12 @@ import Tensor
 import ONNX
 @testable import Engine
 
-/// Float16 models run in float32 between their float16 inputs and outputs, as onnxruntime's CPU provider runs them;
-/// references from `Tests/Fixtures/engine/make_float16_fixtures.py`.
+/// Float16 and bfloat16 models run in float32 between their 16-bit inputs and outputs, as onnxruntime's CPU provider
+/// runs float16 ones; references from `Tests/Fixtures/engine/make_float16_fixtures.py` and `make_bfloat16_fixtures.py`.
 @Suite struct Float16LoweringTests {
     /// Elements of a float16 or float32 tensor as Float.
     static func values(_ t: Tensor) -> [Float] {
-        t.dtype == .float16 ? Float16Lowering.widened(t).scalars(as: Float.self) : t.scalars(as: Float.self)
+        t.dtype == .float16 ? HalfFloatLowering.widened(t).scalars(as: Float.self) : t.scalars(as: Float.self)
     }
 
     /// Within about four float16 steps of the largest reference value: onnxruntime 1.32 runs LayerNormalization with
@@ -35,7 +35,7 @@ import ONNX
         #expect(model.inputs.map(\.dtype) == [.float16])
         #expect(model.outputs.map(\.dtype) == [.float16, .float16])
         let x = try #require(feeds["x"])
-        #expect { try model.run(["x": Float16Lowering.widened(x)]) } throws: {
+        #expect { try model.run(["x": HalfFloatLowering.widened(x)]) } throws: {
             guard let e = $0 as? EngineError else { return false }
             return e.code == .invalidInput && e.message.contains("float16") && e.message.contains("float32")
         }
@@ -97,13 +97,39 @@ import ONNX
         #expect(no.dtype == .float16 && Self.values(no) == [1, -6])
     }
 
+    /// The bfloat16 fixture: declared types stay bfloat16, and each output is the float32 computation (onnxruntime on
+    /// the same graph in float32, weights widened exactly) rounded once to bfloat16.
+    @Test func bfloat16ModelComputesInFloat32AndRoundsItsOutputs() throws {
+        let dir = TestSupport.fixtures + "/bfloat16"
+        let model = try CompiledModel(contentsOf: dir + "/model.onnx")
+        #expect(model.inputs.map(\.dtype) == [.bfloat16])
+        #expect(model.outputs.map(\.dtype) == [.bfloat16, .bfloat16])
+        let bits = try TestSupport.npy(dir + "/input_x.npy")
+        var x = Tensor(uninitialized: .bfloat16, shape: bits.shape)
+        x.withUnsafeMutableBytes { dst in bits.withUnsafeBytes { src in dst.copyMemory(from: src) } }
+        let results = try model.run(["x": x])
+        for output in ["probs", "logits"] {
+            let reference = try TestSupport.npy(dir + "/output_\(output).npy").scalars(as: Float.self)
+            let actual = try #require(results[output], "output \(output) missing")
+            #expect(actual.dtype == .bfloat16 && actual.shape == [3, 10])
+            let values = HalfFloatLowering.widened(actual).scalars(as: Float.self)
+            // One rounding to 8 significant bits: within half a step (2^-9 relative) plus float32 noise.
+            for (a, r) in zip(values, reference) { #expect(abs(a - r) <= abs(r) / 256 + 1e-6, "\(output): \(a) vs \(r)") }
+            #expect(values != reference, "\(output) was not rounded to bfloat16")
+        }
+        #expect { try model.run(["x": HalfFloatLowering.widened(x)]) } throws: {
+            guard let e = $0 as? EngineError else { return false }
+            return e.code == .invalidInput && e.message.contains("bfloat16") && e.message.contains("float32")
+        }
+    }
+
     @Test func aFloat16OutputNothingProducesIsReportedByItsName() throws {
         let graph = Graph(name: "g", nodes: [Node(name: "r", opType: "Relu", inputs: ["x"], outputs: ["y"])],
                           inputs: [ValueInfo(name: "x", elementType: .float16, shape: [.fixed(2)])],
                           outputs: [ValueInfo(name: "missing", elementType: .float16)])
         #expect { try CompiledModel(model: Model(opsetImports: ["": 17], graph: graph)) } throws: {
             guard let e = $0 as? EngineError else { return false }
-            return e.code == .invalidModel && e.message.contains("'missing'") && !e.message.contains(Float16Lowering.widenedSuffix)
+            return e.code == .invalidModel && e.message.contains("'missing'") && !e.message.contains(HalfFloatLowering.widenedSuffix)
         }
     }
 }

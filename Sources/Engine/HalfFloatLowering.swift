@@ -1,36 +1,46 @@
 import ONNX
 import Tensor
 
-/// Rewrites a float16 model to compute in float32, as onnxruntime's CPU provider runs one: its InsertCastTransformer
-/// wraps every node without a float16 kernel in Cast(float16 -> float32) / Cast(float32 -> float16), and its
-/// RemoveDuplicateCastTransformer then drops each float32 -> float16 -> float32 pair between two such nodes, so
-/// float16 roundings survive only where the graph's float16 inputs and outputs are. Here that is done once at compile
-/// time: float16 initializers and constant attributes widen, `Cast(to: float16)` becomes `Cast(to: float32)`, a
-/// declared float16 graph input is widened by one Cast and a float16 graph output narrowed by one, so every float32
-/// kernel serves float16 models while callers still send and receive float16. (onnxruntime also rounds where a node
-/// it has a float16 kernel for, such as LayerNormalization or a Reshape chain, reads a float32-computed value: that
-/// is left out, it moves MiniLM's embedding by about one float16 step.)
-enum Float16Lowering {
-    /// Suffix of the float32 twin of a float16 graph input or output.
+/// Rewrites a float16 or bfloat16 model to compute in float32, as onnxruntime's CPU provider runs a float16 one: its
+/// InsertCastTransformer wraps every node without a float16 kernel in Cast(float16 -> float32) / Cast(float32 ->
+/// float16), and its RemoveDuplicateCastTransformer then drops each float32 -> float16 -> float32 pair between two such
+/// nodes, so float16 roundings survive only where the graph's float16 inputs and outputs are. Here that is done once at
+/// compile time: 16-bit float initializers and constant attributes widen, `Cast(to: float16)` becomes
+/// `Cast(to: float32)`, a declared float16 graph input is widened by one Cast and a float16 graph output narrowed by
+/// one, so every float32 kernel serves these models while callers still send and receive their declared type.
+/// bfloat16 gets the same treatment (onnxruntime's CPU provider has no bfloat16 kernels for most operators and refuses
+/// such models; computing in float32 is what bfloat16 hardware does inside its dot products). (onnxruntime also rounds
+/// where a node it has a float16 kernel for, such as LayerNormalization or a Reshape chain, reads a float32-computed
+/// value: that is left out, it moves MiniLM's embedding by about one float16 step.)
+enum HalfFloatLowering {
+    /// Suffix of the float32 twin of a 16-bit float graph input or output.
     static let widenedSuffix = "::float32"
 
+    /// The 16-bit float types lowered.
+    static let halfTypes: [DType] = [.float16, .bfloat16]
+
     /// Lowers `graph` (and the subgraphs inside it) in place; `constants` are its initializers by name. Models
-    /// without float16 are left as they are.
+    /// without 16-bit floats are left as they are.
     static func lower(_ graph: inout Graph, constants: inout [String: Tensor]) {
-        guard holdsFloat16(graph) || constants.values.contains(where: { $0.dtype == .float16 }) else { return }
-        // Outputs the model leaves untyped are float16 when float16 flows into them (only hand-built graphs do this).
-        let untypedHalf = graph.outputs.contains { $0.elementType == nil } ? float16Values(graph, constants: constants) : []
-        for (name, tensor) in constants where tensor.dtype == .float16 { constants[name] = widened(tensor) }
-        for i in graph.nodes.indices { rewriteAttributes(&graph.nodes[i]) }
-        graph.valueInfo = graph.valueInfo.map(retyped)
+        for half in halfTypes { lower(&graph, constants: &constants, half: half) }
+    }
+
+    /// Lowers the values of type `half` (float16 or bfloat16).
+    private static func lower(_ graph: inout Graph, constants: inout [String: Tensor], half: DType) {
+        guard holdsHalf(graph, half) || constants.values.contains(where: { $0.dtype == half }) else { return }
+        // Outputs the model leaves untyped are `half` when `half` values flow into them (only hand-built graphs do this).
+        let untypedHalf = graph.outputs.contains { $0.elementType == nil } ? halfValues(graph, constants: constants, half: half) : []
+        for (name, tensor) in constants where tensor.dtype == half { constants[name] = widened(tensor) }
+        for i in graph.nodes.indices { rewriteAttributes(&graph.nodes[i], half) }
+        graph.valueInfo = graph.valueInfo.map { retyped($0, half) }
         let inputNames = Set(graph.inputs.map(\.name))
         var widenings: [Node] = [], narrowings: [Node] = []
-        for input in graph.inputs where input.elementType == .float16 && !input.name.isEmpty && constants[input.name] == nil {
+        for input in graph.inputs where input.elementType == half && !input.name.isEmpty && constants[input.name] == nil {
             let wide = input.name + widenedSuffix
             rename(input.name, to: wide, in: &graph.nodes, producers: false)
             widenings.append(cast(input.name, to: wide, .float32))
         }
-        for output in graph.outputs where (output.elementType == .float16 || (output.elementType == nil && untypedHalf.contains(output.name)))
+        for output in graph.outputs where (output.elementType == half || (output.elementType == nil && untypedHalf.contains(output.name)))
             && !inputNames.contains(output.name) {
             let wide = output.name + widenedSuffix
             // An output nothing produces is left for the plan builder to report under its own name.
@@ -38,22 +48,22 @@ enum Float16Lowering {
             guard produced, !narrowings.contains(where: { $0.outputs == [output.name] }) else { continue }
             rename(output.name, to: wide, in: &graph.nodes, producers: true)
             if let c = constants.removeValue(forKey: output.name) { constants[wide] = c }
-            narrowings.append(cast(wide, to: output.name, .float16))
+            narrowings.append(cast(wide, to: output.name, half))
         }
         graph.nodes = widenings + graph.nodes + narrowings
     }
 
-    /// True when a declared value, initializer or node attribute of `graph` or its subgraphs is float16.
-    private static func holdsFloat16(_ graph: Graph) -> Bool {
-        if (graph.inputs + graph.outputs + graph.valueInfo).contains(where: { $0.elementType == .float16 }) { return true }
-        if graph.initializers.contains(where: { $0.tensor.dtype == .float16 }) { return true }
+    /// True when a declared value, initializer or node attribute of `graph` or its subgraphs is of type `half`.
+    private static func holdsHalf(_ graph: Graph, _ half: DType) -> Bool {
+        if (graph.inputs + graph.outputs + graph.valueInfo).contains(where: { $0.elementType == half }) { return true }
+        if graph.initializers.contains(where: { $0.tensor.dtype == half }) { return true }
         for node in graph.nodes {
             for (name, attribute) in node.attributes {
                 switch attribute {
-                case .int(let v) where dtypeAttributes.contains(name) && v == DType.float16.rawValue: return true
-                case .tensor(let t) where t.dtype == .float16: return true
-                case .graph(let g) where holdsFloat16(g): return true
-                case .graphs(let gs) where gs.contains(where: holdsFloat16): return true
+                case .int(let v) where dtypeAttributes.contains(name) && v == half.rawValue: return true
+                case .tensor(let t) where t.dtype == half: return true
+                case .graph(let g) where holdsHalf(g, half): return true
+                case .graphs(let gs) where gs.contains(where: { holdsHalf($0, half) }): return true
                 default: continue
                 }
             }
@@ -64,21 +74,21 @@ enum Float16Lowering {
     /// Attributes that name an element type (`Cast.to`, the generators' `dtype`, DequantizeLinear's `output_dtype`).
     private static let dtypeAttributes: Set<String> = ["to", "dtype", "output_dtype"]
 
-    /// Retypes `node`'s float16 attributes to float32 and lowers its subgraphs, whose values all become float32.
-    private static func rewriteAttributes(_ node: inout Node) {
+    /// Retypes `node`'s `half` attributes to float32 and lowers its subgraphs, whose `half` values all become float32.
+    private static func rewriteAttributes(_ node: inout Node, _ half: DType) {
         for (name, attribute) in node.attributes {
             switch attribute {
-            case .int(let v) where dtypeAttributes.contains(name) && v == DType.float16.rawValue && isStandard(node):
+            case .int(let v) where dtypeAttributes.contains(name) && v == half.rawValue && isStandard(node):
                 node.attributes[name] = .int(Int64(DType.float32.rawValue))
-            case .tensor(let t) where t.dtype == .float16:
+            case .tensor(let t) where t.dtype == half:
                 node.attributes[name] = .tensor(widened(t))
-            case .tensors(let ts) where ts.contains(where: { $0.dtype == .float16 }):
-                node.attributes[name] = .tensors(ts.map { $0.dtype == .float16 ? widened($0) : $0 })
+            case .tensors(let ts) where ts.contains(where: { $0.dtype == half }):
+                node.attributes[name] = .tensors(ts.map { $0.dtype == half ? widened($0) : $0 })
             case .graph(var g):
-                lowerSubgraph(&g)
+                lowerSubgraph(&g, half)
                 node.attributes[name] = .graph(g)
             case .graphs(var gs):
-                for i in gs.indices { lowerSubgraph(&gs[i]) }
+                for i in gs.indices { lowerSubgraph(&gs[i], half) }
                 node.attributes[name] = .graphs(gs)
             default: continue
             }
@@ -87,18 +97,18 @@ enum Float16Lowering {
 
     /// A control-flow body: its values all become float32, declared inputs and outputs included, because the outer
     /// graph hands it float32 values (and reads float32 back) once lowered.
-    private static func lowerSubgraph(_ graph: inout Graph) {
-        graph.initializers = graph.initializers.map { ($0.name, $0.tensor.dtype == .float16 ? widened($0.tensor) : $0.tensor) }
-        for i in graph.nodes.indices { rewriteAttributes(&graph.nodes[i]) }
-        graph.inputs = graph.inputs.map(retyped)
-        graph.outputs = graph.outputs.map(retyped)
-        graph.valueInfo = graph.valueInfo.map(retyped)
+    private static func lowerSubgraph(_ graph: inout Graph, _ half: DType) {
+        graph.initializers = graph.initializers.map { ($0.name, $0.tensor.dtype == half ? widened($0.tensor) : $0.tensor) }
+        for i in graph.nodes.indices { rewriteAttributes(&graph.nodes[i], half) }
+        graph.inputs = graph.inputs.map { retyped($0, half) }
+        graph.outputs = graph.outputs.map { retyped($0, half) }
+        graph.valueInfo = graph.valueInfo.map { retyped($0, half) }
     }
 
-    /// `info` declared float32 where it was declared float16.
-    private static func retyped(_ info: ValueInfo) -> ValueInfo {
+    /// `info` declared float32 where it was declared `half`.
+    private static func retyped(_ info: ValueInfo, _ half: DType) -> ValueInfo {
         var info = info
-        if info.elementType == .float16 { info.elementType = .float32 }
+        if info.elementType == half { info.elementType = .float32 }
         return info
     }
 
@@ -139,13 +149,17 @@ enum Float16Lowering {
     /// Whether `node` is in the default ONNX domain.
     private static func isStandard(_ node: Node) -> Bool { node.domain.isEmpty || node.domain == "ai.onnx" }
 
-    /// `t` (float16) as float32, exactly.
+    /// `t` (float16 or bfloat16) as float32, exactly.
     static func widened(_ t: Tensor) -> Tensor {
+        precondition(t.dtype == .float16 || t.dtype == .bfloat16, "widened reads 16-bit floats")
         var out = Tensor(uninitialized: .float32, shape: t.shape)
+        let brain = t.dtype == .bfloat16
         t.withUnsafeBytes { raw in
             let src = raw.bindMemory(to: UInt16.self)
             out.withUnsafeMutableBufferPointer(of: Float.self) { dst in
-                for i in 0..<src.count { dst[i] = float16ToFloat(src[i]) }
+                // bfloat16 is the top half of a float32.
+                if brain { for i in 0..<src.count { dst[i] = Float(bitPattern: UInt32(src[i]) << 16) } }
+                else { for i in 0..<src.count { dst[i] = float16ToFloat(src[i]) } }
             }
         }
         return out
@@ -160,12 +174,12 @@ enum Float16Lowering {
         "TfIdfVectorizer", "Xor",
     ]
 
-    /// Values of `graph` that are float16 before lowering: declared so, float16 initializers, outputs of
-    /// `Cast(to: float16)` and float16 constants, and the first output of any operator reading a float16 value but
-    /// those in `otherTypedOutputs` (every output of Split).
-    static func float16Values(_ graph: Graph, constants: [String: Tensor]) -> Set<String> {
-        var half = Set((graph.inputs + graph.outputs + graph.valueInfo).filter { $0.elementType == .float16 }.map(\.name))
-        for (name, tensor) in constants where tensor.dtype == .float16 { half.insert(name) }
+    /// Values of `graph` that are of type `type` (float16 or bfloat16) before lowering: declared so, such
+    /// initializers, outputs of `Cast(to: type)` and such constants, and the first output of any operator reading such
+    /// a value but those in `otherTypedOutputs` (every output of Split).
+    static func halfValues(_ graph: Graph, constants: [String: Tensor], half type: DType) -> Set<String> {
+        var half = Set((graph.inputs + graph.outputs + graph.valueInfo).filter { $0.elementType == type }.map(\.name))
+        for (name, tensor) in constants where tensor.dtype == type { half.insert(name) }
         // Repeats until nothing changes, so file order (which the engine does not trust) does not matter.
         var changed = true
         while changed {
@@ -174,9 +188,9 @@ enum Float16Lowering {
                 guard let out = node.outputs.first, !out.isEmpty, !half.contains(out) else { continue }
                 let isHalf: Bool
                 switch node.opType {
-                case "Cast": isHalf = node.attributes["to"].map { if case .int(let v) = $0 { v == DType.float16.rawValue } else { false } } ?? false
+                case "Cast": isHalf = node.attributes["to"].map { if case .int(let v) = $0 { v == type.rawValue } else { false } } ?? false
                 case "Constant", "ConstantOfShape":
-                    isHalf = node.attributes["value"].map { if case .tensor(let t) = $0 { t.dtype == .float16 } else { false } } ?? false
+                    isHalf = node.attributes["value"].map { if case .tensor(let t) = $0 { t.dtype == type } else { false } } ?? false
                 case "CastLike": isHalf = node.inputs.count > 1 && half.contains(node.inputs[1])
                 default: isHalf = !otherTypedOutputs.contains(node.opType) && node.inputs.contains(where: half.contains)
                 }
