@@ -7,7 +7,10 @@ import Tensor
 // inside (do_rotary, cos/sin caches [positions, rotary / 2]). On the first prompt (sequence length equal to
 // total_sequence_length) positions count from 0 and there is no past; later, row b's past is seqlens_k[b] + 1 - S
 // tokens long and its new keys are written right after them in present_*. Each query sees the keys up to its own
-// position (causal) and within the row's total length, within local_window_size when that is set.
+// position (causal) and within the row's total length, within local_window_size when that is set. Optional inputs
+// as onnxruntime's CPU kernel reads them: position_ids [B, S] give the rotary positions past the first prompt (a prompt
+// counts from 0), attention_bias [B or 1, N or 1, S, T] is added to the scores after softcap, and head_sink [N] is one
+// more logit per head in the softmax's denominator (smooth_softmax's zero logit, per head).
 
 /// The `com.microsoft` GroupQueryAttention and RotaryEmbedding operators.
 let contribDecoderOperators: OperatorTable = [
@@ -19,9 +22,6 @@ let contribDecoderOperators: OperatorTable = [
         let options = GroupedAttentionOptions(heads: heads, kvHeads: kvHeads, scale: try ctx.float("scale", 0), window: try ctx.int("local_window_size", -1),
                                               rotary: try ctx.int("do_rotary", 0) != 0, interleaved: try ctx.int("rotary_interleaved", 0) != 0,
                                               softcap: try ctx.float("softcap", 0), smooth: try ctx.int("smooth_softmax", 0) != 0)
-        for (index, name) in [(9, "position_ids"), (10, "attention_bias"), (11, "head_sink")] where ctx.hasInput(index) {
-            throw ctx.error(.unsupportedOperator, "input \(name) of GroupQueryAttention is not supported")
-        }
         return PreparedKernel { inputs in try groupQueryAttention(inputs, options, ctx) }
     },
     // input [B, S, H * D] or [B, H, S, D], position_ids [B, S] (or one offset), cos/sin caches: the default-domain
@@ -46,8 +46,8 @@ struct GroupedAttentionOptions {
     let heads: Int, kvHeads: Int, scale: Float, window: Int, rotary: Bool, interleaved: Bool, softcap: Float, smooth: Bool
 }
 
-/// Runs GroupQueryAttention: (query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos, sin) ->
-/// (output, present_key, present_value).
+/// Runs GroupQueryAttention: (query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos, sin,
+/// position_ids, attention_bias, head_sink) -> (output, present_key, present_value).
 private func groupQueryAttention(_ inputs: KernelInputs, _ o: GroupedAttentionOptions, _ ctx: OpContext) throws -> [Tensor] {
     let query = try inputs.required(0, ctx)
     guard query.dtype == .float32, query.rank == 3 else { throw ctx.error(.executionFailed, "query must be float32 [B, S, hidden], got \(query.dtype) \(query.shape)") }
@@ -100,14 +100,24 @@ private func groupQueryAttention(_ inputs: KernelInputs, _ o: GroupedAttentionOp
             throw ctx.error(.executionFailed, "cos_cache and sin_cache must be [positions, rotary / 2] with rotary <= \(head), got \(cosT.shape) and \(sinT.shape)")
         }
         let positions = cosT.shape[0]
-        guard past.allSatisfy({ $0 + sequence <= positions }) else { throw ctx.error(.executionFailed, "positions beyond the \(positions) cached ones") }
+        // The new token s of row b sits at position past[b] + s, or where position_ids put it after the first prompt.
+        var position = (0..<(batch * sequence)).map { past[$0 / sequence] + $0 % sequence }
+        if !firstPrompt, let ids = inputs[9] {
+            guard ids.count == batch * sequence, ids.dtype == .int64 || ids.dtype == .int32 else {
+                throw ctx.error(.executionFailed, "position_ids must be int64 [\(batch), \(sequence)], got \(ids.dtype) \(ids.shape)")
+            }
+            position = ids.ints
+        }
+        guard position.allSatisfy({ $0 >= 0 && $0 < positions }) else {
+            throw ctx.error(.executionFailed, "positions \(position.min() ?? 0)...\(position.max() ?? 0) beyond the \(positions) cached ones")
+        }
         let cosines = cosT.scalars(as: Float.self), sines = sinT.scalars(as: Float.self)
-        // Q and K as [B, N, S, D]: the new token s of row b sits at position past[b] + s.
+        // Q and K as [B, N, S, D].
         func rotate(_ x: inout [Float], heads: Int) {
             x.withUnsafeMutableBufferPointer { p in
                 for b in 0..<batch { for n in 0..<heads { for s in 0..<sequence {
-                    rotateHead(p.baseAddress! + ((b * heads + n) * sequence + s) * head, cosines: cosines, sines: sines, row: past[b] + s,
-                               half: half, interleaved: o.interleaved)
+                    rotateHead(p.baseAddress! + ((b * heads + n) * sequence + s) * head, cosines: cosines, sines: sines,
+                               row: position[b * sequence + s], half: half, interleaved: o.interleaved)
                 } } }
             }
         }
@@ -128,6 +138,24 @@ private func groupQueryAttention(_ inputs: KernelInputs, _ o: GroupedAttentionOp
     let presentKey = present(pastKey, k), presentValue = present(pastValue, v)
     let keys = presentKey.scalars(as: Float.self), values = presentValue.scalars(as: Float.self)
     let scale = o.scale == 0 ? 1 / Float(head).squareRoot() : o.scale, group = o.heads / o.kvHeads
+    // attention_bias [B or 1, N or 1, S, T]: element strides of its batch and head axes (0 when broadcast).
+    var bias: [Float] = [], biasStrides = (batch: 0, head: 0, row: 0)
+    if let b = inputs[10] {
+        let longest = (0..<batch).map { min(past[$0] + sequence, lengths[$0] + 1, presentLength) }.max() ?? 0
+        guard b.dtype == .float32, b.rank == 4, [1, batch].contains(b.shape[0]), [1, o.heads].contains(b.shape[1]),
+              b.shape[2] == sequence, b.shape[3] >= longest else {
+            throw ctx.error(.executionFailed, "attention_bias must be float32 [\(batch) or 1, \(o.heads) or 1, \(sequence), \(presentLength)], got \(b.dtype) \(b.shape)")
+        }
+        bias = b.scalars(as: Float.self)
+        biasStrides = (b.shape[0] == 1 ? 0 : b.shape[1] * sequence * b.shape[3], b.shape[1] == 1 ? 0 : sequence * b.shape[3], b.shape[3])
+    }
+    var sinks: [Float]?
+    if let t = inputs[11] {
+        guard t.dtype == .float32, t.count == o.heads else {
+            throw ctx.error(.executionFailed, "head_sink must be float32 [\(o.heads)], got \(t.dtype) \(t.shape)")
+        }
+        sinks = t.scalars(as: Float.self)
+    }
     var output = [Float](repeating: 0, count: batch * sequence * o.heads * head)
     var scores = [Float](repeating: 0, count: presentLength)
     for b in 0..<batch { for n in 0..<o.heads {
@@ -137,18 +165,21 @@ private func groupQueryAttention(_ inputs: KernelInputs, _ o: GroupedAttentionOp
             let end = min(past[b] + s + 1, lengths[b] + 1, presentLength)
             let start = o.window > 0 ? max(0, end - o.window) : 0
             let qBase = ((b * o.heads + n) * sequence + s) * head
+            let biasBase = b * biasStrides.batch + n * biasStrides.head + s * biasStrides.row
             var peak = -Float.infinity
             for t in start..<end {
                 var dot: Float = 0
                 for d in 0..<head { dot += q[qBase + d] * keys[kvBase + t * head + d] }
                 var score = dot * scale
                 if o.softcap > 0 { score = o.softcap * tanh(score / o.softcap) }
+                if !bias.isEmpty { score += bias[biasBase + t] }
                 scores[t] = score
                 peak = max(peak, score)
             }
-            // smooth_softmax: one more zero logit in the denominator (a sink).
-            if o.smooth { peak = max(peak, 0) }
-            var sum: Float = o.smooth ? exp(-peak) : 0
+            // One more logit in the denominator: the head's sink, or smooth_softmax's zero.
+            let sink: Float? = sinks.map { $0[n] } ?? (o.smooth ? 0 : nil)
+            if let sink { peak = max(peak, sink) }
+            var sum: Float = sink.map { exp($0 - peak) } ?? 0
             for t in start..<end { scores[t] = exp(scores[t] - peak); sum += scores[t] }
             let outBase = (b * sequence + s) * o.heads * head + n * head
             for t in start..<end {

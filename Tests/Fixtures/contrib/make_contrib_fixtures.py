@@ -279,7 +279,7 @@ def decoder_ops():
     angles = np.arange(64)[:, None] * (1.0 / (10000 ** (np.arange(0, head, 2) / head)))[None, :]
     caches = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"), numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin")]
 
-    def gqa(name, batch, sequence, past, seqlens, total, packed=False, **attributes):
+    def gqa(name, batch, sequence, past, seqlens, total, packed=False, extra=None, **attributes):
         width = heads * head + (2 * kv * head if packed else 0)
         feeds = {"q": local.standard_normal((batch, sequence, width)).astype(np.float32)}
         if not packed:
@@ -290,8 +290,17 @@ def decoder_ops():
         feeds["seqlens"] = np.array(seqlens, np.int32)
         feeds["total"] = np.array([total], np.int32)
         names = ["q", "" if packed else "k", "" if packed else "v", "past_k", "past_v", "seqlens", "total", "cos", "sin"]
+        # Inputs 9-11 (position_ids, attention_bias, head_sink), "" where absent.
+        for input_name in ("position_ids", "attention_bias", "head_sink"):
+            value = (extra or {}).get(input_name)
+            names.append(input_name if value is not None else "")
+            if value is not None:
+                feeds[input_name] = value
+        while names[-1] == "":
+            names.pop()
         node = helper.make_node("GroupQueryAttention", names, ["out", "present_k", "present_v"], domain=MS, num_heads=heads, kv_num_heads=kv, **attributes)
-        inputs = [vi(k, TensorProto.INT32 if k in ("seqlens", "total") else TensorProto.FLOAT, list(v.shape)) for k, v in feeds.items()]
+        types = {np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
+        inputs = [vi(k, types.get(v.dtype, TensorProto.FLOAT), list(v.shape)) for k, v in feeds.items()]
         m = model_of([node], inputs, [vi(n, TensorProto.FLOAT, None) for n in ("out", "present_k", "present_v")], caches)
         save_case(name, m, feeds)
 
@@ -299,13 +308,25 @@ def decoder_ops():
     gqa("gqa_decode_ragged_rotary", 2, 1, 5, [5, 3], 6, do_rotary=1, rotary_interleaved=1)
     gqa("gqa_packed_chunk", 1, 3, 4, [6], 7, packed=True, do_rotary=1)
     gqa("gqa_window_softcap_smooth", 2, 6, 0, [5, 5], 6, local_window_size=3, softcap=2.0, smooth_softmax=1)
-
     x = local.standard_normal((2, 5, heads * head)).astype(np.float32)
     for name, ids in (("rotary_contrib_positions", local.integers(0, 60, (2, 5)).astype(np.int64)), ("rotary_contrib_offset", np.array([7], np.int64))):
         node = helper.make_node("RotaryEmbedding", ["x", "ids", "cos", "sin"], ["y"], domain=MS, num_heads=heads)
         m = model_of([node], [vi("x", TensorProto.FLOAT, [2, 5, heads * head]), vi("ids", TensorProto.INT64, list(ids.shape))],
                      [vi("y", TensorProto.FLOAT, None)], caches)
         save_case(name, m, {"x": x, "ids": ids})
+
+    # onnxruntime reads position_ids for the rotary only past the first prompt (a prompt counts from 0); the bias is
+    # added after softcap; a head sink is one more logit per head in the softmax's denominator.
+    gqa("gqa_chunk_position_ids", 1, 3, 4, [6], 7, do_rotary=1, extra={"position_ids": np.array([[9, 11, 12]], np.int64)})
+    gqa("gqa_decode_position_ids", 2, 1, 5, [5, 3], 6, do_rotary=1, extra={"position_ids": np.array([[9], [2]], np.int64)})
+    gqa("gqa_prompt_position_ids_ignored", 2, 5, 0, [4, 2], 5, do_rotary=1,
+        extra={"position_ids": np.array([[0, 2, 4, 6, 8], [3, 4, 5, 6, 7]], np.int64)})
+    gqa("gqa_bias_softcap_sink", 2, 5, 0, [4, 2], 5, softcap=2.0,
+        extra={"attention_bias": (3 * local.standard_normal((2, 1, 5, 5))).astype(np.float32),
+               "head_sink": local.standard_normal(heads).astype(np.float32)})
+    gqa("gqa_decode_head_bias_sink_smooth", 2, 1, 6, [6, 4], 7, smooth_softmax=1,
+        extra={"attention_bias": local.standard_normal((2, heads, 1, 7)).astype(np.float32),
+               "head_sink": local.standard_normal(heads).astype(np.float32)})
 
 
 def quantized_ops():
