@@ -81,7 +81,7 @@ let predictCommand = Command(
         }
     }
     if let outputFile {
-        try NumpyFormat.write(results[model.outputs[0].name]!, path: outputFile)
+        try PredictInputs.writeOutput(results[model.outputs[0].name]!, named: model.outputs[0].name, path: outputFile)
         Console.out("\(model.outputs[0].name): \(results[model.outputs[0].name]!) -> \(outputFile)")
     } else if let outputDir {
         if access(outputDir, F_OK) != 0 && mkdir(outputDir, 0o755) != 0 {
@@ -89,7 +89,7 @@ let predictCommand = Command(
         }
         for spec in model.outputs {
             let path = outputDir + "/" + PredictInputs.fileName(for: spec.name)
-            try NumpyFormat.write(results[spec.name]!, path: path)
+            try PredictInputs.writeOutput(results[spec.name]!, named: spec.name, path: path)
             Console.out("\(spec.name): \(results[spec.name]!) -> \(path)")
         }
     }
@@ -137,6 +137,13 @@ enum PredictInputs {
             feeds[name] = tensor
         }
         return feeds
+    }
+
+    /// Writes `tensor` as .npy; bfloat16 (which .npy has no type for) widened exactly to float32, with a note.
+    static func writeOutput(_ tensor: Tensor, named name: String, path: String) throws {
+        guard tensor.dtype == .bfloat16 else { return try NumpyFormat.write(tensor, path: path) }
+        Console.err("note: output '\(name)' is bfloat16, written as float32 (exact)")
+        try NumpyFormat.write(try tensor.converted(to: .float32), path: path)
     }
 
     /// `<name>.npy` with characters outside [A-Za-z0-9._-] replaced by `_` (never a path, never hidden).
