@@ -124,19 +124,29 @@ private func groupQueryAttention(_ inputs: KernelInputs, _ o: GroupedAttentionOp
         rotate(&q, heads: o.heads)
         rotate(&k, heads: o.kvHeads)
     }
-    // present = the past of each row, then its new keys / values.
+    // present = the past of each row, then its new keys / values, zero beyond: whole [length, head] blocks copied.
     func present(_ pastTensor: Tensor?, _ new: [Float]) -> Tensor {
-        var out = [Float](repeating: 0, count: batch * o.kvHeads * presentLength * head)
-        let old = pastTensor.map { $0.scalars(as: Float.self) } ?? []
-        for b in 0..<batch { for n in 0..<o.kvHeads {
-            let bn = b * o.kvHeads + n
-            for t in 0..<min(past[b], pastLength) { for d in 0..<head { out[(bn * presentLength + t) * head + d] = old[(bn * pastLength + t) * head + d] } }
-            for s in 0..<sequence { for d in 0..<head { out[(bn * presentLength + past[b] + s) * head + d] = new[(bn * sequence + s) * head + d] } }
-        } }
-        return Tensor(shape: [batch, o.kvHeads, presentLength, head], scalars: out)
+        var out = Tensor(uninitialized: .float32, shape: [batch, o.kvHeads, presentLength, head])
+        out.withUnsafeMutableBufferPointer(of: Float.self) { dst in
+            new.withUnsafeBufferPointer { fresh in
+                for b in 0..<batch { for n in 0..<o.kvHeads {
+                    let bn = b * o.kvHeads + n, block = dst.baseAddress! + bn * presentLength * head
+                    let kept = min(past[b], pastLength)
+                    if let pastTensor, kept > 0 {
+                        pastTensor.withUnsafeBufferPointer(of: Float.self) { old in
+                            block.update(from: old.baseAddress! + bn * pastLength * head, count: kept * head)
+                        }
+                    }
+                    (block + kept * head).update(repeating: 0, count: (past[b] - kept) * head)
+                    (block + past[b] * head).update(from: fresh.baseAddress! + bn * sequence * head, count: sequence * head)
+                    let written = past[b] + sequence
+                    (block + written * head).update(repeating: 0, count: (presentLength - written) * head)
+                } }
+            }
+        }
+        return out
     }
     let presentKey = present(pastKey, k), presentValue = present(pastValue, v)
-    let keys = presentKey.scalars(as: Float.self), values = presentValue.scalars(as: Float.self)
     let scale = o.scale == 0 ? 1 / Float(head).squareRoot() : o.scale, group = o.heads / o.kvHeads
     // attention_bias [B or 1, N or 1, S, T]: element strides of its batch and head axes (0 when broadcast).
     var bias: [Float] = [], biasStrides = (batch: 0, head: 0, row: 0)
@@ -157,36 +167,49 @@ private func groupQueryAttention(_ inputs: KernelInputs, _ o: GroupedAttentionOp
         sinks = t.scalars(as: Float.self)
     }
     var output = [Float](repeating: 0, count: batch * sequence * o.heads * head)
-    var scores = [Float](repeating: 0, count: presentLength)
-    for b in 0..<batch { for n in 0..<o.heads {
-        let kvBase = (b * o.kvHeads + n / group) * presentLength * head
-        for s in 0..<sequence {
-            // Right-padded prompt rows (beyond the row's total length) see only its valid keys.
-            let end = min(past[b] + s + 1, lengths[b] + 1, presentLength)
-            let start = o.window > 0 ? max(0, end - o.window) : 0
-            let qBase = ((b * o.heads + n) * sequence + s) * head
-            let biasBase = b * biasStrides.batch + n * biasStrides.head + s * biasStrides.row
-            var peak = -Float.infinity
-            for t in start..<end {
-                var dot: Float = 0
-                for d in 0..<head { dot += q[qBase + d] * keys[kvBase + t * head + d] }
-                var score = dot * scale
-                if o.softcap > 0 { score = o.softcap * tanh(score / o.softcap) }
-                if !bias.isEmpty { score += bias[biasBase + t] }
-                scores[t] = score
-                peak = max(peak, score)
-            }
-            // One more logit in the denominator: the head's sink, or smooth_softmax's zero.
-            let sink: Float? = sinks.map { $0[n] } ?? (o.smooth ? 0 : nil)
-            if let sink { peak = max(peak, sink) }
-            var sum: Float = sink.map { exp($0 - peak) } ?? 0
-            for t in start..<end { scores[t] = exp(scores[t] - peak); sum += scores[t] }
-            let outBase = (b * sequence + s) * o.heads * head + n * head
-            for t in start..<end {
-                let p = scores[t] / sum
-                for d in 0..<head { output[outBase + d] += p * values[kvBase + t * head + d] }
-            }
-        }
-    } }
+    // The `group` query heads sharing one key/value head are consecutive in q ([B, N, S, D]): one [group * S, D]
+    // matrix, so each cached key and value is read once per kv head (what makes a decode step memory-bound).
+    let rows = group * sequence
+    var scores = [Float](repeating: 0, count: rows * presentLength)
+    var context = [Float](repeating: 0, count: rows * head)
+    q.withUnsafeBufferPointer { qp in presentKey.withUnsafeBufferPointer(of: Float.self) { kp in presentValue.withUnsafeBufferPointer(of: Float.self) { vp in
+        scores.withUnsafeMutableBufferPointer { sp in context.withUnsafeMutableBufferPointer { cp in
+            for b in 0..<batch { for kvHead in 0..<o.kvHeads {
+                let kvOffset = (b * o.kvHeads + kvHead) * presentLength * head, firstHead = kvHead * group
+                sgemm(transposeA: false, transposeB: true, m: rows, n: presentLength, k: head, alpha: scale,
+                      a: qp.baseAddress! + (b * o.heads + firstHead) * sequence * head, lda: head, b: kp.baseAddress! + kvOffset, ldb: head,
+                      beta: 0, c: sp.baseAddress!, ldc: presentLength)
+                for r in 0..<rows {
+                    let n = firstHead + r / sequence, s = r % sequence
+                    let row = sp.baseAddress! + r * presentLength
+                    // Right-padded prompt rows (beyond the row's total length) see only its valid keys.
+                    let end = min(past[b] + s + 1, lengths[b] + 1, presentLength)
+                    let start = o.window > 0 ? max(0, end - o.window) : 0
+                    let biasBase = b * biasStrides.batch + n * biasStrides.head + s * biasStrides.row
+                    var peak = -Float.infinity
+                    for t in start..<max(start, end) {
+                        var score = row[t]
+                        if o.softcap > 0 { score = o.softcap * tanh(score / o.softcap) }
+                        if !bias.isEmpty { score += bias[biasBase + t] }
+                        row[t] = score
+                        peak = max(peak, score)
+                    }
+                    // One more logit in the denominator: the head's sink, or smooth_softmax's zero.
+                    let sink: Float? = sinks.map { $0[n] } ?? (o.smooth ? 0 : nil)
+                    if let sink { peak = max(peak, sink) }
+                    var sum: Float = sink.map { exp($0 - peak) } ?? 0
+                    for t in start..<max(start, end) { row[t] = exp(row[t] - peak); sum += row[t] }
+                    for t in 0..<presentLength { row[t] = t >= start && t < end ? row[t] / sum : 0 }
+                }
+                sgemm(transposeA: false, transposeB: false, m: rows, n: head, k: presentLength, alpha: 1, a: sp.baseAddress!,
+                      lda: presentLength, b: vp.baseAddress! + kvOffset, ldb: head, beta: 0, c: cp.baseAddress!, ldc: head)
+                for r in 0..<rows {
+                    let n = firstHead + r / sequence, s = r % sequence
+                    let outBase = (b * sequence + s) * o.heads * head + n * head
+                    for d in 0..<head { output[outBase + d] = cp[r * head + d] }
+                }
+            } }
+        } }
+    } } }
     return [Tensor(shape: [batch, sequence, o.heads * head], scalars: output), presentKey, presentValue]
 }
