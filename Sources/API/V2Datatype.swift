@@ -55,12 +55,12 @@ public enum V2Datatype: String, Sendable, CaseIterable {
     public init(_ dtype: DType) {
         switch dtype {
         case .bool: self = .bool
-        // V2 has no 8-bit float: those travel as their bit patterns (4-bit integers as one byte each, exactly).
-        case .uint8, .uint4, .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: self = .uint8
+        // V2 has no 8- or 4-bit float: those travel as their bit patterns (4- and 2-bit integers as one byte each, exactly).
+        case .uint8, .uint4, .uint2, .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .float4e2m1, .float8e8m0: self = .uint8
         case .uint16: self = .uint16
         case .uint32: self = .uint32
         case .uint64: self = .uint64
-        case .int8, .int4: self = .int8
+        case .int8, .int4, .int2: self = .int8
         case .int16: self = .int16
         case .int32: self = .int32
         case .int64: self = .int64

@@ -138,11 +138,12 @@ extension V2Codec {
         case .int64: tensor.withUnsafeBufferPointer(of: Int64.self) { for v in $0 { writer.int(v) } }
         case .int32: tensor.withUnsafeBufferPointer(of: Int32.self) { for v in $0 { writer.int(v) } }
         case .int16: tensor.withUnsafeBufferPointer(of: Int16.self) { for v in $0 { writer.int(v) } }
-        case .int8, .int4: tensor.withUnsafeBufferPointer(of: Int8.self) { for v in $0 { writer.int(v) } }
+        case .int8, .int4, .int2: tensor.withUnsafeBufferPointer(of: Int8.self) { for v in $0 { writer.int(v) } }
         case .uint64: tensor.withUnsafeBufferPointer(of: UInt64.self) { for v in $0 { writer.int(v) } }
         case .uint32: tensor.withUnsafeBufferPointer(of: UInt32.self) { for v in $0 { writer.int(v) } }
         case .uint16: tensor.withUnsafeBufferPointer(of: UInt16.self) { for v in $0 { writer.int(v) } }
-        case .uint8, .uint4, .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: tensor.withUnsafeBufferPointer(of: UInt8.self) { for v in $0 { writer.int(v) } }
+        case .uint8, .uint4, .uint2, .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .float4e2m1, .float8e8m0:
+            tensor.withUnsafeBufferPointer(of: UInt8.self) { for v in $0 { writer.int(v) } }
         case .bool: tensor.withUnsafeBytes { for v in $0 { writer.bool(v != 0) } }
         case .float16:
             tensor.withUnsafeBytes { raw in

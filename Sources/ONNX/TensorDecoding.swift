@@ -4,7 +4,7 @@ import Tensor
 /// Decodes `TensorProto` and `SparseTensorProto` messages into dense `Tensor`s.
 ///
 /// Float16, bfloat16 and float8 tensors keep their dtype and raw bit patterns; the engine decides how to widen them.
-/// int4 / uint4 arrive packed two per byte and are unpacked to one byte per element.
+/// int4 / uint4 / float4e2m1 arrive packed two per byte, int2 / uint2 four per byte; each is unpacked to one byte per element.
 /// Element bytes are copied as little-endian, which is the host order on every platform Osprey targets.
 struct TensorDecoder {
     /// Directory that external-data locations are relative to (nil: external data is rejected).
@@ -65,15 +65,15 @@ struct TensorDecoder {
         let (byteCount, overflow) = count.multipliedReportingOverflow(by: dtype.byteSize)
         guard !overflow else { throw ONNXError(.invalidTensor, "shape \(shape) is too large") }
 
-        if dtype.isFourBit {
-            // Two elements per byte on the wire: decode the packed bytes as uint8, then give each element its byte.
+        if let bits = dtype.packedBits {
+            // Several elements per byte on the wire: decode the packed bytes as uint8, then give each element its byte.
             var packedFields = fields
             packedFields.dataType = Int64(DType.uint8.rawValue)
             packedFields.dims = []
-            let packed = try build(packedFields, packedCount: FourBitPacking.packedByteCount(count))
+            let packed = try build(packedFields, packedCount: SubBytePacking.packedByteCount(count, bits: bits))
             var tensor = Tensor(uninitialized: dtype, shape: shape)
             packed.withUnsafeBytes { src in
-                tensor.withUnsafeMutableBytes { FourBitPacking.unpack(src, count: count, signed: dtype == .int4, into: $0) }
+                tensor.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: count, bits: bits, signed: dtype == .int4 || dtype == .int2, into: $0) }
             }
             return tensor
         }
@@ -115,7 +115,7 @@ struct TensorDecoder {
             tensor.withUnsafeMutableBytes { RepeatedFields.copyFixed(source, width: width, into: $0) }
             return tensor
         case .int64, .uint32, .uint64, .int32, .int16, .int8, .uint16, .uint8, .bool, .float16, .bfloat16,
-             .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .uint4, .int4:
+             .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .uint4, .int4, .float4e2m1, .float8e8m0, .uint2, .int2:
             let (source, name): ([WireField], String)
             switch dtype {
             case .int64: (source, name) = (fields.int64Data, "int64_data")

@@ -26,12 +26,22 @@ public enum DType: Int, Sendable, CaseIterable, CustomStringConvertible {
     case uint4 = 21
     /// Signed 4-bit integer, held sign-extended one per byte in memory (two per byte only on the wire).
     case int4 = 22
+    /// 4-bit float E2M1 (values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives; no infinity or NaN), its code held in
+    /// the low four bits of one byte per element (two per byte on the wire).
+    case float4e2m1 = 23
+    /// 8-bit power of two 2^(e - 127), no sign or zero, 0xFF = NaN (MX formats' shared scale); one byte per element.
+    case float8e8m0 = 24
+    /// Unsigned 2-bit integer, held one per byte in memory (four per byte on the wire).
+    case uint2 = 25
+    /// Signed 2-bit integer, held sign-extended one per byte in memory (four per byte on the wire).
+    case int2 = 26
 
     /// Bytes per element; strings are stored out of line and report 0.
     public var byteSize: Int {
         switch self {
         case .uint8, .int8, .bool: return 1
         case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .uint4, .int4: return 1
+        case .float4e2m1, .float8e8m0, .uint2, .int2: return 1
         case .uint16, .int16, .float16, .bfloat16: return 2
         case .float32, .int32, .uint32: return 4
         case .int64, .float64, .uint64: return 8
@@ -70,6 +80,10 @@ public enum DType: Int, Sendable, CaseIterable, CustomStringConvertible {
         case .float8e5m2fnuz: return "float8e5m2fnuz"
         case .uint4: return "uint4"
         case .int4: return "int4"
+        case .float4e2m1: return "float4e2m1"
+        case .float8e8m0: return "float8e8m0"
+        case .uint2: return "uint2"
+        case .int2: return "int2"
         }
     }
 }
@@ -84,8 +98,15 @@ extension DType {
         }
     }
 
-    /// True for int4 / uint4, whose wire form packs two elements per byte (low nibble first).
-    public var isFourBit: Bool { self == .int4 || self == .uint4 }
+    /// Bits per element of the types ONNX packs several to a byte on the wire, first element in the lowest bits
+    /// (4 for int4 / uint4 / float4e2m1, 2 for int2 / uint2); nil for the others.
+    public var packedBits: Int? {
+        switch self {
+        case .int4, .uint4, .float4e2m1: return 4
+        case .int2, .uint2: return 2
+        default: return nil
+        }
+    }
 }
 
 /// A Swift scalar type that can be stored in a `Tensor`.

@@ -79,17 +79,79 @@ public struct Float8Format: Sendable, Equatable {
     }
 }
 
-/// Packing of int4 / uint4 elements, two per byte with the first element in the low nibble (ONNX's wire form).
-public enum FourBitPacking {
-    /// Unpacks `count` 4-bit elements from `packed` into one byte each (int4 sign-extended).
-    public static func unpack(_ packed: UnsafeRawBufferPointer, count: Int, signed: Bool, into out: UnsafeMutableRawBufferPointer) {
+/// ONNX's wire packing of 4-bit and 2-bit elements, several per byte with the first element in the lowest bits.
+public enum SubBytePacking {
+    /// Unpacks `count` elements of `bits` bits from `packed` into one byte each (sign-extended when `signed`).
+    public static func unpack(_ packed: UnsafeRawBufferPointer, count: Int, bits: Int, signed: Bool, into out: UnsafeMutableRawBufferPointer) {
+        let perByte = 8 / bits, mask = UInt8((1 << bits) - 1), signBit = UInt8(1 << (bits - 1))
         for i in 0..<count {
-            let byte = packed[i >> 1]
-            let nibble = i & 1 == 0 ? byte & 0x0F : byte >> 4
-            out[i] = signed && nibble >= 8 ? nibble | 0xF0 : nibble
+            let value = (packed[i / perByte] >> UInt8((i % perByte) * bits)) & mask
+            out[i] = signed && value & signBit != 0 ? value | ~mask : value
         }
     }
 
-    /// Bytes needed for `count` packed 4-bit elements.
-    public static func packedByteCount(_ count: Int) -> Int { (count + 1) / 2 }
+    /// Bytes needed for `count` packed elements of `bits` bits.
+    public static func packedByteCount(_ count: Int, bits: Int) -> Int { (count * bits + 7) / 8 }
+}
+
+/// The 4-bit float E2M1: sign bit 0x8, two exponent bits (bias 1), one mantissa bit; no infinity or NaN.
+public enum Float4E2M1 {
+    /// Magnitudes of codes 0...7.
+    static let magnitudes: [Float] = [0, 0.5, 1, 1.5, 2, 3, 4, 6]
+
+    /// The value of the low four bits of `code`.
+    public static func decode(_ code: UInt8) -> Float {
+        let magnitude = magnitudes[Int(code & 0x7)]
+        return code & 0x8 != 0 ? -magnitude : magnitude
+    }
+
+    /// `value` rounded to the nearest code (ties to the even code), magnitudes beyond 6 saturating to 6, as ONNX's
+    /// reference (ml_dtypes) converts; NaN becomes 0x8 (-NaN 0x0), as it does too.
+    public static func encode(_ value: Float) -> UInt8 {
+        if value.isNaN { return value.sign == .minus ? 0 : 0x8 }
+        let sign: UInt8 = value.sign == .minus ? 0x8 : 0
+        let magnitude = value.magnitude
+        var code = 7
+        for k in 0..<7 {
+            let midpoint = (magnitudes[k] + magnitudes[k + 1]) / 2
+            if magnitude < midpoint || (magnitude == midpoint && k % 2 == 0) { code = k; break }
+        }
+        return sign | UInt8(code)
+    }
+}
+
+/// The 8-bit power of two E8M0: 2^(bits - 127), 0xFF = NaN.
+public enum Float8E8M0 {
+    /// How Cast rounds a value that is not a power of two (its `round_mode` attribute).
+    public enum Rounding: String, Sendable {
+        /// To the next power of two up (the default).
+        case up
+        /// To the power of two below (the float's own exponent).
+        case down
+        /// To the nearer one.
+        case nearest
+    }
+
+    /// The value of `bits`.
+    public static func decode(_ bits: UInt8) -> Float {
+        bits == 0xFF ? .nan : Float(sign: .plus, exponent: Int(bits) - 127, significand: 1)
+    }
+
+    /// The exponent of `value`'s float32 bits (its sign ignored), rounded by `rounding`; infinities and NaN become
+    /// 0xFF; a rounding past the largest exponent stays at 0xFE when `saturate`, else becomes 0xFF (ONNX's reference).
+    public static func encode(_ value: Float, saturate: Bool, rounding: Rounding) -> UInt8 {
+        let bits = value.bitPattern
+        let exponent = (bits >> 23) & 0xFF
+        if exponent == 0xFF { return 0xFF }
+        let up: Bool
+        switch rounding {
+        case .down: up = false
+        case .up: up = bits & 0x7F_FFFF != 0
+        case .nearest:
+            let guardBit = bits & 0x40_0000 != 0, roundBit = bits & 0x20_0000 != 0, sticky = bits & 0x1F_FFFF != 0
+            up = guardBit && (roundBit || sticky || exponent > 0)
+        }
+        if up && exponent == 0xFE && saturate { return 0xFE }
+        return UInt8(exponent + (up ? 1 : 0))
+    }
 }

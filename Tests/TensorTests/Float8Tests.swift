@@ -41,11 +41,49 @@ import Testing
         let packed: [UInt8] = [0x87, 0x0F]
         var signed = [UInt8](repeating: 0, count: 3), unsigned = [UInt8](repeating: 0, count: 3)
         packed.withUnsafeBytes { src in
-            signed.withUnsafeMutableBytes { FourBitPacking.unpack(src, count: 3, signed: true, into: $0) }
-            unsigned.withUnsafeMutableBytes { FourBitPacking.unpack(src, count: 3, signed: false, into: $0) }
+            signed.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: 3, bits: 4, signed: true, into: $0) }
+            unsigned.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: 3, bits: 4, signed: false, into: $0) }
         }
         #expect(signed.map { Int8(bitPattern: $0) } == [7, -8, -1])
         #expect(unsigned == [7, 8, 15])
-        #expect(FourBitPacking.packedByteCount(5) == 3)
+        #expect(SubBytePacking.packedByteCount(5, bits: 4) == 3)
+    }
+
+    @Test func twoBitUnpacking() {
+        // 0b11_10_01_00 then 0b00_00_00_10: elements 0, 1, 2, 3, 2 (first element in the lowest bits).
+        let packed: [UInt8] = [0xE4, 0x02]
+        var signed = [UInt8](repeating: 0, count: 5), unsigned = [UInt8](repeating: 0, count: 5)
+        packed.withUnsafeBytes { src in
+            signed.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: 5, bits: 2, signed: true, into: $0) }
+            unsigned.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: 5, bits: 2, signed: false, into: $0) }
+        }
+        #expect(unsigned == [0, 1, 2, 3, 2])
+        #expect(signed.map { Int8(bitPattern: $0) } == [0, 1, -2, -1, -2])
+        #expect(SubBytePacking.packedByteCount(5, bits: 2) == 2)
+    }
+
+    /// Every float4 code decodes to its value and encodes back; ties go to the even code, beyond 6 saturates, as
+    /// ml_dtypes (ONNX's reference) converts.
+    @Test func float4E2M1RoundTripsAndRoundsToEven() {
+        for code in UInt8(0)..<16 where code != 0x8 { #expect(Float4E2M1.encode(Float4E2M1.decode(code)) == code) }
+        let cases: [(Float, Float)] = [(0.25, 0), (0.75, 1), (1.25, 1), (1.75, 2), (2.5, 2), (3.5, 4), (5, 4), (7, 6),
+                                       (-9, -6), (.infinity, 6), (-3.5, -4), (1e-7, 0)]
+        for (value, expected) in cases { #expect(Float4E2M1.decode(Float4E2M1.encode(value)) == expected, "\(value)") }
+        #expect(Float4E2M1.encode(.nan) == 0x8)
+    }
+
+    /// E8M0 keeps the float32 exponent, rounded up, down or to nearest; 0xFF is NaN; saturation stops at 2^127.
+    @Test func float8E8M0Rounding() {
+        #expect(Float8E8M0.decode(127) == 1 && Float8E8M0.decode(0) == Float(sign: .plus, exponent: -127, significand: 1))
+        #expect(Float8E8M0.decode(0xFF).isNaN)
+        #expect(Float8E8M0.encode(1.1, saturate: true, rounding: .up) == 128)
+        #expect(Float8E8M0.encode(1.1, saturate: true, rounding: .down) == 127)
+        #expect(Float8E8M0.encode(1.1, saturate: true, rounding: .nearest) == 127)
+        #expect(Float8E8M0.encode(1.6, saturate: true, rounding: .nearest) == 128)
+        #expect(Float8E8M0.encode(0.124, saturate: true, rounding: .up) == 124)
+        #expect(Float8E8M0.encode(-4, saturate: true, rounding: .up) == 129)
+        #expect(Float8E8M0.encode(.greatestFiniteMagnitude, saturate: true, rounding: .up) == 0xFE)
+        #expect(Float8E8M0.encode(.greatestFiniteMagnitude, saturate: false, rounding: .up) == 0xFF)
+        #expect(Float8E8M0.encode(.infinity, saturate: true, rounding: .up) == 0xFF)
     }
 }

@@ -8,7 +8,8 @@ private func convert<S: NumericScalar, D: NumericScalar>(_ src: Tensor, _ s: S.T
     return mapElements(src) { (v: S) in D(fromDouble: v.asDouble) }
 }
 
-private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DType, saturate: Bool = true) -> Tensor? {
+private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DType, saturate: Bool = true,
+                                          rounding: Float8E8M0.Rounding = .up) -> Tensor? {
     switch dtype {
     case .float32: return convert(t, S.self, Float.self)
     case .float64: return convert(t, S.self, Double.self)
@@ -28,12 +29,19 @@ private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DT
             let bits = f.bitPattern
             return f.isNaN ? 0x7fc0 : UInt16(truncatingIfNeeded: (bits &+ 0x7fff &+ ((bits >> 16) & 1)) >> 16)
         }
-    case .int4, .uint4:
-        // Cast keeps the low four bits of the integer value (as ONNX's reference does: -9 becomes 7).
-        let signed = dtype == .int4
+    case .int4, .uint4, .int2, .uint2:
+        // Cast keeps the low bits of the integer value (as ONNX's reference does: -9 becomes int4 7, -3 int2 1).
+        let signed = dtype == .int4 || dtype == .int2, bits = dtype.packedBits!
+        let mask = UInt8((1 << bits) - 1), signBit = UInt8(1 << (bits - 1))
         return narrowBytes(convert(t, S.self, Int64.self), to: dtype) { (v: Int64) -> UInt8 in
-            let nibble = UInt8(truncatingIfNeeded: v) & 0x0F
-            return signed && nibble >= 8 ? nibble | 0xF0 : nibble
+            let low = UInt8(truncatingIfNeeded: v) & mask
+            return signed && low & signBit != 0 ? low | ~mask : low
+        }
+    case .float4e2m1:
+        return narrowBytes(convert(t, S.self, Float.self), to: dtype) { (v: Float) -> UInt8 in Float4E2M1.encode(v) }
+    case .float8e8m0:
+        return narrowBytes(convert(t, S.self, Float.self), to: dtype) { (v: Float) -> UInt8 in
+            Float8E8M0.encode(v, saturate: saturate, rounding: rounding)
         }
     default:
         guard let format = Float8Format(dtype) else { return nil }
@@ -69,12 +77,12 @@ private func halfWidth<S: NumericScalar>(_ t: Tensor, _ s: S.Type, _ dtype: DTyp
 
 /// Converts a tensor to `dtype` (float32/64, float16, bfloat16, float8 input, all integer widths, bool); integers
 /// truncate toward zero; `saturate` (Cast's attribute) clamps out-of-range values to an 8-bit float's largest.
-func castTensor(_ t: Tensor, to dtype: DType, saturate: Bool = true, _ ctx: OpContext) throws -> Tensor {
+func castTensor(_ t: Tensor, to dtype: DType, saturate: Bool = true, rounding: Float8E8M0.Rounding = .up, _ ctx: OpContext) throws -> Tensor {
     if t.dtype == dtype { return t }
     var result: Tensor?
     switch t.dtype {
-    case .float32: result = fromScalar(t, Float.self, to: dtype, saturate: saturate)
-    case .float64: result = fromScalar(t, Double.self, to: dtype, saturate: saturate)
+    case .float32: result = fromScalar(t, Float.self, to: dtype, saturate: saturate, rounding: rounding)
+    case .float64: result = fromScalar(t, Double.self, to: dtype, saturate: saturate, rounding: rounding)
     case .int64: result = fromScalar(t, Int64.self, to: dtype, saturate: saturate)
     case .int32: result = fromScalar(t, Int32.self, to: dtype, saturate: saturate)
     case .int16: result = fromScalar(t, Int16.self, to: dtype, saturate: saturate)
@@ -83,22 +91,27 @@ func castTensor(_ t: Tensor, to dtype: DType, saturate: Bool = true, _ ctx: OpCo
     case .uint16: result = fromScalar(t, UInt16.self, to: dtype, saturate: saturate)
     case .uint32: result = fromScalar(t, UInt32.self, to: dtype, saturate: saturate)
     case .uint64: result = fromScalar(t, UInt64.self, to: dtype, saturate: saturate)
-    case .bool, .int4, .uint4:
-        // One byte per element already: bool and uint4 read as uint8, int4 (sign-extended) as int8.
-        let wide: DType = t.dtype == .int4 ? .int8 : .uint8
+    case .bool, .int4, .uint4, .int2, .uint2:
+        // One byte per element already: bool, uint4 and uint2 read as uint8, int4 and int2 (sign-extended) as int8.
+        let wide: DType = t.dtype == .int4 || t.dtype == .int2 ? .int8 : .uint8
         let bytes = Tensor(dtype: wide, shape: t.shape, storage: t.storage, byteOffset: t.byteOffset)
         if dtype == wide { result = stridedCopy(bytes, shape: t.shape, strides: Tensor.contiguousStrides(t.shape), offset: 0) }
         else if wide == .int8 { result = fromScalar(bytes, Int8.self, to: dtype, saturate: saturate) }
         else { result = fromScalar(bytes, UInt8.self, to: dtype, saturate: saturate) }
-    case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz:
-        let format = Float8Format(t.dtype)!
+    case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .float4e2m1, .float8e8m0:
+        let decode: (UInt8) -> Float
+        switch t.dtype {
+        case .float4e2m1: decode = Float4E2M1.decode
+        case .float8e8m0: decode = Float8E8M0.decode
+        default: decode = Float8Format(t.dtype)!.decode
+        }
         var f = Tensor(uninitialized: .float32, shape: t.shape)
         t.withUnsafeBytes { src in
             f.withUnsafeMutableBufferPointer(of: Float.self) { dst in
-                for i in 0..<src.count { dst[i] = format.decode(src[i]) }
+                for i in 0..<src.count { dst[i] = decode(src[i]) }
             }
         }
-        result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype, saturate: saturate)
+        result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype, saturate: saturate, rounding: rounding)
     case .float16, .bfloat16:
         let half = t.dtype == .float16
         var f = Tensor(uninitialized: .float32, shape: t.shape)
@@ -108,7 +121,7 @@ func castTensor(_ t: Tensor, to dtype: DType, saturate: Bool = true, _ ctx: OpCo
                 for i in 0..<src.count { dst[i] = half ? float16ToFloat(src[i]) : Float(bitPattern: UInt32(src[i]) << 16) }
             }
         }
-        result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype, saturate: saturate)
+        result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype, saturate: saturate, rounding: rounding)
     case .string: result = nil
     }
     guard let r = result else { throw ctx.error(.unsupportedDType, "cannot cast \(t.dtype) to \(dtype)") }
@@ -126,17 +139,24 @@ func dtypeAttribute(_ ctx: OpContext, _ name: String, _ fallback: DType?) throws
     return dtype
 }
 
+/// Cast's `round_mode` (opset 25): how a float becomes float8e8m0.
+private func roundMode(_ ctx: OpContext) throws -> Float8E8M0.Rounding {
+    let mode = try ctx.string("round_mode", "up")
+    guard let rounding = Float8E8M0.Rounding(rawValue: mode) else { throw ctx.unsupported("round_mode", "= '\(mode)' (up, down or nearest)") }
+    return rounding
+}
+
 let castOperators: OperatorTable = [
     "Cast": { ctx in
         let to = try dtypeAttribute(ctx, "to", nil)
         guard to != .string else { throw ctx.unsupported("to", "= string") }
-        let saturate = try ctx.int("saturate", 1) != 0
-        return PreparedKernel { inputs in [try castTensor(inputs.required(0, ctx), to: to, saturate: saturate, ctx)] }
+        let saturate = try ctx.int("saturate", 1) != 0, rounding = try roundMode(ctx)
+        return PreparedKernel { inputs in [try castTensor(inputs.required(0, ctx), to: to, saturate: saturate, rounding: rounding, ctx)] }
     },
     "CastLike": { ctx in
-        let saturate = try ctx.int("saturate", 1) != 0
+        let saturate = try ctx.int("saturate", 1) != 0, rounding = try roundMode(ctx)
         return PreparedKernel { inputs in
-            [try castTensor(inputs.required(0, ctx), to: inputs.required(1, ctx).dtype, saturate: saturate, ctx)]
+            [try castTensor(inputs.required(0, ctx), to: inputs.required(1, ctx).dtype, saturate: saturate, rounding: rounding, ctx)]
         }
     },
 ]

@@ -126,13 +126,16 @@ func quantizeLinearReference(_ ctx: OpContext, _ x: Tensor, scale: Tensor, zeroP
     case .int32: bounds = (Double(Int32.min), Double(Int32.max))
     case .uint4: bounds = (0, 15)
     case .int4: bounds = (-8, 7)
-    case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: bounds = nil
-    default: throw ctx.error(.unsupportedDType, "quantizing to \(dtype) is not supported (8/16/32-bit and 4-bit integers, 8-bit floats)")
+    case .uint2: bounds = (0, 3)
+    case .int2: bounds = (-2, 1)
+    case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .float4e2m1: bounds = nil
+    default: throw ctx.error(.unsupportedDType, "quantizing to \(dtype) is not supported (8/16/32-, 4- and 2-bit integers, 8- and 4-bit floats)")
     }
     let layout = try quantLayout(ctx, x, scale: scale, zeroPoint: zeroPoint, axis: axis, blockSize: blockSize)
     let values = x.doubles
     guard let bounds else {
-        // 8-bit floats: the zero point (0 by the spec) is added in float32, then the sum is cast with `saturate`.
+        // 8- and 4-bit floats: the zero point (0 by the spec) is added in float32, then the sum is cast with `saturate`
+        // (float4e2m1 always saturates: it has no infinity).
         var out = [Float](repeating: 0, count: values.count)
         for i in 0..<values.count {
             let p = layout.parameterIndex(i)
