@@ -1,3 +1,4 @@
+/// The narrow float formats ONNX stores one per byte (four 8-bit formats, E8M0, and the 4-bit E2M1).
 /// The four ONNX 8-bit float formats (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ): decoding to Float and encoding from Float
 /// with round-to-nearest-even and the Cast spec's saturation. Described by their bit layout rather than by four
 /// hand-written bit-twiddling routines, so the one algorithm below serves every format.
@@ -77,21 +78,6 @@ public struct Float8Format: Sendable, Equatable {
         }
         return sign | UInt8(bits)
     }
-}
-
-/// ONNX's wire packing of 4-bit and 2-bit elements, several per byte with the first element in the lowest bits.
-public enum SubBytePacking {
-    /// Unpacks `count` elements of `bits` bits from `packed` into one byte each (sign-extended when `signed`).
-    public static func unpack(_ packed: UnsafeRawBufferPointer, count: Int, bits: Int, signed: Bool, into out: UnsafeMutableRawBufferPointer) {
-        let perByte = 8 / bits, mask = UInt8((1 << bits) - 1), signBit = UInt8(1 << (bits - 1))
-        for i in 0..<count {
-            let value = (packed[i / perByte] >> UInt8((i % perByte) * bits)) & mask
-            out[i] = signed && value & signBit != 0 ? value | ~mask : value
-        }
-    }
-
-    /// Bytes needed for `count` packed elements of `bits` bits.
-    public static func packedByteCount(_ count: Int, bits: Int) -> Int { (count * bits + 7) / 8 }
 }
 
 /// The 4-bit float E2M1: sign bit 0x8, two exponent bits (bias 1), one mantissa bit; no infinity or NaN.
