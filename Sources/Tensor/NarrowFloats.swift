@@ -1,4 +1,5 @@
-/// The narrow float formats ONNX stores one per byte (four 8-bit formats, E8M0, and the 4-bit E2M1).
+// The narrow float formats ONNX stores one per byte: four 8-bit formats, E8M0 and the 4-bit E2M1.
+
 /// The four ONNX 8-bit float formats (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ): decoding to Float and encoding from Float
 /// with round-to-nearest-even and the Cast spec's saturation. Described by their bit layout rather than by four
 /// hand-written bit-twiddling routines, so the one algorithm below serves every format.
