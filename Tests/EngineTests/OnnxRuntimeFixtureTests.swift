@@ -6,7 +6,7 @@ import ONNX
 
 /// Small exported-style models compared against onnxruntime outputs made by `Tests/Fixtures/engine/make_fixtures.py`.
 @Suite struct OnnxRuntimeFixtureTests {
-    static let models = ["cnn", "mlp", "shapes", "legacy", "attention"]
+    static let models = ["cnn", "mlp", "shapes", "legacy", "attention", "gridsample_3d"]
 
     static func load(_ name: String) throws -> (CompiledModel, [String: Tensor], [String: Tensor]) {
         let dir = TestSupport.fixtures + "/" + name
@@ -46,10 +46,11 @@ import ONNX
 
     @Test(arguments: models) func batchEqualsSingleRuns(_ name: String) throws {
         let (model, feeds, _) = try Self.load(name)
+        // Every input carries the batch on its first axis.
         let input = try #require(feeds.first)
         let batched = try model.run(feeds)
         for row in 0..<input.value.shape[0] {
-            let single = try model.run([input.key: Tensor.concatenatingRows([input.value.rows(row..<(row + 1))])])
+            let single = try model.run(feeds.mapValues { Tensor.concatenatingRows([$0.rows(row..<(row + 1))]) })
             for (output, value) in batched {
                 let expectedRow = value.rows(row..<(row + 1))
                 if value.dtype == .float32 {

@@ -66,6 +66,64 @@ func integerMatMul(_ a: Tensor, zero aZeroT: Tensor?, _ b: Tensor, zero bZeroT: 
     return (result, shape)
 }
 
+/// GridSample over [N, C, D, H, W] with a [N, D_out, H_out, W_out, 3] grid of (x, y, z) in [-1, 1]: trilinear or
+/// nearest, each axis denormalised and padded as the 2-D case does.
+private func volumetricGridSample(_ x: Tensor, _ grid: Tensor, nearest: Bool, padding: String, alignCorners: Bool,
+                                  _ ctx: OpContext) throws -> Tensor {
+    guard x.dtype == .float32, grid.rank == 5, grid.shape[0] == x.shape[0], grid.shape[4] == 3 else {
+        throw ctx.error(.unsupportedAttribute, "3-D sampling needs float32 X [N, C, D, H, W] and grid [N, D_out, H_out, W_out, 3], got X \(x), grid \(grid)")
+    }
+    let (n, c) = (x.shape[0], x.shape[1]), size = [x.shape[2], x.shape[3], x.shape[4]]  // D, H, W
+    let outSize = [grid.shape[1], grid.shape[2], grid.shape[3]], points = outSize.reduce(1, *), volume = size.reduce(1, *)
+    let g = try castTensor(grid, to: .float32, ctx).scalars(as: Float.self), src = x.scalars(as: Float.self)
+    let bounds = size.map { alignCorners ? (Float(0), Float($0 - 1)) : (Float(-0.5), Float($0) - 0.5) }
+    func voxel(_ volumeBase: Int, _ at: [Int]) -> Float {
+        var index = at
+        for d in 0..<3 where index[d] < 0 || index[d] >= size[d] {
+            switch padding {
+            case "border": index[d] = min(max(index[d], 0), size[d] - 1)
+            case "reflection": index[d] = min(max(Int(reflect(Float(index[d]), bounds[d].0, bounds[d].1)), 0), size[d] - 1)
+            default: return 0
+            }
+        }
+        return src[volumeBase + (index[0] * size[1] + index[1]) * size[2] + index[2]]
+    }
+    return Tensor.makeFloat(shape: [n, c] + outSize) { dst in
+        for b in 0..<n {
+            for p in 0..<points {
+                // The grid's last axis is (x, y, z): W, H, D.
+                var at = [Float](repeating: 0, count: 3)
+                for d in 0..<3 {
+                    let v = g[(b * points + p) * 3 + (2 - d)], extent = Float(size[d])
+                    var coordinate = saneCoordinate(alignCorners ? (v + 1) / 2 * (extent - 1) : ((v + 1) * extent - 1) / 2)
+                    if padding == "border" { coordinate = min(max(coordinate, 0), extent - 1) }
+                    else if padding == "reflection" { coordinate = reflect(coordinate, bounds[d].0, bounds[d].1) }
+                    at[d] = coordinate
+                }
+                for ch in 0..<c {
+                    let base = (b * c + ch) * volume
+                    var value: Float = 0
+                    if nearest {
+                        value = voxel(base, at.map { Int($0.rounded(.toNearestOrEven)) })
+                    } else {
+                        let low = at.map { Int(Foundation.floor($0)) }, fraction = (0..<3).map { at[$0] - Float(low[$0]) }
+                        for corner in 0..<8 {
+                            var weight: Float = 1, index = low
+                            for d in 0..<3 {
+                                let high = corner >> (2 - d) & 1 == 1
+                                weight *= high ? fraction[d] : 1 - fraction[d]
+                                if high { index[d] += 1 }
+                            }
+                            value += weight * voxel(base, index)
+                        }
+                    }
+                    dst[(b * c + ch) * points + p] = value
+                }
+            }
+        }
+    }
+}
+
 let samplingOperators: OperatorTable = [
     "GridSample": { ctx in
         let given = try ctx.string("mode", ctx.opset >= 20 ? "linear" : "bilinear")
@@ -76,8 +134,12 @@ let samplingOperators: OperatorTable = [
         guard ["zeros", "border", "reflection"].contains(padding) else { throw ctx.unsupported("padding_mode", "'\(padding)'") }
         return PreparedKernel { inputs in
             let x = try inputs.required(0, ctx), grid = try inputs.required(1, ctx)
+            if x.rank == 5 {
+                guard mode != "bicubic" else { throw ctx.error(.unsupportedAttribute, "cubic sampling is defined for 2-D inputs only, got X \(x)") }
+                return [try volumetricGridSample(x, grid, nearest: mode == "nearest", padding: padding, alignCorners: alignCorners, ctx)]
+            }
             guard x.dtype == .float32, x.rank == 4, grid.rank == 4, grid.shape[0] == x.shape[0], grid.shape[3] == 2 else {
-                throw ctx.error(.unsupportedAttribute, "only 2-D float32 sampling is supported: X \(x), grid \(grid) (expected [N, C, H, W] and [N, H_out, W_out, 2])")
+                throw ctx.error(.unsupportedAttribute, "only 2-D and 3-D float32 sampling is supported: X \(x), grid \(grid) (expected [N, C, H, W] and [N, H_out, W_out, 2], or [N, C, D, H, W] and [N, D_out, H_out, W_out, 3])")
             }
             let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3])
             let (oh, ow) = (grid.shape[1], grid.shape[2])

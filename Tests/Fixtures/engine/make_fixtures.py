@@ -201,9 +201,28 @@ def attention():
     save("attention", graph, 17, {"x": rand(2, 6, 8, scale=1.0)})
 
 
+def gridsample_3d():
+    """GridSample on [N, C, D, H, W] (opset 22): trilinear and nearest, each padding mode, align_corners 0 and 1,
+    on a grid reaching past [-1, 1]."""
+    local = np.random.default_rng(3)
+    x = local.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    grid = (local.random((2, 3, 4, 5, 3)) * 2.6 - 1.3).astype(np.float32)
+    nodes, outputs = [], []
+    for mode in ("linear", "nearest"):
+        for padding in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                name = f"{mode}_{padding}_{align}"
+                nodes.append(helper.make_node("GridSample", ["x", "grid"], [name], mode=mode, padding_mode=padding, align_corners=align))
+                outputs.append(out(name, TensorProto.FLOAT))
+    graph = helper.make_graph(nodes, "gridsample_3d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 5, 6]),
+                                                       helper.make_tensor_value_info("grid", TensorProto.FLOAT, ["N", 3, 4, 5, 3])], outputs)
+    save("gridsample_3d", graph, 22, {"x": x, "grid": grid})
+
+
 if __name__ == "__main__":
     cnn()
     mlp()
     shapes()
     legacy()
     attention()
+    gridsample_3d()
