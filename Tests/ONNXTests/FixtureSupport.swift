@@ -30,8 +30,9 @@ enum Fixtures {
         switch tensor.dtype {
         case .float32: return floats(Float.self)
         case .float64: return floats(Double.self)
-        case .int8, .int4: return tensor.withUnsafeBytes { $0.map { String(Int8(bitPattern: $0)) } }
-        case .uint8, .uint4, .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: return tensor.withUnsafeBytes { $0.map { String($0) } }
+        case .int8, .int4, .int2: return tensor.withUnsafeBytes { $0.map { String(Int8(bitPattern: $0)) } }
+        case .uint8, .uint4, .uint2, .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .float4e2m1, .float8e8m0:
+            return tensor.withUnsafeBytes { $0.map { String($0) } }
         case .bool: return tensor.withUnsafeBytes { $0.map { String($0) } }
         case .int16: return tensor.scalars(as: Int16.self).map { String($0) }
         case .uint16, .float16, .bfloat16:
