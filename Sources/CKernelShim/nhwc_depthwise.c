@@ -62,6 +62,7 @@ static void depthwise_portable(const geometry_t *g, const float *in, const float
 #include <immintrin.h>
 #include "avx2_logistic.h"
 #include "avx512_math.h"
+#include "nhwc_depthwise_groups.h"
 
 /// `n` (1...4) vectors of 16 channels from channel c of one pixel, all taps; the last vector masked by `mask`
 /// (0xffff when whole). Independent accumulators hide the FMA latency along the taps.
@@ -97,7 +98,7 @@ static inline void interior_columns(const geometry_t *g, long *x0, long *x1) {
     if (*x0 > *x1) *x0 = *x1;
 }
 
-/// Pixels [x0, x1) of output row y, all K x K taps inside the image, for K = 3 or 5: each 16-channel block keeps its
+/// Pixels [x0, x1) of output row y, all K x K taps inside the image, for K = 3 (5x5 kernels go to `dw_groups`): each 16-channel block keeps its
 /// K * K weight vectors in registers while it walks the row (one load per multiply-add instead of two).
 OSPREY_AVX512 __attribute__((always_inline))
 static inline void interior_row(const int K, const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
@@ -106,7 +107,7 @@ static inline void interior_row(const int K, const geometry_t *g, const float *i
     const long top = y * g->stride_height - g->pad_top;
     for (long c = 0; c < C; c += 16) {
         const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
-        __m512 w[25];
+        __m512 w[9];
         for (int t = 0; t < K * K; t++) w[t] = _mm512_maskz_loadu_ps(m, weights + t * C + c);
         const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
         for (long x = x0; x < x1; x++) {
@@ -164,55 +165,10 @@ OSPREY_AVX512 static void interior_row3_sixes(const geometry_t *g, const float *
     if (whole < x1 - x0) interior_row(K, g, in, weights, bias, y, x0 + whole, x1, out, residual, epilogue, lov, hiv);
 }
 
-/// Interior pixels [x0, x1) of a 5x5 conv's output row y at stride 1, six at a time: as `interior_row3_sixes`, but
-/// only one kernel row's five weight vectors are in registers at a time (all 25 and six accumulators do not fit).
-/// A third faster than `interior_row` at 28x28 (EfficientNet-B0, MobileNetV3), about the same at 14x14 and 7x7;
-/// groups of two, four or eight pixels were slower than `interior_row`.
-OSPREY_AVX512 static void interior_row5_sixes(const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
-                                              long x0, long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
-    enum { K = 5, N = 6 };
-    const long C = g->channels, W = g->in_width;
-    const long top = y * g->stride_height - g->pad_top;
-    const long whole = (x1 - x0) / N * N;
-    for (long c = 0; c < C; c += 16) {
-        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
-        const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
-        for (long x = x0; x < x0 + whole; x += N) {
-            const float *src = in + (top * W + x - g->pad_left) * C + c;
-            __m512 acc[N];
-            for (int p = 0; p < N; p++) acc[p] = start;
-            for (int i = 0; i < K; i++) {
-                __m512 w[K];
-                for (int j = 0; j < K; j++) w[j] = _mm512_maskz_loadu_ps(m, weights + (i * K + j) * C + c);
-                for (int col = 0; col < K + N - 1; col++) {
-                    const __m512 v = _mm512_maskz_loadu_ps(m, src + (i * W + col) * C);
-                    for (int p = 0; p < N; p++) {
-                        const int j = col - p;
-                        if (j >= 0 && j < K) acc[p] = _mm512_fmadd_ps(v, w[j], acc[p]);
-                    }
-                }
-            }
-            for (int p = 0; p < N; p++) {
-                const long at = (y * g->out_width + x + p) * C + c;
-                __m512 a = acc[p];
-                if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
-                _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
-            }
-        }
-    }
-    if (whole < x1 - x0) interior_row(K, g, in, weights, bias, y, x0 + whole, x1, out, residual, epilogue, lov, hiv);
-}
-
 OSPREY_AVX512 static void interior_row3(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
                                         long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
     if (g->stride_width == 1) interior_row3_sixes(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
     else interior_row(3, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
-}
-
-OSPREY_AVX512 static void interior_row5(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
-                                        long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
-    if (g->stride_width == 1) interior_row5_sixes(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
-    else interior_row(5, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
 }
 
 /// The channel walk of output pixel (y, x) shared by the vector bodies: its clipped taps, then groups of four
@@ -249,7 +205,13 @@ static void depthwise_avx512(const geometry_t *g, const float *in, const float *
                              long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
     const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
     const long k = g->kernel_height;
-    const int square = k == g->kernel_width && (k == 3 || k == 5);
+    // 5x5 kernels and 3x3 ones on rows of one group (where border pixels are most of the row) in pixel groups;
+    // wider 3x3 rows keep `interior_row3_sixes`, as fast as the groups there and faster at 112 columns.
+    if (dw_groups_handles(g) && (k == 5 || g->out_width <= DW_GROUP_MAX)) {
+        dw_groups(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lov, hiv);
+        return;
+    }
+    const int square = k == g->kernel_width && k == 3;
     long x0 = 0, x1 = 0;
     if (square) interior_columns(g, &x0, &x1);
     for (long y = first_row; y < end_row; y++) {
@@ -259,8 +221,7 @@ static void depthwise_avx512(const geometry_t *g, const float *in, const float *
             continue;
         }
         for (long x = 0; x < x0; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
-        if (k == 3) interior_row3(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
-        else interior_row5(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+        interior_row3(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
         for (long x = x1; x < g->out_width; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
     }
 }
