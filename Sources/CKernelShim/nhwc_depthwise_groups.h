@@ -11,10 +11,10 @@
 /// The most pixels one group holds (eight accumulators, five weights and the loaded vector stay in registers).
 enum { DW_GROUP_MAX = 8 };
 
-/// Channels [c, c + 16) (mask `m`) of output pixels [x, x + N) of row y, whose kernel rows [i0, i1) lie inside the
-/// image; `checked` is 0 when every column the group reads lies inside it.
+/// Channels [c, c + 16) (mask `m`; plain loads when `full`, see LOAD16) of output pixels [x, x + N) of row y, whose
+/// kernel rows [i0, i1) lie inside the image; `checked` is 0 when every column the group reads lies inside it.
 OSPREY_AVX512 __attribute__((always_inline))
-static inline void dw_group(const int K, const int S, const int N, const int checked, const geometry_t *g, const float *in,
+static inline void dw_group(const int K, const int S, const int N, const int checked, const int full, const geometry_t *g, const float *in,
                             const float *weights, __m512 start, long c, __mmask16 m, long y, long i0, long i1, long x,
                             float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
     const long C = g->channels, W = g->in_width;
@@ -25,12 +25,12 @@ static inline void dw_group(const int K, const int S, const int N, const int che
     for (long i = i0; i < i1; i++) {
         __m512 w[5];
         _Pragma("clang loop unroll(full)")
-        for (int j = 0; j < K; j++) w[j] = _mm512_maskz_loadu_ps(m, weights + (i * K + j) * C + c);
+        for (int j = 0; j < K; j++) w[j] = LOAD16(full, m, weights + (i * K + j) * C + c);
         const float *row = in + ((top + i) * W + left) * C + c;
         _Pragma("clang loop unroll(full)")
         for (int col = 0; col < (N - 1) * S + K; col++) {
             if (checked && (left + col < 0 || left + col >= W)) continue;
-            const __m512 v = _mm512_maskz_loadu_ps(m, row + col * C);
+            const __m512 v = LOAD16(full, m, row + col * C);
             _Pragma("clang loop unroll(full)")
             for (int p = 0; p < N; p++) {
                 const int j = col - S * p;
@@ -42,22 +42,22 @@ static inline void dw_group(const int K, const int S, const int N, const int che
     for (int p = 0; p < N; p++) {
         const long at = (y * g->out_width + x + p) * C + c;
         __m512 a = acc[p];
-        if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
+        if (residual) a = _mm512_add_ps(a, LOAD16(full, m, residual + at));
         _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
     }
 }
 
-/// One group of n (1...8) pixels: `dw_group` with the pixel count, kernel size and stride as constants.
-#define DW_GROUP_SWITCH(K, S, checked) do { \
+/// One group of n (1...8) pixels: `dw_group` with the pixel count, kernel size, stride and flags as constants.
+#define DW_GROUP_SWITCH(K, S, checked, full) do { \
         switch (n) { \
-        case 1: dw_group(K, S, 1, checked, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
-        case 2: dw_group(K, S, 2, checked, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
-        case 3: dw_group(K, S, 3, checked, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
-        case 4: dw_group(K, S, 4, checked, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
-        case 5: dw_group(K, S, 5, checked, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
-        case 6: dw_group(K, S, 6, checked, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
-        case 7: dw_group(K, S, 7, checked, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
-        default: dw_group(K, S, 8, checked, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
+        case 1: dw_group(K, S, 1, checked, full, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
+        case 2: dw_group(K, S, 2, checked, full, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
+        case 3: dw_group(K, S, 3, checked, full, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
+        case 4: dw_group(K, S, 4, checked, full, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
+        case 5: dw_group(K, S, 5, checked, full, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
+        case 6: dw_group(K, S, 6, checked, full, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
+        case 7: dw_group(K, S, 7, checked, full, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
+        default: dw_group(K, S, 8, checked, full, g, in, weights, start, c, m, y, i0, i1, x, out, residual, epilogue, lov, hiv); break; \
         } \
     } while (0)
 
@@ -68,15 +68,16 @@ static inline void dw_group(const int K, const int S, const int N, const int che
         const long groups = (OW + DW_GROUP_MAX - 1) / DW_GROUP_MAX; \
         for (long c = 0; c < C; c += 16) { \
             const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1); \
-            const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps(); \
+            const __m512 start = bias ? LOAD16(C - c >= 16, m, bias + c) : _mm512_setzero_ps(); \
             for (long y = first_row; y < end_row; y++) { \
                 const long top = y * g->stride_height - g->pad_top; \
                 const long i0 = top < 0 ? -top : 0, i1 = g->in_height - top < K ? g->in_height - top : K; \
                 for (long q = 0; q < groups; q++) { \
                     const long x = OW * q / groups, n = OW * (q + 1) / groups - x; \
                     const long left = x * (S) - g->pad_left; \
-                    if (left >= 0 && left + (n - 1) * (S) + (K) <= g->in_width) DW_GROUP_SWITCH(K, S, 0); \
-                    else DW_GROUP_SWITCH(K, S, 1); \
+                    if (C - c < 16) DW_GROUP_SWITCH(K, S, 1, 0); \
+                    else if (left >= 0 && left + (n - 1) * (S) + (K) <= g->in_width) DW_GROUP_SWITCH(K, S, 0, 1); \
+                    else DW_GROUP_SWITCH(K, S, 1, 1); \
                 } \
             } \
         } \
