@@ -63,13 +63,20 @@ static void depthwise_portable(const geometry_t *g, const float *in, const float
 #include "avx2_logistic.h"
 #include "avx512_math.h"
 
-/// `n` (1...4) vectors of 16 channels from channel c of one pixel, all taps; the last vector masked by `mask`
-/// (0xffff when whole). Independent accumulators hide the FMA latency along the taps.
-#define DW512_BLOCK(n) do { \
+/// 16 channels from p: a plain load when `full` (a constant at each use) and masked by m otherwise. A masked load
+/// whose line is not in cache is slow (AMD Zen 5): on a batch of 8 images at 112x112x32, whose tensors live in
+/// L3 or memory, the all-ones-mask loads made the 3x3 kernel 2.5 times slower than plain ones.
+#define LOAD16(full, m, p) ((full) ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps((m), (p)))
+
+#include "nhwc_depthwise_groups.h"
+
+/// `n` (1...4) vectors of 16 channels from channel c of one pixel, all taps; with `masked` the last vector is masked by
+/// `mask` (plain loads otherwise, see LOAD16). Independent accumulators hide the FMA latency along the taps.
+#define DW512_BLOCK_(n, masked) do { \
         __m512 acc[4]; \
         for (int k = 0; k < (n); k++) { \
             __mmask16 m_ = k == (n) - 1 ? mask : 0xffff; \
-            acc[k] = bias ? _mm512_maskz_loadu_ps(m_, bias + c + 16 * k) : _mm512_setzero_ps(); \
+            acc[k] = bias ? LOAD16(!(masked) || k < (n) - 1, m_, bias + c + 16 * k) : _mm512_setzero_ps(); \
         } \
         for (long i = i0; i < i1; i++) \
             for (long j = j0; j < j1; j++) { \
@@ -77,16 +84,19 @@ static void depthwise_portable(const geometry_t *g, const float *in, const float
                 const float *w = weights + (i * g->kernel_width + j) * C + c; \
                 for (int k = 0; k < (n); k++) { \
                     __mmask16 m_ = k == (n) - 1 ? mask : 0xffff; \
-                    acc[k] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m_, src + 16 * k), _mm512_maskz_loadu_ps(m_, w + 16 * k), acc[k]); \
+                    acc[k] = _mm512_fmadd_ps(LOAD16(!(masked) || k < (n) - 1, m_, src + 16 * k), LOAD16(!(masked) || k < (n) - 1, m_, w + 16 * k), acc[k]); \
                 } \
             } \
         for (int k = 0; k < (n); k++) { \
             __mmask16 m_ = k == (n) - 1 ? mask : 0xffff; \
             __m512 v = acc[k]; \
-            if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m_, res + c + 16 * k)); \
+            if (res) v = _mm512_add_ps(v, LOAD16(!(masked) || k < (n) - 1, m_, res + c + 16 * k)); \
             _mm512_mask_storeu_ps(o + c + 16 * k, m_, finish16(v, epilogue, lov, hiv)); \
         } \
     } while (0)
+
+/// Whole vectors (`DW_PIXEL_WALK`'s blocks).
+#define DW512_BLOCK(n) DW512_BLOCK_(n, 0)
 
 /// The interior columns [*x0, *x1) of an output row: every tap of those pixels lies inside the image's columns.
 static inline void interior_columns(const geometry_t *g, long *x0, long *x1) {
@@ -97,122 +107,96 @@ static inline void interior_columns(const geometry_t *g, long *x0, long *x1) {
     if (*x0 > *x1) *x0 = *x1;
 }
 
-/// Pixels [x0, x1) of output row y, all K x K taps inside the image, for K = 3 or 5: each 16-channel block keeps its
-/// K * K weight vectors in registers while it walks the row (one load per multiply-add instead of two).
+/// Channels [c, c + 16) (mask m; plain loads when `full`) of pixels [x0, x1) of output row y, all K x K taps inside
+/// the image: the block keeps its K * K weight vectors in registers while it walks the row (one load per multiply-add
+/// instead of two).
+OSPREY_AVX512 __attribute__((always_inline))
+static inline void interior_block(const int K, const int full, const geometry_t *g, const float *in, const float *weights,
+                                  const float *bias, long y, long x0, long x1, long c, __mmask16 m, float *out, const float *residual,
+                                  int epilogue, __m512 lov, __m512 hiv) {
+    const long C = g->channels, W = g->in_width, sw = g->stride_width;
+    const long top = y * g->stride_height - g->pad_top;
+    __m512 w[9];
+    for (int t = 0; t < K * K; t++) w[t] = LOAD16(full, m, weights + t * C + c);
+    const __m512 start = bias ? LOAD16(full, m, bias + c) : _mm512_setzero_ps();
+    for (long x = x0; x < x1; x++) {
+        const float *src = in + (top * W + x * sw - g->pad_left) * C + c;
+        __m512 a = start, b = _mm512_setzero_ps();
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) {
+                const __m512 v = LOAD16(full, m, src + (i * W + j) * C);
+                if ((i * K + j) & 1) b = _mm512_fmadd_ps(v, w[i * K + j], b);
+                else a = _mm512_fmadd_ps(v, w[i * K + j], a);
+            }
+        a = _mm512_add_ps(a, b);
+        const long at = (y * g->out_width + x) * C + c;
+        if (residual) a = _mm512_add_ps(a, LOAD16(full, m, residual + at));
+        _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
+    }
+}
+
+/// Pixels [x0, x1) of output row y, all K x K taps inside the image, for K = 3 (5x5 kernels go to `dw_groups`):
+/// `interior_block` over the channel blocks.
 OSPREY_AVX512 __attribute__((always_inline))
 static inline void interior_row(const int K, const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
                                 long x0, long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
-    const long C = g->channels, W = g->in_width, sw = g->stride_width;
-    const long top = y * g->stride_height - g->pad_top;
+    const long C = g->channels;
     for (long c = 0; c < C; c += 16) {
-        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
-        __m512 w[25];
-        for (int t = 0; t < K * K; t++) w[t] = _mm512_maskz_loadu_ps(m, weights + t * C + c);
-        const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
-        for (long x = x0; x < x1; x++) {
-            const float *src = in + (top * W + x * sw - g->pad_left) * C + c;
-            __m512 a = start, b = _mm512_setzero_ps();
-            for (int i = 0; i < K; i++)
-                for (int j = 0; j < K; j++) {
-                    const __m512 v = _mm512_maskz_loadu_ps(m, src + (i * W + j) * C);
-                    if ((i * K + j) & 1) b = _mm512_fmadd_ps(v, w[i * K + j], b);
-                    else a = _mm512_fmadd_ps(v, w[i * K + j], a);
+        if (C - c >= 16) interior_block(K, 1, g, in, weights, bias, y, x0, x1, c, 0xffff, out, residual, epilogue, lov, hiv);
+        else interior_block(K, 0, g, in, weights, bias, y, x0, x1, c, (__mmask16)((1u << (C - c)) - 1), out, residual, epilogue, lov, hiv);
+    }
+}
+
+/// Channels [c, c + 16) (as `interior_block`) of interior pixels [x0, x0 + whole) of a 3x3 conv's output row y at
+/// stride 1, six at a time: each input vector loaded serves every one of the six pixels whose taps cover it (8 loads
+/// per kernel row instead of 18), the weights in registers as in `interior_block`.
+OSPREY_AVX512 __attribute__((always_inline))
+static inline void sixes_block(const int full, const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
+                               long x0, long whole, long c, __mmask16 m, float *out, const float *residual, int epilogue, __m512 lov,
+                               __m512 hiv) {
+    enum { K = 3, N = 6 };
+    const long C = g->channels, W = g->in_width;
+    const long top = y * g->stride_height - g->pad_top;
+    __m512 w[K * K];
+    for (int t = 0; t < K * K; t++) w[t] = LOAD16(full, m, weights + t * C + c);
+    const __m512 start = bias ? LOAD16(full, m, bias + c) : _mm512_setzero_ps();
+    for (long x = x0; x < x0 + whole; x += N) {
+        const float *src = in + (top * W + x - g->pad_left) * C + c;
+        __m512 acc[N];
+        for (int p = 0; p < N; p++) acc[p] = start;
+        for (int i = 0; i < K; i++)
+            for (int col = 0; col < K + N - 1; col++) {
+                const __m512 v = LOAD16(full, m, src + (i * W + col) * C);
+                for (int p = 0; p < N; p++) {
+                    const int j = col - p;
+                    if (j >= 0 && j < K) acc[p] = _mm512_fmadd_ps(v, w[i * K + j], acc[p]);
                 }
-            a = _mm512_add_ps(a, b);
-            const long at = (y * g->out_width + x) * C + c;
-            if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
+            }
+        for (int p = 0; p < N; p++) {
+            const long at = (y * g->out_width + x + p) * C + c;
+            __m512 a = acc[p];
+            if (residual) a = _mm512_add_ps(a, LOAD16(full, m, residual + at));
             _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
         }
     }
 }
 
-/// Interior pixels [x0, x1) of a 3x3 conv's output row y at stride 1, six at a time: each input vector loaded serves
-/// every one of the six pixels whose taps cover it (8 loads per kernel row instead of 18), the weights in registers
-/// as in `interior_row`; leftover pixels go through `interior_row`. About a fifth faster than `interior_row` on
-/// EfficientNet-B0's and MobileNetV2's 3x3 layers.
+/// Interior pixels [x0, x1) of a 3x3 conv's output row y at stride 1 in `sixes_block`s; leftover pixels go through
+/// `interior_row`. About a fifth faster than `interior_row` on EfficientNet-B0's and MobileNetV2's 3x3 layers.
 OSPREY_AVX512 static void interior_row3_sixes(const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
                                               long x0, long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
-    enum { K = 3, N = 6 };
-    const long C = g->channels, W = g->in_width;
-    const long top = y * g->stride_height - g->pad_top;
-    const long whole = (x1 - x0) / N * N;
+    const long C = g->channels, whole = (x1 - x0) / 6 * 6;
     for (long c = 0; c < C; c += 16) {
-        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
-        __m512 w[K * K];
-        for (int t = 0; t < K * K; t++) w[t] = _mm512_maskz_loadu_ps(m, weights + t * C + c);
-        const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
-        for (long x = x0; x < x0 + whole; x += N) {
-            const float *src = in + (top * W + x - g->pad_left) * C + c;
-            __m512 acc[N];
-            for (int p = 0; p < N; p++) acc[p] = start;
-            for (int i = 0; i < K; i++)
-                for (int col = 0; col < K + N - 1; col++) {
-                    const __m512 v = _mm512_maskz_loadu_ps(m, src + (i * W + col) * C);
-                    for (int p = 0; p < N; p++) {
-                        const int j = col - p;
-                        if (j >= 0 && j < K) acc[p] = _mm512_fmadd_ps(v, w[i * K + j], acc[p]);
-                    }
-                }
-            for (int p = 0; p < N; p++) {
-                const long at = (y * g->out_width + x + p) * C + c;
-                __m512 a = acc[p];
-                if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
-                _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
-            }
-        }
+        if (C - c >= 16) sixes_block(1, g, in, weights, bias, y, x0, whole, c, 0xffff, out, residual, epilogue, lov, hiv);
+        else sixes_block(0, g, in, weights, bias, y, x0, whole, c, (__mmask16)((1u << (C - c)) - 1), out, residual, epilogue, lov, hiv);
     }
-    if (whole < x1 - x0) interior_row(K, g, in, weights, bias, y, x0 + whole, x1, out, residual, epilogue, lov, hiv);
-}
-
-/// Interior pixels [x0, x1) of a 5x5 conv's output row y at stride 1, six at a time: as `interior_row3_sixes`, but
-/// only one kernel row's five weight vectors are in registers at a time (all 25 and six accumulators do not fit).
-/// A third faster than `interior_row` at 28x28 (EfficientNet-B0, MobileNetV3), about the same at 14x14 and 7x7;
-/// groups of two, four or eight pixels were slower than `interior_row`.
-OSPREY_AVX512 static void interior_row5_sixes(const geometry_t *g, const float *in, const float *weights, const float *bias, long y,
-                                              long x0, long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
-    enum { K = 5, N = 6 };
-    const long C = g->channels, W = g->in_width;
-    const long top = y * g->stride_height - g->pad_top;
-    const long whole = (x1 - x0) / N * N;
-    for (long c = 0; c < C; c += 16) {
-        const __mmask16 m = C - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (C - c)) - 1);
-        const __m512 start = bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
-        for (long x = x0; x < x0 + whole; x += N) {
-            const float *src = in + (top * W + x - g->pad_left) * C + c;
-            __m512 acc[N];
-            for (int p = 0; p < N; p++) acc[p] = start;
-            for (int i = 0; i < K; i++) {
-                __m512 w[K];
-                for (int j = 0; j < K; j++) w[j] = _mm512_maskz_loadu_ps(m, weights + (i * K + j) * C + c);
-                for (int col = 0; col < K + N - 1; col++) {
-                    const __m512 v = _mm512_maskz_loadu_ps(m, src + (i * W + col) * C);
-                    for (int p = 0; p < N; p++) {
-                        const int j = col - p;
-                        if (j >= 0 && j < K) acc[p] = _mm512_fmadd_ps(v, w[j], acc[p]);
-                    }
-                }
-            }
-            for (int p = 0; p < N; p++) {
-                const long at = (y * g->out_width + x + p) * C + c;
-                __m512 a = acc[p];
-                if (residual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, residual + at));
-                _mm512_mask_storeu_ps(out + at, m, finish16(a, epilogue, lov, hiv));
-            }
-        }
-    }
-    if (whole < x1 - x0) interior_row(K, g, in, weights, bias, y, x0 + whole, x1, out, residual, epilogue, lov, hiv);
+    if (whole < x1 - x0) interior_row(3, g, in, weights, bias, y, x0 + whole, x1, out, residual, epilogue, lov, hiv);
 }
 
 OSPREY_AVX512 static void interior_row3(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
                                         long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
     if (g->stride_width == 1) interior_row3_sixes(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
     else interior_row(3, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
-}
-
-OSPREY_AVX512 static void interior_row5(const geometry_t *g, const float *in, const float *weights, const float *bias, long y, long x0,
-                                        long x1, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
-    if (g->stride_width == 1) interior_row5_sixes(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
-    else interior_row(5, g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
 }
 
 /// The channel walk of output pixel (y, x) shared by the vector bodies: its clipped taps, then groups of four
@@ -241,7 +225,7 @@ static void pixel_avx512(const geometry_t *g, const float *in, const float *weig
     const long whole = C / 16 * 16;
     const __mmask16 tail = (__mmask16)((1u << (C - whole)) - 1);
     __mmask16 mask = 0xffff;
-    DW_PIXEL_WALK(DW512_BLOCK, 16, if (tail) { mask = tail; DW512_BLOCK(1); });
+    DW_PIXEL_WALK(DW512_BLOCK, 16, if (tail) { mask = tail; DW512_BLOCK_(1, 1); });
 }
 
 OSPREY_AVX512
@@ -249,7 +233,13 @@ static void depthwise_avx512(const geometry_t *g, const float *in, const float *
                              long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
     const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
     const long k = g->kernel_height;
-    const int square = k == g->kernel_width && (k == 3 || k == 5);
+    // 5x5 kernels and 3x3 ones on rows of one group (where border pixels are most of the row) in pixel groups;
+    // wider 3x3 rows keep `interior_row3_sixes`, as fast as the groups there and faster at 112 columns.
+    if (dw_groups_handles(g) && (k == 5 || g->out_width <= DW_GROUP_MAX)) {
+        dw_groups(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lov, hiv);
+        return;
+    }
+    const int square = k == g->kernel_width && k == 3;
     long x0 = 0, x1 = 0;
     if (square) interior_columns(g, &x0, &x1);
     for (long y = first_row; y < end_row; y++) {
@@ -259,8 +249,7 @@ static void depthwise_avx512(const geometry_t *g, const float *in, const float *
             continue;
         }
         for (long x = 0; x < x0; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
-        if (k == 3) interior_row3(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
-        else interior_row5(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
+        interior_row3(g, in, weights, bias, y, x0, x1, out, residual, epilogue, lov, hiv);
         for (long x = x1; x < g->out_width; x++) pixel_avx512(g, in, weights, bias, y, x, out, residual, epilogue, lov, hiv);
     }
 }

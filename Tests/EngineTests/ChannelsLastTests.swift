@@ -10,13 +10,16 @@ private typealias T = TestSupport
 /// Channels-last kernels against their plain twins, and graphs compiled with and without channels-last regions.
 @Suite struct ChannelsLastTests {
     /// Depthwise geometries: channel tails, strides 1 and 2, kernels 3 and 5, asymmetric pads, batch 2; images at most
-    /// as wide as the kernel, whose pixels are all borders; rows wide enough for the six-pixel groups, with leftovers.
+    /// as wide as the kernel, whose pixels are all borders; rows wide enough for the six-pixel groups, with leftovers,
+    /// and for several pixel groups of the 5x5 body.
     private static let depthwiseCases: [(c: Int, h: Int, w: Int, k: Int, s: Int, pads: (Int, Int, Int, Int))] = [
         (5, 7, 9, 3, 1, (1, 1, 1, 1)), (16, 8, 8, 3, 2, (0, 0, 1, 1)), (24, 12, 13, 3, 2, (1, 1, 1, 1)), (40, 9, 9, 5, 1, (2, 2, 2, 2)),
         (8, 6, 7, 4, 1, (1, 2, 2, 1)), (21, 9, 7, 5, 1, (2, 1, 2, 3)),
         (37, 11, 10, 5, 2, (2, 2, 1, 2)), (70, 6, 5, 3, 1, (0, 1, 2, 0)), (96, 4, 4, 3, 2, (1, 1, 1, 1)),
         (33, 7, 7, 5, 1, (2, 2, 2, 2)), (20, 3, 3, 5, 1, (2, 2, 2, 2)), (48, 7, 7, 5, 2, (2, 2, 2, 2)), (17, 2, 3, 3, 1, (1, 1, 1, 1)),
         (24, 5, 17, 3, 1, (1, 1, 1, 1)), (20, 6, 16, 5, 1, (2, 2, 2, 2)), (35, 4, 21, 5, 1, (2, 1, 2, 3)),
+        // Pixel groups of the 5x5 body: rows of 7 + 7, 7 + 8 at stride 2, 8 + 8 + 9 (four groups), channel tails.
+        (34, 14, 14, 5, 1, (2, 2, 2, 2)), (19, 5, 30, 5, 2, (2, 2, 2, 2)), (18, 4, 25, 5, 1, (2, 2, 2, 2)), (50, 7, 7, 3, 1, (1, 1, 1, 1)),
     ]
 
     @Test func depthwiseMatchesReferenceOnEveryBody() {
