@@ -23,10 +23,11 @@ static inline __mmask16 column_mask(int column, int width) {
 #define MAX_CHUNKS 64
 
 /// The maximum of `count` (>= 1) rows, `stride` floats apart from `p`, over 16 columns; lanes outside `m` are
-/// -infinity (nothing is read there, so a mask of 0 reads nothing).
+/// -infinity (nothing is read there, so a mask of 0 reads nothing). Prefetches `ahead_rows` rows from row `ahead`.
 OSPREY_AVX512 __attribute__((always_inline))
-static inline __m512 column_block(const float *p, int count, long stride, __mmask16 m) {
+static inline __m512 column_block(const float *p, int count, long stride, __mmask16 m, int ahead, int ahead_rows) {
     const __m512 lowest = _mm512_set1_ps(-INFINITY);
+    for (int r = 0; r < ahead_rows; r++) _mm_prefetch((const char *)(p + (ahead + r) * stride), _MM_HINT_T0);
     __m512 v = _mm512_mask_loadu_ps(lowest, m, p);
     for (int r = 1; r < count; r++) v = _mm512_max_ps(v, _mm512_mask_loadu_ps(lowest, m, p + r * stride));
     return v;
@@ -36,7 +37,7 @@ static inline __m512 column_block(const float *p, int count, long stride, __mmas
 /// block k (the 16 columns from 16k - pad_left) to the row, `stores[c]` the outputs of chunk c.
 OSPREY_AVX512 __attribute__((always_inline))
 static inline void pool_row(const float *src, int rows, long in_w, float *dst, int chunks, const __mmask16 *masks,
-                            const __mmask16 *stores, const int kw, const int sw) {
+                            const __mmask16 *stores, const int kw, const int sw, int ahead, int ahead_rows) {
     const __m512 lowest = _mm512_set1_ps(-INFINITY);
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -48,16 +49,16 @@ static inline void pool_row(const float *src, int rows, long in_w, float *dst, i
         for (int c = 0; c < chunks; c++) _mm512_mask_storeu_ps(dst + 16 * c, stores[c], lowest);
         return;
     }
-    __m512 b0 = column_block(src, rows, in_w, masks[0]);
+    __m512 b0 = column_block(src, rows, in_w, masks[0], ahead, ahead_rows);
     if (sw == 2) {
         // Lane l: tap j reads column 2l + j of blocks B0 B1 B2 from the chunk's first window: the even and odd lanes
         // of B0 B1 for j = 0, 1; those shifted down one lane with B2's first (j = 2) or second (j = 3) in lane 15.
         for (int c = 0; c < chunks; c++) {
-            const __m512 b1 = column_block(src + 32 * c + 16, rows, in_w, masks[2 * c + 1]);
+            const __m512 b1 = column_block(src + 32 * c + 16, rows, in_w, masks[2 * c + 1], ahead, ahead_rows);
             // B2 feeds lane 15 (tap 2 or 3) and the next chunk: the last chunk of a row that ends before lane 15
             // skips it (SqueezeNet's 13- and 27-output rows).
             const int more = c + 1 < chunks || (kw > 2 && stores[c] == 0xFFFF);
-            const __m512 b2 = more ? column_block(src + 32 * c + 32, rows, in_w, masks[2 * c + 2]) : lowest;
+            const __m512 b2 = more ? column_block(src + 32 * c + 32, rows, in_w, masks[2 * c + 2], ahead, ahead_rows) : lowest;
             const __m512 e = _mm512_permutex2var_ps(b0, even, b1);
             __m512 acc = e;
             if (kw > 1) {
@@ -72,7 +73,7 @@ static inline void pool_row(const float *src, int rows, long in_w, float *dst, i
     } else {
         // Stride 1: tap j is the 16 columns from j of blocks B0 B1 (kw <= 16).
         for (int c = 0; c < chunks; c++) {
-            const __m512 b1 = column_block(src + 16 * c + 16, rows, in_w, masks[c + 1]);
+            const __m512 b1 = column_block(src + 16 * c + 16, rows, in_w, masks[c + 1], ahead, ahead_rows);
             __m512 acc = b0;
             for (int j = 1; j < kw; j++)
                 acc = _mm512_max_ps(acc, _mm512_permutex2var_ps(b0, _mm512_add_epi32(lanes, _mm512_set1_epi32(j)), b1));
@@ -88,6 +89,9 @@ OSPREY_AVX512 __attribute__((always_inline))
 static inline void column_block2(const float *p, const int kh, const int sh, long stride, __mmask16 m, __m512 *a, __m512 *b) {
     const __m512 lowest = _mm512_set1_ps(-INFINITY);
     __m512 u = lowest, v = lowest;
+    // The rows two pairs on, fetched now: batch-8 planes (25 MB at SqueezeNet's first pool) come from memory, and
+    // without this the loads waited on it (2.7x the time; the hardware prefetcher missed the masked row blocks).
+    for (int r = 0; r < 2 * sh; r++) _mm_prefetch((const char *)(p + (kh + 3 * sh + r) * stride), _MM_HINT_T0);
     for (int r = 0; r < kh + sh; r++) {
         const __m512 x = _mm512_mask_loadu_ps(lowest, m, p + r * stride);
         if (r < kh) u = _mm512_max_ps(u, x);
@@ -162,8 +166,10 @@ static inline void maxpool_rows(const float *in, float *out, long first, long co
             r++;
             y += 2;
         } else {
-            if (r1 - r0 == kh) pool_row(src, kh, in_w, dst, chunks, masks, stores, kw, sw);
-            else pool_row(src, r1 - r0, in_w, dst, chunks, masks, stores, kw, sw);
+            // Prefetch rows a few output rows on (memory-resident batches; see column_block2).
+            const int ahead = kh + 2 * sh, ahead_rows = sh < kh ? sh : kh;
+            if (r1 - r0 == kh) pool_row(src, kh, in_w, dst, chunks, masks, stores, kw, sw, ahead, ahead_rows);
+            else pool_row(src, r1 - r0, in_w, dst, chunks, masks, stores, kw, sw, ahead, ahead_rows);
             y++;
         }
         if (y == out_h) { y = 0; plane++; }
