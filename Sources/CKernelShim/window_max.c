@@ -86,12 +86,12 @@ static inline void pool_row(const float *src, int rows, long in_w, float *dst, i
 /// `column_block` for two windows of `kh` rows, the second `sh` rows below the first (sh < kh): the rows they share
 /// are read once.
 OSPREY_AVX512 __attribute__((always_inline))
-static inline void column_block2(const float *p, const int kh, const int sh, long stride, __mmask16 m, __m512 *a, __m512 *b) {
+static inline void column_block2(const float *p, const int kh, const int sh, long stride, __mmask16 m, int ahead, __m512 *a, __m512 *b) {
     const __m512 lowest = _mm512_set1_ps(-INFINITY);
     __m512 u = lowest, v = lowest;
-    // The rows two pairs on, fetched now: batch-8 planes (25 MB at SqueezeNet's first pool) come from memory, and
-    // without this the loads waited on it (2.7x the time; the hardware prefetcher missed the masked row blocks).
-    for (int r = 0; r < 2 * sh; r++) _mm_prefetch((const char *)(p + (kh + 3 * sh + r) * stride), _MM_HINT_T0);
+    // The rows a pair `ahead` rows on adds, fetched now: batch-8 planes (25 MB at SqueezeNet's first pool) come from
+    // memory, and without this the loads waited on it (2.7x the time; the hardware prefetcher missed the row blocks).
+    for (int r = 0; r < 2 * sh; r++) _mm_prefetch((const char *)(p + (ahead + r) * stride), _MM_HINT_T0);
     for (int r = 0; r < kh + sh; r++) {
         const __m512 x = _mm512_mask_loadu_ps(lowest, m, p + r * stride);
         if (r < kh) u = _mm512_max_ps(u, x);
@@ -105,18 +105,18 @@ static inline void column_block2(const float *p, const int kh, const int sh, lon
 /// rows (kh rows from `src`, then kh rows from `sh` rows below): `pool_row`'s stride-2 steps on both at once.
 OSPREY_AVX512 __attribute__((always_inline))
 static inline void pool_row_pair(const float *src, long in_w, float *dst, long out_w, int chunks, const __mmask16 *masks,
-                                 const __mmask16 *stores, const int kh, const int kw, const int sh) {
+                                 const __mmask16 *stores, const int kh, const int kw, const int sh, int ahead) {
     const __m512 lowest = _mm512_set1_ps(-INFINITY);
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const __m512i next0 = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
     const __m512i next1 = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17);
     __m512 a0, b0;
-    column_block2(src, kh, sh, in_w, masks[0], &a0, &b0);
+    column_block2(src, kh, sh, in_w, masks[0], ahead, &a0, &b0);
     for (int c = 0; c < chunks; c++) {
         __m512 a1, b1, a2 = lowest, b2 = lowest;
-        column_block2(src + 32 * c + 16, kh, sh, in_w, masks[2 * c + 1], &a1, &b1);
-        if (c + 1 < chunks || (kw > 2 && stores[c] == 0xFFFF)) column_block2(src + 32 * c + 32, kh, sh, in_w, masks[2 * c + 2], &a2, &b2);
+        column_block2(src + 32 * c + 16, kh, sh, in_w, masks[2 * c + 1], ahead, &a1, &b1);
+        if (c + 1 < chunks || (kw > 2 && stores[c] == 0xFFFF)) column_block2(src + 32 * c + 32, kh, sh, in_w, masks[2 * c + 2], ahead, &a2, &b2);
         const __m512 ea = _mm512_permutex2var_ps(a0, even, a1), eb = _mm512_permutex2var_ps(b0, even, b1);
         __m512 acc_a = ea, acc_b = eb;
         if (kw > 1) {
@@ -153,6 +153,9 @@ static inline void maxpool_rows(const float *in, float *out, long first, long co
         stores[c] = (__mmask16)((1u << n) - 1u);
     }
     const long in_plane = (long)in_h * in_w, out_plane = (long)out_h * out_w;
+    // Prefetch distance in rows: about 6 KB on (memory latency; a few rows of a narrow plane were too close: 27-column
+    // planes from memory ran 1.3x slower at 9 rows than at 40), the planes being contiguous, and at least two pairs.
+    const int pair_ahead = 6144 / (4 * in_w) > kh + 3 * sh ? 6144 / (4 * in_w) : kh + 3 * sh;
     long plane = first / out_h;
     int y = (int)(first - plane * out_h);
     for (long r = 0; r < count; r++) {
@@ -162,7 +165,7 @@ static inline void maxpool_rows(const float *in, float *out, long first, long co
         const float *src = in + plane * in_plane + (long)r0 * in_w - pad_left;
         if (pair_sh > 0 && r + 1 < count && y + 1 < out_h && top >= 0 && top + sh + kh <= in_h) {
             // Two rows of the plane at once, their shared input rows read once (SqueezeNet's 3x3 stride-2 pools).
-            pool_row_pair(src, in_w, dst, out_w, chunks, masks, stores, kh, kw, pair_sh);
+            pool_row_pair(src, in_w, dst, out_w, chunks, masks, stores, kh, kw, pair_sh, pair_ahead);
             r++;
             y += 2;
         } else {
