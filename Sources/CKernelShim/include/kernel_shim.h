@@ -33,6 +33,8 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 #include "float_activations.h"
 /// The depthwise convolution's plane loop with its epilogue in AVX2 + FMA (depthwise_plane.c).
 #include "depthwise_plane.h"
+/// MaxPool rows straight from NCHW planes in AVX-512F (window_max.c).
+#include "window_max.h"
 /// The channels-last depthwise convolution with its epilogue in registers (nhwc_depthwise.c).
 #include "nhwc_depthwise.h"
 /// The channels-last pointwise convolution's product with its epilogue in registers, AVX-512F (nhwc_pointwise.c).

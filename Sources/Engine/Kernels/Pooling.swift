@@ -28,6 +28,10 @@ public struct PoolGeometry: ComposedGeometry, Sendable, Hashable {
 /// Each plane is copied into a scratch plane bordered with -infinity (covering ceil_mode overhang) so every output
 /// row is a run of vector maxima; planes are split across the compute pool.
 public func maxPool2D(_ g: PoolGeometry, input: UnsafePointer<Float>, output: UnsafeMutablePointer<Float>) {
+    if rowMaxPoolFits(g) {
+        rowMaxPool(g, input: input, output: output)
+        return
+    }
     if separablePoolFits(g) {
         separablePool(g, MaxFold.self, input: input, output: output)
         return
