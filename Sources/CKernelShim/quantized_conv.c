@@ -571,13 +571,18 @@ void osprey_qpack_s16(int k, int n, const void *b, int ldb, int is_signed, int32
 
 void osprey_im2col_u8(const uint8_t *x, int c, int h, int w, int kh, int kw, int sh, int sw, int dh, int dw,
                       int pt, int pl, int oh, int ow, uint8_t pad, uint8_t *out) {
+    osprey_im2col_u8_rows(x, c, h, w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, 0, oh, pad, out);
+}
+
+void osprey_im2col_u8_rows(const uint8_t *x, int c, int h, int w, int kh, int kw, int sh, int sw, int dh, int dw,
+                           int pt, int pl, int oh, int ow, int oy0, int oy1, uint8_t pad, uint8_t *out) {
     size_t columns = (size_t)oh * ow;
     for (int ic = 0; ic < c; ic++) {
         const uint8_t *plane = x + (size_t)ic * h * w;
         for (int ky = 0; ky < kh; ky++) {
             for (int kx = 0; kx < kw; kx++) {
                 uint8_t *row = out + ((size_t)(ic * kh + ky) * kw + kx) * columns;
-                for (int oy = 0; oy < oh; oy++) {
+                for (int oy = oy0; oy < oy1; oy++) {
                     int iy = oy * sh - pt + ky * dh;
                     uint8_t *dst = row + (size_t)oy * ow;
                     if (iy < 0 || iy >= h) { memset(dst, pad, ow); continue; }

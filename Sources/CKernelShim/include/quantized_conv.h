@@ -67,6 +67,11 @@ void osprey_qpack_s16(int k, int n, const void *b, int ldb, int is_signed, int32
 void osprey_im2col_u8(const uint8_t *x, int c, int h, int w, int kh, int kw, int sh, int sw, int dh, int dw,
                       int pt, int pl, int oh, int ow, uint8_t pad, uint8_t *out);
 
+/// `osprey_im2col_u8` for output rows [oy0, oy1) only: the columns oy0 * OW ..< oy1 * OW of every row of the same
+/// (C * KH * KW) x (OH * OW) matrix, so that bands of rows can be filled by different threads.
+void osprey_im2col_u8_rows(const uint8_t *x, int c, int h, int w, int kh, int kw, int sh, int sw, int dh, int dw,
+                           int pt, int pl, int oh, int ow, int oy0, int oy1, uint8_t pad, uint8_t *out);
+
 /// Depthwise 2-D convolution of one channel plane: sum over the window of (x - x_zero) * w (w already centred,
 /// KH x KW int32), then the epilogue's row 0 (bias[0], scale[0]) into OH x OW outputs. `scratch`: at least
 /// osprey_qdepthwise_scratch(...) int32s.

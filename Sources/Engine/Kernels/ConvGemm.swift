@@ -95,10 +95,14 @@ private func multiplyPanels(_ g: ConvGeometry, weights: ConvWeightPanels, bias: 
     let threads = EngineThreads.threads
     // Equal tiles, a multiple of the thread count when there are columns enough: splitting columns packs each once,
     // where splitting panels would pack the same columns on every thread.
-    if threads > 1 && columns >= 64 * threads { tiles = (max(tiles, threads) + threads - 1) / threads * threads }
+    let allStrips = (columns + stripWidth - 1) / stripWidth
+    // A few strips (a 7x7 plane) are split too when the weights are smaller than the columns (DenseNet's 32-channel
+    // 3x3 convs: each thread packed all 1152 x 49 columns for half of 32 channels); larger weights keep the panel
+    // split below, where each thread reads half of them (ResNet-18's 9 MB 7x7 layers).
+    let smallWeights = allStrips >= 2 * threads && weights.panels * weights.rows <= allStrips * stripWidth
+    if threads > 1 && (columns >= 64 * threads || smallWeights) { tiles = (max(tiles, threads) + threads - 1) / threads * threads }
     // Strips shared out so that tiles differ by at most one strip (196 columns in 4 tiles: 4,3,3,3 strips, not
     // 64,64,64,4 columns).
-    let allStrips = (columns + stripWidth - 1) / stripWidth
     tiles = min(tiles, allStrips)
     // Too few columns to share (one image of a 7x7 plane): split the panels, one share per thread.
     let base = groups * tiles

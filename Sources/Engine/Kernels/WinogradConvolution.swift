@@ -91,6 +91,19 @@ struct WinogradTiling {
         rows = 4 * tilesY + 2
         columns = 4 * tilesX + 2
     }
+
+    /// Estimated work of the busiest thread when `tiles` are cut into `blocks` (by whole sixes of tiles or evenly) and
+    /// block b runs on thread b % threads: a product call of up to 6 tiles counts 10, each tile's transforms 1.
+    static func busiest(tiles: Int, blocks: Int, threads: Int, bySixes: Bool) -> Int {
+        var work = [Int](repeating: 0, count: max(1, threads))
+        let sixes = (tiles + productRows - 1) / productRows, perBlock = (tiles + blocks - 1) / blocks
+        for block in 0..<blocks {
+            let first = bySixes ? sixes * block / blocks * productRows : block * perBlock
+            let count = max(0, min(tiles, bySixes ? sixes * (block + 1) / blocks * productRows : first + perBlock) - first)
+            work[block % work.count] += 10 * ((count + productRows - 1) / productRows) + count
+        }
+        return work.max() ?? 0
+    }
 }
 
 /// Runs the 3x3 stride-1 convolution `g` (which `filters.fits`) on NCHW `input` into NCHW `output`; `residual`, when
@@ -131,18 +144,36 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
         // A multiple of the thread count, so that the threads finish together (SqueezeNet's 196 tiles in 5 L2 blocks
         // left one of two threads idle for a fifth of the layer).
         if chunks == 1 && threads > 1 && tiling.tiles >= 8 * threads { blocks = (blocks + threads - 1) / threads * threads }
-        let perBlock = tilesPerBlock ?? (tiling.tiles + blocks - 1) / blocks
-        blocks = (tiling.tiles + perBlock - 1) / perBlock
+        // Blocks of whole sixes of tiles (the product's rows), only the last six short, where that shortens the busiest
+        // thread: DenseNet's 28x28 layer (49 tiles) in four blocks of 13 made 3 product calls per block and position
+        // (6 + 6 + 1 rows), 12 in all, where 2, 2, 2 and 3 sixes make 9.
+        let sixes = (tiling.tiles + productRows - 1) / productRows
+        let bySixes = tilesPerBlock == nil
+            && WinogradTiling.busiest(tiles: tiling.tiles, blocks: min(blocks, sixes), threads: threads, bySixes: true)
+                < WinogradTiling.busiest(tiles: tiling.tiles, blocks: blocks, threads: threads, bySixes: false)
+        if bySixes { blocks = min(blocks, sixes) }
+        let perBlock = tilesPerBlock ?? (bySixes ? (sixes + blocks - 1) / blocks * productRows : (tiling.tiles + blocks - 1) / blocks)
+        if !bySixes { blocks = (tiling.tiles + perBlock - 1) / perBlock }
+        // Positions of V and M an odd number of tile rows apart: 16 tiles x 128 channels (8 KB) put a tile's 36
+        // positions into one L1 set, and the 14x14 layer ran 1.6x slower.
+        let stride = perBlock | 1
         parallelFor(blocks * chunks) { task in
             let block = task / chunks, chunk = task % chunks
-            let first = block * perBlock, count = min(perBlock, tiling.tiles - first)
+            let (first, count): (Int, Int)
+            if bySixes {
+                first = sixes * block / blocks * productRows
+                count = min(tiling.tiles, sixes * (block + 1) / blocks * productRows) - first
+            } else {
+                first = block * perBlock
+                count = min(perBlock, tiling.tiles - first)
+            }
             // Channel ranges in whole pairs of 16-channel strips (the AVX-512 product's width).
             let channels = (2 * productWidth * (strips32 * chunk / chunks))..<(chunk + 1 == chunks ? kp : 2 * productWidth * (strips32 * (chunk + 1) / chunks))
             let job = WinogradBlock(g: g, tiling: tiling, filters: filters, first: first, count: count, channels: channels,
                                     padded: UnsafePointer(padded), residual: residual, activation: activation, output: output,
                                     imageStride: imageStride)
-            withThreadScratch(Winograd.positions * perBlock * (cp + kp) + 64 * Winograd.lanes) { scratch in
-                job.run(scratch: scratch, stride: perBlock)
+            withThreadScratch(Winograd.positions * stride * (cp + kp) + 64 * Winograd.lanes) { scratch in
+                job.run(scratch: scratch, stride: stride)
             }
         }
     }
