@@ -1,0 +1,249 @@
+// MatMulNBits with 4-bit weights kept packed (nbits_gemm.h). Dequantizing B at load kept 8x its bytes in memory and
+// made every decode step (one row of A) stream 32 bits per weight; here a step streams the 4-bit blocks once.
+// Decode (1-4 rows): A is reordered once per call so that a byte's low nibbles (even k) meet one vector of A and its
+// high nibbles (odd k) the next, each nibble vector is scaled by its block's scale and multiplied into the rows with
+// FMA, and the zero points come off at the end through per-block sums of A (sum (q - z) s a = sum q s a - z s sum a).
+// Prompts: each pair of 16-column strips is dequantized into a panel of about 2 * K floats that the packed float
+// product's micro-kernel (packed_sgemm.c) multiplies from cache.
+#include "include/nbits_gemm.h"
+#include "include/float_activations.h"
+#include "include/packed_sgemm.h"
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+void osprey_nbits4_prepare_rows(long rows, const float *a, long lda, long k, long blocks, long block_size, float *out, float *sums) {
+    const long padded = blocks * block_size;
+    for (long r = 0; r < rows; r++) {
+        const float *x = a + r * lda;
+        float *o = out + r * padded;
+        for (long g = 0; g < padded; g += 16)
+            for (long i = 0; i < 8; i++) {
+                const long even = g + 2 * i, odd = even + 1;
+                o[g + i] = even < k ? x[even] : 0.0f;
+                o[g + 8 + i] = odd < k ? x[odd] : 0.0f;
+            }
+        for (long b = 0; b < blocks; b++) {
+            float s = 0.0f;
+            const long end = (b + 1) * block_size < k ? (b + 1) * block_size : k;
+            for (long p = b * block_size; p < end; p++) s += x[p];
+            sums[r * blocks + b] = s;
+        }
+    }
+}
+
+void osprey_nbits4_gemv_portable(long rows, const float *prepared, const float *sums, const uint8_t *b, const float *scales,
+                                 const float *zeros, long blocks, long block_size, const float *bias, float *y, long ldy, long c0,
+                                 long c1) {
+    const long padded = blocks * block_size, row = padded / 2;
+    for (long r = 0; r < rows; r++) {
+        const float *x = prepared + r * padded;
+        for (long c = c0; c < c1; c++) {
+            const uint8_t *q = b + c * row;
+            float total = 0.0f;
+            for (long blk = 0; blk < blocks; blk++) {
+                float dot = 0.0f;
+                for (long g = blk * block_size; g < (blk + 1) * block_size; g += 16)
+                    for (long i = 0; i < 8; i++) {
+                        const uint8_t byte = q[g / 2 + i];
+                        dot += (float)(byte & 15) * x[g + i] + (float)(byte >> 4) * x[g + 8 + i];
+                    }
+                const float s = scales[c * blocks + blk], z = zeros ? zeros[c * blocks + blk] : 8.0f;
+                total += s * (dot - z * sums[r * blocks + blk]);
+            }
+            y[r * ldy + c] = (bias ? bias[c] : 0.0f) + total;
+        }
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"), always_inline))
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// R rows times C columns (R * C <= 4: two accumulators each, low and high nibbles, so eight FMA chains hide the
+// latency at one row): each column's nibbles are converted and scaled once and serve every row.
+__attribute__((target("avx2,fma"), always_inline))
+static inline void gemv_tile(const int R, const int C, const float *x, long padded, const float *sums, const uint8_t *q,
+                             const float *scales, const float *zeros, long blocks, long bs, float *out) {
+    const long row = padded / 2;
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    __m256 lo[4][4], hi[4][4];
+    float corr[4][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < C; j++) { lo[r][j] = hi[r][j] = _mm256_setzero_ps(); corr[r][j] = 0.0f; }
+    for (long blk = 0; blk < blocks; blk++) {
+        __m256 s[4];
+        for (int j = 0; j < C; j++) {
+            const float sj = scales[j * blocks + blk], zj = zeros ? zeros[j * blocks + blk] : 8.0f;
+            s[j] = _mm256_set1_ps(sj);
+            for (int r = 0; r < R; r++) corr[r][j] += sj * zj * sums[r * blocks + blk];
+        }
+        for (long g = blk * bs; g < (blk + 1) * bs; g += 16) {
+            for (int j = 0; j < C; j++) {
+                const __m128i v = _mm_loadl_epi64((const __m128i *)(q + j * row + g / 2));
+                const __m256 wl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(v, mask))), s[j]);
+                const __m256 wh = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(v, 4), mask))), s[j]);
+                for (int r = 0; r < R; r++) {
+                    lo[r][j] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x + r * padded + g), lo[r][j]);
+                    hi[r][j] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x + r * padded + g + 8), hi[r][j]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < C; j++) out[r * C + j] = hsum8(_mm256_add_ps(lo[r][j], hi[r][j])) - corr[r][j];
+}
+
+typedef void (*gemv_body)(const float *, long, const float *, const uint8_t *, const float *, const float *, long, long, float *);
+
+#define GEMV_TILE(R, C)                                                                                                  \
+    __attribute__((target("avx2,fma"))) static void gemv_##R##x##C(const float *x, long padded, const float *sums,     \
+                                                                   const uint8_t *q, const float *scales, const float *zeros, \
+                                                                   long blocks, long bs, float *out) {                  \
+        gemv_tile(R, C, x, padded, sums, q, scales, zeros, blocks, bs, out);                                            \
+    }
+GEMV_TILE(1, 4) GEMV_TILE(1, 1) GEMV_TILE(2, 2) GEMV_TILE(2, 1) GEMV_TILE(3, 1) GEMV_TILE(4, 1)
+
+static void gemv_avx2(long rows, const float *x, const float *sums, const uint8_t *b, const float *scales, const float *zeros,
+                      long blocks, long bs, const float *bias, float *y, long ldy, long c0, long c1) {
+    static const gemv_body wide[5] = {0, gemv_1x4, gemv_2x2, 0, 0};
+    static const gemv_body narrow[5] = {0, gemv_1x1, gemv_2x1, gemv_3x1, gemv_4x1};
+    static const int width[5] = {0, 4, 2, 1, 1};
+    const long padded = blocks * bs, row = padded / 2;
+    const int C = width[rows];
+    float out[16];
+    long c = c0;
+    for (; c < c1; ) {
+        const int n = (C > 1 && c + C <= c1) ? C : 1;
+        (n > 1 ? wide[rows] : narrow[rows])(x, padded, sums, b + c * row, scales + c * blocks, zeros ? zeros + c * blocks : 0, blocks, bs, out);
+        for (long r = 0; r < rows; r++)
+            for (int j = 0; j < n; j++) y[r * ldy + c + j] = (bias ? bias[c + j] : 0.0f) + out[r * n + j];
+        c += n;
+    }
+}
+#endif
+
+void osprey_nbits4_gemv(long rows, const float *prepared, const float *sums, const uint8_t *b, const float *scales, const float *zeros,
+                        long blocks, long block_size, const float *bias, float *y, long ldy, long c0, long c1) {
+#if defined(__x86_64__)
+    if (rows >= 1 && rows <= 4 && osprey_float_activations_fast()) {
+        gemv_avx2(rows, prepared, sums, b, scales, zeros, blocks, block_size, bias, y, ldy, c0, c1);
+        return;
+    }
+#endif
+    osprey_nbits4_gemv_portable(rows, prepared, sums, b, scales, zeros, blocks, block_size, bias, y, ldy, c0, c1);
+}
+
+static void dequantize_strip_portable(const uint8_t *b, const float *scales, const float *zeros, long blocks, long bs, long n, long c0,
+                                      float *panel) {
+    const long padded = blocks * bs, row = padded / 2;
+    for (long j = 0; j < 16; j++) {
+        const long c = c0 + j;
+        for (long blk = 0; blk < blocks; blk++) {
+            const float s = c < n ? scales[c * blocks + blk] : 0.0f, z = c < n && zeros ? zeros[c * blocks + blk] : 8.0f;
+            for (long p = blk * bs; p < (blk + 1) * bs; p += 2) {
+                const uint8_t byte = c < n ? b[c * row + p / 2] : 0;
+                panel[p * 16 + j] = c < n ? ((float)(byte & 15) - z) * s : 0.0f;
+                panel[(p + 1) * 16 + j] = c < n ? ((float)(byte >> 4) - z) * s : 0.0f;
+            }
+        }
+    }
+}
+
+#if defined(__x86_64__)
+// Eight vectors (one per column) become eight rows (one per depth step) of eight columns.
+__attribute__((target("avx2,fma"), always_inline))
+static inline void transpose8(__m256 v[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) { t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]); t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]); }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44); u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44); u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+// Eight columns at a time: per group of 16 depth steps each column's even and odd nibbles are dequantized as
+// vectors, then transposed to the panel's rows.
+__attribute__((target("avx2,fma")))
+static void dequantize_strip_avx2(const uint8_t *b, const float *scales, const float *zeros, long blocks, long bs, long n, long c0,
+                                  float *panel) {
+    const long padded = blocks * bs, row = padded / 2;
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    for (long half = 0; half < 16; half += 8) {
+        const long first = c0 + half;
+        const int live = n - first >= 8 ? 8 : n - first > 0 ? (int)(n - first) : 0;
+        for (long blk = 0; blk < blocks; blk++) {
+            __m256 s[8], z[8];
+            for (int j = 0; j < live; j++) {
+                s[j] = _mm256_set1_ps(scales[(first + j) * blocks + blk]);
+                z[j] = _mm256_set1_ps(zeros ? zeros[(first + j) * blocks + blk] : 8.0f);
+            }
+            for (long g = blk * bs; g < (blk + 1) * bs; g += 16) {
+                __m256 even[8], odd[8];
+                for (int j = 0; j < 8; j++) {
+                    if (j >= live) { even[j] = odd[j] = _mm256_setzero_ps(); continue; }
+                    const __m128i v = _mm_loadl_epi64((const __m128i *)(b + (first + j) * row + g / 2));
+                    const __m256 ql = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(v, mask)));
+                    const __m256 qh = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(v, 4), mask)));
+                    even[j] = _mm256_mul_ps(_mm256_sub_ps(ql, z[j]), s[j]);
+                    odd[j] = _mm256_mul_ps(_mm256_sub_ps(qh, z[j]), s[j]);
+                }
+                transpose8(even);
+                transpose8(odd);
+                for (int i = 0; i < 8; i++) {
+                    _mm256_storeu_ps(panel + (g + 2 * i) * 16 + half, even[i]);
+                    _mm256_storeu_ps(panel + (g + 2 * i + 1) * 16 + half, odd[i]);
+                }
+            }
+        }
+    }
+}
+#endif
+
+void osprey_nbits4_dequantize_strip(const uint8_t *b, const float *scales, const float *zeros, long blocks, long block_size, long n,
+                                    long c0, float *panel, int portable) {
+#if defined(__x86_64__)
+    if (!portable && osprey_float_activations_fast()) {
+        dequantize_strip_avx2(b, scales, zeros, blocks, block_size, n, c0, panel);
+        return;
+    }
+#endif
+    dequantize_strip_portable(b, scales, zeros, blocks, block_size, n, c0, panel);
+}
+
+void osprey_nbits4_gemm(long rows, const float *a, long lda, long k, const uint8_t *b, const float *scales, const float *zeros,
+                        long blocks, long block_size, long n, const float *bias, float *y, long ldy, long pair0, long pair1,
+                        float *panel) {
+    const long padded = blocks * block_size;
+    for (long pair = pair0; pair < pair1; pair++) {
+        const long c0 = 32 * pair, width = n - c0 < 32 ? n - c0 : 32;
+        osprey_nbits4_dequantize_strip(b, scales, zeros, blocks, block_size, n, c0, panel, 0);
+        if (width > 16) osprey_nbits4_dequantize_strip(b, scales, zeros, blocks, block_size, n, c0 + 16, panel + padded * 16, 0);
+        float start[32] = {0};
+        if (bias) memcpy(start, bias + c0, (size_t)width * sizeof(float));
+        for (long r = 0; r < rows; r += 6) {
+            const long count = rows - r < 6 ? rows - r : 6;
+            const float *x = a + r * lda;
+            if (width == 32) {
+                osprey_sgemm_strip_pair(count, k, x, lda, panel, 16, padded * 16, start, y + r * ldy + c0, ldy, 0);
+                continue;
+            }
+            // A last pair narrower than 32 columns goes through a tile.
+            float tile[6 * 32];
+            if (width > 16) osprey_sgemm_strip_pair(count, k, x, lda, panel, 16, padded * 16, start, tile, 32, 0);
+            else osprey_sgemm_strip(count, k, x, lda, panel, 16, start, tile, 32, 0);
+            for (long i = 0; i < count; i++) memcpy(y + (r + i) * ldy + c0, tile + i * 32, (size_t)width * sizeof(float));
+        }
+    }
+}

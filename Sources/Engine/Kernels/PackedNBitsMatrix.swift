@@ -1,0 +1,88 @@
+import CKernelShim
+import Tensor
+
+/// MatMulNBits' constant 4-bit B kept packed as the file stores it ([N][blocks][block_size / 2] bytes, two weights a
+/// byte), with its scales, zero points and bias as floats: the weights take an eighth of a dequantized float copy.
+///
+/// A decode step (1-4 rows of A) streams each packed byte once through the C gemv, split over columns across the
+/// compute threads; more rows go through 32-column panels dequantized into cache for the packed float micro-kernel.
+final class PackedNBitsMatrix: @unchecked Sendable {
+    /// K, N, bits (4) and block size.
+    let layout: NBitsLayout
+    /// B's bytes (uint8, N * blocks * block_size / 2).
+    let packed: Tensor
+    /// One scale per (column, block), [N * blocks].
+    let scales: [Float]
+    /// One zero point per (column, block), or nil for 8 everywhere.
+    let zeros: [Float]?
+    /// N floats, or nil.
+    let bias: [Float]?
+
+    /// Rows of A up to which the gemv runs; more go through dequantized panels.
+    static let gemvRows = 4
+
+    /// Keeps `packed` (4-bit B) and the float parameters as given.
+    init(layout: NBitsLayout, packed: Tensor, scales: [Float], zeros: [Float]?, bias: [Float]?) {
+        precondition(layout.bits == 4 && packed.count == layout.n * layout.blocks * layout.blob, "4-bit B of the layout's size")
+        (self.layout, self.packed, self.scales, self.zeros, self.bias) = (layout, packed, scales, zeros, bias)
+    }
+
+    /// out[r * N + c] = bias[c] + sum_k a[r * K + k] * w(k, c) for r < rows (A and out dense, row-major).
+    func multiply(_ a: UnsafePointer<Float>, rows: Int, out: UnsafeMutablePointer<Float>) {
+        let (k, n) = (layout.k, layout.n)
+        packed.withUnsafeBytes { raw in
+            let b = raw.bindMemory(to: UInt8.self).baseAddress!
+            scales.withUnsafeBufferPointer { s in
+                withOptionalPointer(zeros) { z in
+                    withOptionalPointer(bias) { bias in
+                        var row = 0
+                        // Decode steps in groups of up to four rows; a prompt's rows all go through the panels.
+                        if rows > Self.gemvRows {
+                            panels(a, rows: rows, b, s.baseAddress!, z, bias, out)
+                            row = rows
+                        }
+                        while row < rows {
+                            let count = min(Self.gemvRows, rows - row)
+                            gemv(a + row * k, rows: count, b, s.baseAddress!, z, bias, out + row * n)
+                            row += count
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// 1-4 rows: A reordered once, then the columns split across the threads.
+    private func gemv(_ a: UnsafePointer<Float>, rows: Int, _ b: UnsafePointer<UInt8>, _ s: UnsafePointer<Float>,
+                      _ z: UnsafePointer<Float>?, _ bias: UnsafePointer<Float>?, _ out: UnsafeMutablePointer<Float>) {
+        let (k, n, blocks, size) = (layout.k, layout.n, layout.blocks, layout.blockSize)
+        let padded = blocks * size
+        let prepared = allocateFloats(rows * padded), sums = allocateFloats(rows * blocks)
+        defer { prepared.deallocate(); sums.deallocate() }
+        osprey_nbits4_prepare_rows(rows, a, k, k, blocks, size, prepared, sums)
+        // About 64k weights a part at least: below that a second thread's wake-up costs more than it saves.
+        parallelRanges(n, minimumChunk: max(4, (1 << 16) / padded)) { range in
+            osprey_nbits4_gemv(rows, prepared, sums, b, s, z, blocks, size, bias, out, n, range.lowerBound, range.upperBound)
+        }
+    }
+
+    /// More rows: pairs of 16-column strips split across the threads, each part with its own panel.
+    private func panels(_ a: UnsafePointer<Float>, rows: Int, _ b: UnsafePointer<UInt8>, _ s: UnsafePointer<Float>,
+                        _ z: UnsafePointer<Float>?, _ bias: UnsafePointer<Float>?, _ out: UnsafeMutablePointer<Float>) {
+        let (k, n, blocks, size) = (layout.k, layout.n, layout.blocks, layout.blockSize)
+        let pairs = (n + 31) / 32, padded = blocks * size
+        let run = { (range: Range<Int>) in
+            let panel = allocateFloats(2 * padded * 16)
+            defer { panel.deallocate() }
+            osprey_nbits4_gemm(rows, a, k, k, b, s, z, blocks, size, n, bias, out, n, range.lowerBound, range.upperBound, panel)
+        }
+        // Below about a million multiply-adds a second thread's wake-up costs more than it saves.
+        if rows * n * k < 1 << 20 { run(0..<pairs) } else { parallelRanges(pairs, run) }
+    }
+}
+
+/// `body` with a pointer to `values`' elements, or nil when `values` is nil.
+private func withOptionalPointer<R>(_ values: [Float]?, _ body: (UnsafePointer<Float>?) -> R) -> R {
+    guard let values else { return body(nil) }
+    return values.withUnsafeBufferPointer { body($0.baseAddress) }
+}
