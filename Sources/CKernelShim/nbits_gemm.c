@@ -1,8 +1,9 @@
 // MatMulNBits with 4-bit weights kept packed (nbits_gemm.h). Dequantizing B at load kept 8x its bytes in memory and
 // made every decode step (one row of A) stream 32 bits per weight; here a step streams the 4-bit blocks once.
 // Decode (1-4 rows): A is reordered once per call so that a byte's low nibbles (even k) meet one vector of A and its
-// high nibbles (odd k) the next, each nibble vector is scaled by its block's scale and multiplied into the rows with
-// FMA, and the zero points come off at the end through per-block sums of A (sum (q - z) s a = sum q s a - z s sum a).
+// high nibbles (odd k) the next, each nibble vector is dequantized with its block's scale and zero point and
+// multiplied into the rows with
+// FMA; the zero point comes off in the same conversion (q s - z s, one fused multiply-subtract).
 // Prompts: each pair of 16-column strips is dequantized into a panel of about 2 * K floats that the packed float
 // product's micro-kernel (packed_sgemm.c) multiplies from cache.
 #include "include/nbits_gemm.h"
@@ -14,44 +15,37 @@
 #include <immintrin.h>
 #endif
 
-void osprey_nbits4_prepare_rows(long rows, const float *a, long lda, long k, long blocks, long block_size, float *out, float *sums) {
-    const long padded = blocks * block_size;
+void osprey_nbits4_prepare_rows(long rows, const float *a, long lda, long k, long blocks, long block_size, long group, float *out) {
+    const long padded = blocks * block_size, half = group / 2;
     for (long r = 0; r < rows; r++) {
         const float *x = a + r * lda;
         float *o = out + r * padded;
-        for (long g = 0; g < padded; g += 16)
-            for (long i = 0; i < 8; i++) {
+        for (long g = 0; g < padded; g += group)
+            for (long i = 0; i < half; i++) {
                 const long even = g + 2 * i, odd = even + 1;
                 o[g + i] = even < k ? x[even] : 0.0f;
-                o[g + 8 + i] = odd < k ? x[odd] : 0.0f;
+                o[g + half + i] = odd < k ? x[odd] : 0.0f;
             }
-        for (long b = 0; b < blocks; b++) {
-            float s = 0.0f;
-            const long end = (b + 1) * block_size < k ? (b + 1) * block_size : k;
-            for (long p = b * block_size; p < end; p++) s += x[p];
-            sums[r * blocks + b] = s;
-        }
     }
 }
 
-void osprey_nbits4_gemv_portable(long rows, const float *prepared, const float *sums, const uint8_t *b, const float *scales,
-                                 const float *zeros, long blocks, long block_size, const float *bias, float *y, long ldy, long c0,
-                                 long c1) {
-    const long padded = blocks * block_size, row = padded / 2;
+void osprey_nbits4_gemv_portable(long rows, const float *prepared, const uint8_t *b, const float *scales,
+                                 const float *zeros, long blocks, long block_size, long group, const float *bias, float *y, long ldy,
+                                 long c0, long c1) {
+    const long padded = blocks * block_size, row = padded / 2, half = group / 2;
     for (long r = 0; r < rows; r++) {
         const float *x = prepared + r * padded;
         for (long c = c0; c < c1; c++) {
             const uint8_t *q = b + c * row;
             float total = 0.0f;
             for (long blk = 0; blk < blocks; blk++) {
-                float dot = 0.0f;
-                for (long g = blk * block_size; g < (blk + 1) * block_size; g += 16)
-                    for (long i = 0; i < 8; i++) {
-                        const uint8_t byte = q[g / 2 + i];
-                        dot += (float)(byte & 15) * x[g + i] + (float)(byte >> 4) * x[g + 8 + i];
-                    }
-                const float s = scales[c * blocks + blk], z = zeros ? zeros[c * blocks + blk] : 8.0f;
-                total += s * (dot - z * sums[r * blocks + blk]);
+                const float sc = scales[c * blocks + blk], zs = sc * (zeros ? zeros[c * blocks + blk] : 8.0f);
+                // Byte i of a group holds its values 2i (low nibble, at x[g + i]) and 2i + 1 (high, x[g + half + i]).
+                for (long p = blk * block_size; p < (blk + 1) * block_size; p += 2) {
+                    const long g = p / group * group, i = (p - g) / 2;
+                    const uint8_t byte = q[p / 2];
+                    total += ((float)(byte & 15) * sc - zs) * x[g + i] + ((float)(byte >> 4) * sc - zs) * x[g + half + i];
+                }
             }
             y[r * ldy + c] = (bias ? bias[c] : 0.0f) + total;
         }
@@ -67,62 +61,103 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-// R rows times C columns (R * C <= 4: two accumulators each, low and high nibbles, so eight FMA chains hide the
-// latency at one row): each column's nibbles are converted and scaled once and serve every row.
+// R rows times C columns (R * C <= 4 on ymm, 8 on zmm: two accumulators each, low and high nibbles, so eight FMA chains hide the
+// latency at one row): each column's nibbles are converted and scaled once and serve every row. Eight bytes at a
+// time are widened to 32-bit lanes first, where one AND and one shift split the nibbles.
 __attribute__((target("avx2,fma"), always_inline))
-static inline void gemv_tile(const int R, const int C, const float *x, long padded, const float *sums, const uint8_t *q,
-                             const float *scales, const float *zeros, long blocks, long bs, float *out) {
-    const long row = padded / 2;
-    const __m128i mask = _mm_set1_epi8(0x0F);
+static inline void gemv_tile(const int R, const int C, const float *x, long padded, const uint8_t *q,
+                             const float *scales, const float *zeros, long blocks, long bs, long group, float *out) {
+    const long row = padded / 2, half = group / 2;
+    const __m256i m15 = _mm256_set1_epi32(15);
     __m256 lo[4][4], hi[4][4];
-    float corr[4][4];
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < C; j++) { lo[r][j] = hi[r][j] = _mm256_setzero_ps(); corr[r][j] = 0.0f; }
+        for (int j = 0; j < C; j++) lo[r][j] = hi[r][j] = _mm256_setzero_ps();
     for (long blk = 0; blk < blocks; blk++) {
-        __m256 s[4];
+        __m256 s[4], zs[4];
         for (int j = 0; j < C; j++) {
-            const float sj = scales[j * blocks + blk], zj = zeros ? zeros[j * blocks + blk] : 8.0f;
+            const float sj = scales[j * blocks + blk];
             s[j] = _mm256_set1_ps(sj);
-            for (int r = 0; r < R; r++) corr[r][j] += sj * zj * sums[r * blocks + blk];
+            zs[j] = _mm256_set1_ps(sj * (zeros ? zeros[j * blocks + blk] : 8.0f));
         }
-        for (long g = blk * bs; g < (blk + 1) * bs; g += 16) {
+        for (long p = blk * bs; p < (blk + 1) * bs; p += 16) {
+            // Values p..p+15 of the group at g: low nibbles at x[g + t], high at x[g + half + t].
+            const long g = p / group * group, t = (p - g) / 2;
             for (int j = 0; j < C; j++) {
-                const __m128i v = _mm_loadl_epi64((const __m128i *)(q + j * row + g / 2));
-                const __m256 wl = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(v, mask))), s[j]);
-                const __m256 wh = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(v, 4), mask))), s[j]);
+                const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + j * row + p / 2)));
+                const __m256 wl = _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, m15)), s[j], zs[j]);
+                const __m256 wh = _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), s[j], zs[j]);
                 for (int r = 0; r < R; r++) {
-                    lo[r][j] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x + r * padded + g), lo[r][j]);
-                    hi[r][j] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x + r * padded + g + 8), hi[r][j]);
+                    lo[r][j] = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x + r * padded + g + t), lo[r][j]);
+                    hi[r][j] = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x + r * padded + g + half + t), hi[r][j]);
                 }
             }
         }
     }
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < C; j++) out[r * C + j] = hsum8(_mm256_add_ps(lo[r][j], hi[r][j])) - corr[r][j];
+        for (int j = 0; j < C; j++) out[r * C + j] = hsum8(_mm256_add_ps(lo[r][j], hi[r][j]));
 }
 
-typedef void (*gemv_body)(const float *, long, const float *, const uint8_t *, const float *, const float *, long, long, float *);
-
-#define GEMV_TILE(R, C)                                                                                                  \
-    __attribute__((target("avx2,fma"))) static void gemv_##R##x##C(const float *x, long padded, const float *sums,     \
-                                                                   const uint8_t *q, const float *scales, const float *zeros, \
-                                                                   long blocks, long bs, float *out) {                  \
-        gemv_tile(R, C, x, padded, sums, q, scales, zeros, blocks, bs, out);                                            \
+// The same on zmm for groups of 32 (blocks of 32 or more): sixteen bytes widen to one vector of 16 lanes.
+__attribute__((target("avx512f,avx2,fma"), always_inline))
+static inline void gemv_tile16(const int R, const int C, const float *x, long padded, const uint8_t *q,
+                               const float *scales, const float *zeros, long blocks, long bs, long group, float *out) {
+    (void)group;
+    const long row = padded / 2;
+    const __m512i m15 = _mm512_set1_epi32(15);
+    __m512 lo[4][4], hi[4][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < C; j++) lo[r][j] = hi[r][j] = _mm512_setzero_ps();
+    for (long blk = 0; blk < blocks; blk++) {
+        __m512 s[4], zs[4];
+        for (int j = 0; j < C; j++) {
+            const float sj = scales[j * blocks + blk];
+            s[j] = _mm512_set1_ps(sj);
+            zs[j] = _mm512_set1_ps(sj * (zeros ? zeros[j * blocks + blk] : 8.0f));
+        }
+        for (long p = blk * bs; p < (blk + 1) * bs; p += 32) {
+            for (int j = 0; j < C; j++) {
+                const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + j * row + p / 2)));
+                const __m512 wl = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, m15)), s[j], zs[j]);
+                const __m512 wh = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), s[j], zs[j]);
+                for (int r = 0; r < R; r++) {
+                    lo[r][j] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x + r * padded + p), lo[r][j]);
+                    hi[r][j] = _mm512_fmadd_ps(wh, _mm512_loadu_ps(x + r * padded + p + 16), hi[r][j]);
+                }
+            }
+        }
     }
-GEMV_TILE(1, 4) GEMV_TILE(1, 1) GEMV_TILE(2, 2) GEMV_TILE(2, 1) GEMV_TILE(3, 1) GEMV_TILE(4, 1)
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < C; j++) out[r * C + j] = _mm512_reduce_add_ps(_mm512_add_ps(lo[r][j], hi[r][j]));
+}
 
-static void gemv_avx2(long rows, const float *x, const float *sums, const uint8_t *b, const float *scales, const float *zeros,
-                      long blocks, long bs, const float *bias, float *y, long ldy, long c0, long c1) {
-    static const gemv_body wide[5] = {0, gemv_1x4, gemv_2x2, 0, 0};
-    static const gemv_body narrow[5] = {0, gemv_1x1, gemv_2x1, gemv_3x1, gemv_4x1};
-    static const int width[5] = {0, 4, 2, 1, 1};
+typedef void (*gemv_body)(const float *, long, const uint8_t *, const float *, const float *, long, long, long, float *);
+
+#define GEMV_TILE(NAME, TILE, TARGET, R, C)                                                                              \
+    __attribute__((target(TARGET))) static void NAME##_##R##x##C(const float *x, long padded,                             \
+                                                                 const uint8_t *q, const float *scales, const float *zeros, \
+                                                                 long blocks, long bs, long group, float *out) {        \
+        TILE(R, C, x, padded, q, scales, zeros, blocks, bs, group, out);                                           \
+    }
+#define GEMV_TILES(NAME, TILE, TARGET) \
+    GEMV_TILE(NAME, TILE, TARGET, 1, 4) GEMV_TILE(NAME, TILE, TARGET, 1, 1) GEMV_TILE(NAME, TILE, TARGET, 2, 2) \
+    GEMV_TILE(NAME, TILE, TARGET, 2, 1) GEMV_TILE(NAME, TILE, TARGET, 3, 1) GEMV_TILE(NAME, TILE, TARGET, 4, 1)
+GEMV_TILES(ymm, gemv_tile, "avx2,fma")
+GEMV_TILES(zmm, gemv_tile16, "avx512f,avx2,fma")
+// 32 zmm registers hold two columns' accumulators for three and four rows as well.
+GEMV_TILE(zmm, gemv_tile16, "avx512f,avx2,fma", 3, 2) GEMV_TILE(zmm, gemv_tile16, "avx512f,avx2,fma", 4, 2)
+
+static void gemv_vector(int zmm, long rows, const float *x, const uint8_t *b, const float *scales, const float *zeros,
+                        long blocks, long bs, long group, const float *bias, float *y, long ldy, long c0, long c1) {
+    static const gemv_body wide[2][5] = {{0, ymm_1x4, ymm_2x2, 0, 0}, {0, zmm_1x4, zmm_2x2, zmm_3x2, zmm_4x2}};
+    static const gemv_body narrow[2][5] = {{0, ymm_1x1, ymm_2x1, ymm_3x1, ymm_4x1}, {0, zmm_1x1, zmm_2x1, zmm_3x1, zmm_4x1}};
+    static const int width[2][5] = {{0, 4, 2, 1, 1}, {0, 4, 2, 2, 2}};
     const long padded = blocks * bs, row = padded / 2;
-    const int C = width[rows];
+    const int C = width[zmm][rows];
     float out[16];
-    long c = c0;
-    for (; c < c1; ) {
+    for (long c = c0; c < c1;) {
         const int n = (C > 1 && c + C <= c1) ? C : 1;
-        (n > 1 ? wide[rows] : narrow[rows])(x, padded, sums, b + c * row, scales + c * blocks, zeros ? zeros + c * blocks : 0, blocks, bs, out);
+        (n > 1 ? wide[zmm][rows] : narrow[zmm][rows])(x, padded, b + c * row, scales + c * blocks, zeros ? zeros + c * blocks : 0,
+                                                      blocks, bs, group, out);
         for (long r = 0; r < rows; r++)
             for (int j = 0; j < n; j++) y[r * ldy + c + j] = (bias ? bias[c + j] : 0.0f) + out[r * n + j];
         c += n;
@@ -130,15 +165,19 @@ static void gemv_avx2(long rows, const float *x, const float *sums, const uint8_
 }
 #endif
 
-void osprey_nbits4_gemv(long rows, const float *prepared, const float *sums, const uint8_t *b, const float *scales, const float *zeros,
-                        long blocks, long block_size, const float *bias, float *y, long ldy, long c0, long c1) {
+long osprey_nbits4_group(long block_size) { return block_size >= 32 && osprey_float_avx512() ? 32 : 16; }
+
+void osprey_nbits4_gemv(long rows, const float *prepared, const uint8_t *b, const float *scales, const float *zeros,
+                        long blocks, long block_size, long group, const float *bias, float *y, long ldy, long c0, long c1) {
 #if defined(__x86_64__)
     if (rows >= 1 && rows <= 4 && osprey_float_activations_fast()) {
-        gemv_avx2(rows, prepared, sums, b, scales, zeros, blocks, block_size, bias, y, ldy, c0, c1);
+        // The zmm body reads groups of 32 only; the ymm one either.
+        const int zmm = group == 32 && osprey_float_avx512();
+        gemv_vector(zmm, rows, prepared, b, scales, zeros, blocks, block_size, group, bias, y, ldy, c0, c1);
         return;
     }
 #endif
-    osprey_nbits4_gemv_portable(rows, prepared, sums, b, scales, zeros, blocks, block_size, bias, y, ldy, c0, c1);
+    osprey_nbits4_gemv_portable(rows, prepared, b, scales, zeros, blocks, block_size, group, bias, y, ldy, c0, c1);
 }
 
 static void dequantize_strip_portable(const uint8_t *b, const float *scales, const float *zeros, long blocks, long bs, long n, long c0,

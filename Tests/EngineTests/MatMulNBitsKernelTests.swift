@@ -65,14 +65,14 @@ import TestSupport
     }
 
     /// Block sizes 16-256, K a multiple of the block or not, N not a multiple of 4, 8, 16 or 32, with and without zero
-    /// points and bias; 1-4 rows (gemv), 5 and 37 (panels), at one and two threads.
+    /// points and bias; 1-5 rows (gemv), 9 and 37 (panels), at one and two threads.
     @Test func packedProductMatchesDequantizedTwin() {
         var rng = SeededGenerator(seed: 41)
         defer { EngineThreads.configure(threads: 2) }
         for (k, n, blockSize) in [(64, 37, 16), (100, 45, 32), (256, 70, 128), (300, 33, 256), (777, 129, 32), (4096, 96, 128)] {
             for (hasZeros, hasBias) in [(false, false), (true, true), (true, false), (false, true)] {
                 let c = Case(k: k, n: n, blockSize: blockSize, zeros: hasZeros, bias: hasBias, &rng)
-                for rows in [1, 2, 3, 4, 5, 37] {
+                for rows in [1, 2, 3, 4, 5, 9, 37] {
                     let a = rng.floats(rows * k)
                     let expected = c.referenceProduct(a, rows: rows)
                     for threads in [1, 2] {
@@ -85,25 +85,33 @@ import TestSupport
         }
     }
 
-    /// The dispatched gemv (AVX2 + FMA here) against its portable C twin on the same reordered rows.
-    @Test func gemvMatchesPortableTwin() {
+    /// The dispatched gemv (AVX-512F or AVX2 + FMA here) against its portable C twin on the same reordered rows, in
+    /// both A layouts.
+    @Test(arguments: [16, 32]) func gemvMatchesPortableTwin(group: Int) {
         var rng = SeededGenerator(seed: 42)
-        for (k, n, blockSize) in [(48, 9, 16), (200, 23, 64), (1000, 17, 256)] {
+        for (k, n, blockSize) in [(48, 9, 16), (200, 23, 64), (1000, 17, 256), (70, 13, 32)] where blockSize >= group {
             let c = Case(k: k, n: n, blockSize: blockSize, zeros: true, bias: true, &rng)
             let (blocks, padded) = (c.layout.blocks, c.layout.blocks * blockSize)
             for rows in 1...4 {
                 let a = rng.floats(rows * k)
-                var prepared = [Float](repeating: 0, count: rows * padded), sums = [Float](repeating: 0, count: rows * blocks)
-                osprey_nbits4_prepare_rows(rows, a, k, k, blocks, blockSize, &prepared, &sums)
-                var fast = [Float](repeating: .nan, count: rows * n), plain = fast
+                var prepared = [Float](repeating: 0, count: rows * padded)
+                osprey_nbits4_prepare_rows(rows, a, k, k, blocks, blockSize, group, &prepared)
+                var plain = [Float](repeating: .nan, count: rows * n)
                 c.packed.withUnsafeBytes { raw in
-                    let b = raw.bindMemory(to: UInt8.self).baseAddress!
                     // Columns 1..<n: a range that starts past 0 and ends off the 4-column tiles.
-                    osprey_nbits4_gemv(rows, prepared, sums, b, c.scales, c.zeros!, blocks, blockSize, c.bias!, &fast, n, 1, n)
-                    osprey_nbits4_gemv_portable(rows, prepared, sums, b, c.scales, c.zeros!, blocks, blockSize, c.bias!, &plain, n, 1, n)
+                    osprey_nbits4_gemv_portable(rows, prepared, raw.bindMemory(to: UInt8.self).baseAddress!, c.scales, c.zeros!, blocks,
+                                                blockSize, group, c.bias!, &plain, n, 1, n)
                 }
-                for r in 0..<rows { fast[r * n] = 0; plain[r * n] = 0 }
-                expectWithinTolerance(fast, plain, "gemv K \(k) N \(n) block \(blockSize) rows \(rows)")
+                for r in 0..<rows { plain[r * n] = 0 }
+                forEachFloatKernelBody { body in
+                    var fast = [Float](repeating: .nan, count: rows * n)
+                    c.packed.withUnsafeBytes { raw in
+                        osprey_nbits4_gemv(rows, prepared, raw.bindMemory(to: UInt8.self).baseAddress!, c.scales, c.zeros!, blocks, blockSize,
+                                           group, c.bias!, &fast, n, 1, n)
+                    }
+                    for r in 0..<rows { fast[r * n] = 0 }
+                    expectWithinTolerance(fast, plain, "gemv \(body) group \(group) K \(k) N \(n) block \(blockSize) rows \(rows)")
+                }
             }
         }
     }

@@ -7,21 +7,25 @@
 // weight is the low (k even) or high (k odd) nibble of byte k / 2 of its row, dequantized as (q - zero) * scale with
 // one scale and zero point per (column, block) at [c * blocks + b]; `zeros` null means 8 for every block.
 
-/// Rows of A in the order the 4-bit gemv reads them: row r (k floats, `lda` apart) to out + r * padded, each group of
-/// 16 values as its 8 even-indexed then its 8 odd ones (a byte's low then high nibbles), zero from k to `padded`
-/// (blocks * block_size); sums[r * blocks + b] = the sum of row r's values in block b.
-void osprey_nbits4_prepare_rows(long rows, const float *a, long lda, long k, long blocks, long block_size, float *out, float *sums);
+/// The group size (16 or 32) the gemv's fastest body here reads A in: 32 with AVX-512F and blocks of 32 or more.
+long osprey_nbits4_group(long block_size);
 
-/// y[r * ldy + c] = (bias ? bias[c] : 0) + sum over blocks b of scale * (dot(A_r, q_c) over b - zero * sums[r][b]),
-/// for columns c in [c0, c1) and rows r < rows (1...4), A as `osprey_nbits4_prepare_rows` wrote it. AVX2 + FMA body
-/// where the CPU has them (run-time check), the portable one otherwise.
-void osprey_nbits4_gemv(long rows, const float *prepared, const float *sums, const uint8_t *b, const float *scales, const float *zeros,
-                        long blocks, long block_size, const float *bias, float *y, long ldy, long c0, long c1);
+/// Rows of A in the order the 4-bit gemv reads them: row r (k floats, `lda` apart) to out + r * padded, each group of
+/// `group` (16 or 32, dividing block_size) values as its even-indexed then its odd ones (bytes' low then high
+/// nibbles), zero from k to `padded` (blocks * block_size).
+void osprey_nbits4_prepare_rows(long rows, const float *a, long lda, long k, long blocks, long block_size, long group, float *out);
+
+/// y[r * ldy + c] = (bias ? bias[c] : 0) + sum_k A[r][k] * (q(k, c) * scale - zero * scale) over each block's scale and zero,
+/// for columns c in [c0, c1) and rows r < rows (1...4), A as `osprey_nbits4_prepare_rows` wrote it with `group`.
+/// AVX-512F body for groups of 32 where `osprey_float_avx512()`, AVX2 + FMA where the CPU has them (run-time checks),
+/// the portable one otherwise.
+void osprey_nbits4_gemv(long rows, const float *prepared, const uint8_t *b, const float *scales, const float *zeros,
+                        long blocks, long block_size, long group, const float *bias, float *y, long ldy, long c0, long c1);
 
 /// `osprey_nbits4_gemv` as plain loops: the twin the tests compare the vector body with.
-void osprey_nbits4_gemv_portable(long rows, const float *prepared, const float *sums, const uint8_t *b, const float *scales,
-                                 const float *zeros, long blocks, long block_size, const float *bias, float *y, long ldy, long c0,
-                                 long c1);
+void osprey_nbits4_gemv_portable(long rows, const float *prepared, const uint8_t *b, const float *scales,
+                                 const float *zeros, long blocks, long block_size, long group, const float *bias, float *y, long ldy,
+                                 long c0, long c1);
 
 /// Columns [c0, c0 + 16) of B dequantized into a strip of the packed float product: panel[p * 16 + j] = (q - zero) *
 /// scale of column c0 + j at depth p, for p < blocks * block_size; columns at or past n are zero. `portable` 1 runs

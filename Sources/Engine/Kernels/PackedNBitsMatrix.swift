@@ -5,7 +5,7 @@ import Tensor
 /// byte), with its scales, zero points and bias as floats: the weights take an eighth of a dequantized float copy.
 ///
 /// A decode step (1-4 rows of A) streams each packed byte once through the C gemv, split over columns across the
-/// compute threads; more rows go through 32-column panels dequantized into cache for the packed float micro-kernel.
+/// compute threads; a prompt goes through 32-column panels dequantized into cache for the packed float micro-kernel.
 final class PackedNBitsMatrix: @unchecked Sendable {
     /// K, N, bits (4) and block size.
     let layout: NBitsLayout
@@ -18,8 +18,12 @@ final class PackedNBitsMatrix: @unchecked Sendable {
     /// N floats, or nil.
     let bias: [Float]?
 
-    /// Rows of A up to which the gemv runs; more go through dequantized panels.
+    /// Rows of A per gemv call (its C bodies' limit).
     static let gemvRows = 4
+    /// Rows of A up to which the gemv runs (in calls of up to four rows, each streaming B once); more go through
+    /// dequantized panels. At K = N = 4096 (AVX-512 here) two gemv passes of four rows took 2.2 ms where the panels'
+    /// dequantization alone took 2.5; the panels win from about 16 rows.
+    static let panelRows = 9
 
     /// Keeps `packed` (4-bit B) and the float parameters as given.
     init(layout: NBitsLayout, packed: Tensor, scales: [Float], zeros: [Float]?, bias: [Float]?) {
@@ -37,7 +41,7 @@ final class PackedNBitsMatrix: @unchecked Sendable {
                     withOptionalPointer(bias) { bias in
                         var row = 0
                         // Decode steps in groups of up to four rows; a prompt's rows all go through the panels.
-                        if rows > Self.gemvRows {
+                        if rows >= Self.panelRows {
                             panels(a, rows: rows, b, s.baseAddress!, z, bias, out)
                             row = rows
                         }
@@ -57,12 +61,14 @@ final class PackedNBitsMatrix: @unchecked Sendable {
                       _ z: UnsafePointer<Float>?, _ bias: UnsafePointer<Float>?, _ out: UnsafeMutablePointer<Float>) {
         let (k, n, blocks, size) = (layout.k, layout.n, layout.blocks, layout.blockSize)
         let padded = blocks * size
-        let prepared = allocateFloats(rows * padded), sums = allocateFloats(rows * blocks)
-        defer { prepared.deallocate(); sums.deallocate() }
-        osprey_nbits4_prepare_rows(rows, a, k, k, blocks, size, prepared, sums)
+        let prepared = allocateFloats(rows * padded)
+        defer { prepared.deallocate() }
+        // One layout for both calls, even if a test switches the AVX-512 bodies off in between.
+        let group = osprey_nbits4_group(size)
+        osprey_nbits4_prepare_rows(rows, a, k, k, blocks, size, group, prepared)
         // About 64k weights a part at least: below that a second thread's wake-up costs more than it saves.
         parallelRanges(n, minimumChunk: max(4, (1 << 16) / padded)) { range in
-            osprey_nbits4_gemv(rows, prepared, sums, b, s, z, blocks, size, bias, out, n, range.lowerBound, range.upperBound)
+            osprey_nbits4_gemv(rows, prepared, b, s, z, blocks, size, group, bias, out, n, range.lowerBound, range.upperBound)
         }
     }
 
