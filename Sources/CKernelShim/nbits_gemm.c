@@ -15,6 +15,11 @@
 #include <immintrin.h>
 #endif
 
+/// Zero point i: a float, a byte, or 8 when the node has none.
+static inline float zero_at(const float *zeros, const uint8_t *zero_bytes, long i) {
+    return zeros ? zeros[i] : zero_bytes ? (float)zero_bytes[i] : 8.0f;
+}
+
 void osprey_nbits4_prepare_rows(long rows, const float *a, long lda, long k, long blocks, long block_size, long group, float *out) {
     const long padded = blocks * block_size, half = group / 2;
     for (long r = 0; r < rows; r++) {
@@ -29,9 +34,9 @@ void osprey_nbits4_prepare_rows(long rows, const float *a, long lda, long k, lon
     }
 }
 
-void osprey_nbits4_gemv_portable(long rows, const float *prepared, const uint8_t *b, const float *scales,
-                                 const float *zeros, long blocks, long block_size, long group, const float *bias, float *y, long ldy,
-                                 long c0, long c1) {
+void osprey_nbits4_gemv_portable(long rows, const float *prepared, const uint8_t *b, const float *scales, const float *zeros,
+                                 const uint8_t *zero_bytes, long blocks, long block_size, long group, const float *bias, float *y,
+                                 long ldy, long c0, long c1) {
     const long padded = blocks * block_size, row = padded / 2, half = group / 2;
     for (long r = 0; r < rows; r++) {
         const float *x = prepared + r * padded;
@@ -39,7 +44,7 @@ void osprey_nbits4_gemv_portable(long rows, const float *prepared, const uint8_t
             const uint8_t *q = b + c * row;
             float total = 0.0f;
             for (long blk = 0; blk < blocks; blk++) {
-                const float sc = scales[c * blocks + blk], zs = sc * (zeros ? zeros[c * blocks + blk] : 8.0f);
+                const float sc = scales[c * blocks + blk], zs = sc * zero_at(zeros, zero_bytes, c * blocks + blk);
                 // Byte i of a group holds its values 2i (low nibble, at x[g + i]) and 2i + 1 (high, x[g + half + i]).
                 for (long p = blk * block_size; p < (blk + 1) * block_size; p += 2) {
                     const long g = p / group * group, i = (p - g) / 2;
@@ -65,8 +70,8 @@ static inline float hsum8(__m256 v) {
 // latency at one row): each column's nibbles are converted and scaled once and serve every row. Eight bytes at a
 // time are widened to 32-bit lanes first, where one AND and one shift split the nibbles.
 __attribute__((target("avx2,fma"), always_inline))
-static inline void gemv_tile(const int R, const int C, const float *x, long padded, const uint8_t *q,
-                             const float *scales, const float *zeros, long blocks, long bs, long group, float *out) {
+static inline void gemv_tile(const int R, const int C, const float *x, long padded, const uint8_t *q, const float *scales,
+                             const float *zeros, const uint8_t *zero_bytes, long blocks, long bs, long group, float *out) {
     const long row = padded / 2, half = group / 2;
     const __m256i m15 = _mm256_set1_epi32(15);
     __m256 lo[4][4], hi[4][4];
@@ -77,7 +82,7 @@ static inline void gemv_tile(const int R, const int C, const float *x, long padd
         for (int j = 0; j < C; j++) {
             const float sj = scales[j * blocks + blk];
             s[j] = _mm256_set1_ps(sj);
-            zs[j] = _mm256_set1_ps(sj * (zeros ? zeros[j * blocks + blk] : 8.0f));
+            zs[j] = _mm256_set1_ps(sj * zero_at(zeros, zero_bytes, j * blocks + blk));
         }
         for (long p = blk * bs; p < (blk + 1) * bs; p += 16) {
             // Values p..p+15 of the group at g: low nibbles at x[g + t], high at x[g + half + t].
@@ -99,8 +104,8 @@ static inline void gemv_tile(const int R, const int C, const float *x, long padd
 
 // The same on zmm for groups of 32 (blocks of 32 or more): sixteen bytes widen to one vector of 16 lanes.
 __attribute__((target("avx512f,avx2,fma"), always_inline))
-static inline void gemv_tile16(const int R, const int C, const float *x, long padded, const uint8_t *q,
-                               const float *scales, const float *zeros, long blocks, long bs, long group, float *out) {
+static inline void gemv_tile16(const int R, const int C, const float *x, long padded, const uint8_t *q, const float *scales,
+                               const float *zeros, const uint8_t *zero_bytes, long blocks, long bs, long group, float *out) {
     (void)group;
     const long row = padded / 2;
     const __m512i m15 = _mm512_set1_epi32(15);
@@ -112,7 +117,7 @@ static inline void gemv_tile16(const int R, const int C, const float *x, long pa
         for (int j = 0; j < C; j++) {
             const float sj = scales[j * blocks + blk];
             s[j] = _mm512_set1_ps(sj);
-            zs[j] = _mm512_set1_ps(sj * (zeros ? zeros[j * blocks + blk] : 8.0f));
+            zs[j] = _mm512_set1_ps(sj * zero_at(zeros, zero_bytes, j * blocks + blk));
         }
         for (long p = blk * bs; p < (blk + 1) * bs; p += 32) {
             for (int j = 0; j < C; j++) {
@@ -130,13 +135,14 @@ static inline void gemv_tile16(const int R, const int C, const float *x, long pa
         for (int j = 0; j < C; j++) out[r * C + j] = _mm512_reduce_add_ps(_mm512_add_ps(lo[r][j], hi[r][j]));
 }
 
-typedef void (*gemv_body)(const float *, long, const uint8_t *, const float *, const float *, long, long, long, float *);
+typedef void (*gemv_body)(const float *, long, const uint8_t *, const float *, const float *, const uint8_t *, long, long, long, float *);
 
-#define GEMV_TILE(NAME, TILE, TARGET, R, C)                                                                              \
-    __attribute__((target(TARGET))) static void NAME##_##R##x##C(const float *x, long padded,                             \
-                                                                 const uint8_t *q, const float *scales, const float *zeros, \
-                                                                 long blocks, long bs, long group, float *out) {        \
-        TILE(R, C, x, padded, q, scales, zeros, blocks, bs, group, out);                                           \
+#define GEMV_TILE(NAME, TILE, TARGET, R, C)                                                                        \
+    __attribute__((target(TARGET))) static void NAME##_##R##x##C(const float *x, long padded, const uint8_t *q,         \
+                                                                 const float *scales, const float *zeros,              \
+                                                                 const uint8_t *zero_bytes, long blocks, long bs,      \
+                                                                 long group, float *out) {                             \
+        TILE(R, C, x, padded, q, scales, zeros, zero_bytes, blocks, bs, group, out);                                   \
     }
 #define GEMV_TILES(NAME, TILE, TARGET) \
     GEMV_TILE(NAME, TILE, TARGET, 1, 4) GEMV_TILE(NAME, TILE, TARGET, 1, 1) GEMV_TILE(NAME, TILE, TARGET, 2, 2) \
@@ -147,7 +153,8 @@ GEMV_TILES(zmm, gemv_tile16, "avx512f,avx2,fma")
 GEMV_TILE(zmm, gemv_tile16, "avx512f,avx2,fma", 3, 2) GEMV_TILE(zmm, gemv_tile16, "avx512f,avx2,fma", 4, 2)
 
 static void gemv_vector(int zmm, long rows, const float *x, const uint8_t *b, const float *scales, const float *zeros,
-                        long blocks, long bs, long group, const float *bias, float *y, long ldy, long c0, long c1) {
+                        const uint8_t *zero_bytes, long blocks, long bs, long group, const float *bias, float *y, long ldy, long c0,
+                        long c1) {
     static const gemv_body wide[2][5] = {{0, ymm_1x4, ymm_2x2, 0, 0}, {0, zmm_1x4, zmm_2x2, zmm_3x2, zmm_4x2}};
     static const gemv_body narrow[2][5] = {{0, ymm_1x1, ymm_2x1, ymm_3x1, ymm_4x1}, {0, zmm_1x1, zmm_2x1, zmm_3x1, zmm_4x1}};
     static const int width[2][5] = {{0, 4, 2, 1, 1}, {0, 4, 2, 2, 2}};
@@ -157,7 +164,7 @@ static void gemv_vector(int zmm, long rows, const float *x, const uint8_t *b, co
     for (long c = c0; c < c1;) {
         const int n = (C > 1 && c + C <= c1) ? C : 1;
         (n > 1 ? wide[zmm][rows] : narrow[zmm][rows])(x, padded, b + c * row, scales + c * blocks, zeros ? zeros + c * blocks : 0,
-                                                      blocks, bs, group, out);
+                                                      zero_bytes ? zero_bytes + c * blocks : 0, blocks, bs, group, out);
         for (long r = 0; r < rows; r++)
             for (int j = 0; j < n; j++) y[r * ldy + c + j] = (bias ? bias[c + j] : 0.0f) + out[r * n + j];
         c += n;
@@ -168,25 +175,26 @@ static void gemv_vector(int zmm, long rows, const float *x, const uint8_t *b, co
 long osprey_nbits4_group(long block_size) { return block_size >= 32 && osprey_float_avx512() ? 32 : 16; }
 
 void osprey_nbits4_gemv(long rows, const float *prepared, const uint8_t *b, const float *scales, const float *zeros,
-                        long blocks, long block_size, long group, const float *bias, float *y, long ldy, long c0, long c1) {
+                        const uint8_t *zero_bytes, long blocks, long block_size, long group, const float *bias, float *y, long ldy,
+                        long c0, long c1) {
 #if defined(__x86_64__)
     if (rows >= 1 && rows <= 4 && osprey_float_activations_fast()) {
         // The zmm body reads groups of 32 only; the ymm one either.
         const int zmm = group == 32 && osprey_float_avx512();
-        gemv_vector(zmm, rows, prepared, b, scales, zeros, blocks, block_size, group, bias, y, ldy, c0, c1);
+        gemv_vector(zmm, rows, prepared, b, scales, zeros, zero_bytes, blocks, block_size, group, bias, y, ldy, c0, c1);
         return;
     }
 #endif
-    osprey_nbits4_gemv_portable(rows, prepared, b, scales, zeros, blocks, block_size, group, bias, y, ldy, c0, c1);
+    osprey_nbits4_gemv_portable(rows, prepared, b, scales, zeros, zero_bytes, blocks, block_size, group, bias, y, ldy, c0, c1);
 }
 
-static void dequantize_strip_portable(const uint8_t *b, const float *scales, const float *zeros, long blocks, long bs, long n, long c0,
-                                      float *panel) {
+static void dequantize_strip_portable(const uint8_t *b, const float *scales, const float *zeros, const uint8_t *zero_bytes,
+                                      long blocks, long bs, long n, long c0, float *panel) {
     const long padded = blocks * bs, row = padded / 2;
     for (long j = 0; j < 16; j++) {
         const long c = c0 + j;
         for (long blk = 0; blk < blocks; blk++) {
-            const float s = c < n ? scales[c * blocks + blk] : 0.0f, z = c < n && zeros ? zeros[c * blocks + blk] : 8.0f;
+            const float s = c < n ? scales[c * blocks + blk] : 0.0f, z = c < n ? zero_at(zeros, zero_bytes, c * blocks + blk) : 8.0f;
             for (long p = blk * bs; p < (blk + 1) * bs; p += 2) {
                 const uint8_t byte = c < n ? b[c * row + p / 2] : 0;
                 panel[p * 16 + j] = c < n ? ((float)(byte & 15) - z) * s : 0.0f;
@@ -215,8 +223,8 @@ static inline void transpose8(__m256 v[8]) {
 // Eight columns at a time: per group of 16 depth steps each column's even and odd nibbles are dequantized as
 // vectors, then transposed to the panel's rows.
 __attribute__((target("avx2,fma")))
-static void dequantize_strip_avx2(const uint8_t *b, const float *scales, const float *zeros, long blocks, long bs, long n, long c0,
-                                  float *panel) {
+static void dequantize_strip_avx2(const uint8_t *b, const float *scales, const float *zeros, const uint8_t *zero_bytes,
+                                  long blocks, long bs, long n, long c0, float *panel) {
     const long padded = blocks * bs, row = padded / 2;
     const __m128i mask = _mm_set1_epi8(0x0F);
     for (long half = 0; half < 16; half += 8) {
@@ -226,7 +234,7 @@ static void dequantize_strip_avx2(const uint8_t *b, const float *scales, const f
             __m256 s[8], z[8];
             for (int j = 0; j < live; j++) {
                 s[j] = _mm256_set1_ps(scales[(first + j) * blocks + blk]);
-                z[j] = _mm256_set1_ps(zeros ? zeros[(first + j) * blocks + blk] : 8.0f);
+                z[j] = _mm256_set1_ps(zero_at(zeros, zero_bytes, (first + j) * blocks + blk));
             }
             for (long g = blk * bs; g < (blk + 1) * bs; g += 16) {
                 __m256 even[8], odd[8];
@@ -250,25 +258,26 @@ static void dequantize_strip_avx2(const uint8_t *b, const float *scales, const f
 }
 #endif
 
-void osprey_nbits4_dequantize_strip(const uint8_t *b, const float *scales, const float *zeros, long blocks, long block_size, long n,
-                                    long c0, float *panel, int portable) {
+void osprey_nbits4_dequantize_strip(const uint8_t *b, const float *scales, const float *zeros, const uint8_t *zero_bytes,
+                                    long blocks, long block_size, long n, long c0, float *panel, int portable) {
 #if defined(__x86_64__)
     if (!portable && osprey_float_activations_fast()) {
-        dequantize_strip_avx2(b, scales, zeros, blocks, block_size, n, c0, panel);
+        dequantize_strip_avx2(b, scales, zeros, zero_bytes, blocks, block_size, n, c0, panel);
         return;
     }
 #endif
-    dequantize_strip_portable(b, scales, zeros, blocks, block_size, n, c0, panel);
+    dequantize_strip_portable(b, scales, zeros, zero_bytes, blocks, block_size, n, c0, panel);
 }
 
 void osprey_nbits4_gemm(long rows, const float *a, long lda, long k, const uint8_t *b, const float *scales, const float *zeros,
-                        long blocks, long block_size, long n, const float *bias, float *y, long ldy, long pair0, long pair1,
-                        float *panel) {
+                        const uint8_t *zero_bytes, long blocks, long block_size, long n, const float *bias, float *y, long ldy,
+                        long pair0, long pair1, float *panel) {
     const long padded = blocks * block_size;
     for (long pair = pair0; pair < pair1; pair++) {
         const long c0 = 32 * pair, width = n - c0 < 32 ? n - c0 : 32;
-        osprey_nbits4_dequantize_strip(b, scales, zeros, blocks, block_size, n, c0, panel, 0);
-        if (width > 16) osprey_nbits4_dequantize_strip(b, scales, zeros, blocks, block_size, n, c0 + 16, panel + padded * 16, 0);
+        osprey_nbits4_dequantize_strip(b, scales, zeros, zero_bytes, blocks, block_size, n, c0, panel, 0);
+        if (width > 16)
+            osprey_nbits4_dequantize_strip(b, scales, zeros, zero_bytes, blocks, block_size, n, c0 + 16, panel + padded * 16, 0);
         float start[32] = {0};
         if (bias) memcpy(start, bias + c0, (size_t)width * sizeof(float));
         for (long r = 0; r < rows; r += 6) {

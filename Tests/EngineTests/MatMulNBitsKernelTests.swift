@@ -24,9 +24,10 @@ import TestSupport
             bias = hasBias ? rng.floats(n) : nil
         }
 
-        /// The packed kernel's product.
-        func packedProduct(_ a: [Float], rows: Int) -> [Float] {
-            let matrix = PackedNBitsMatrix(layout: layout, packed: packed, scales: scales, zeros: zeros, bias: bias)
+        /// The packed kernel's product, with the zero points as floats or (`bytes`) as bytes.
+        func packedProduct(_ a: [Float], rows: Int, bytes: Bool = false) -> [Float] {
+            let matrix = bytes ? PackedNBitsMatrix(layout: layout, packed: packed, scales: scales, zeroBytes: zeros.map { $0.map { UInt8($0) } }, bias: bias)
+                : PackedNBitsMatrix(layout: layout, packed: packed, scales: scales, zeros: zeros, bias: bias)
             var out = [Float](repeating: .nan, count: rows * layout.n)
             out.withUnsafeMutableBufferPointer { o in a.withUnsafeBufferPointer { matrix.multiply($0.baseAddress!, rows: rows, out: o.baseAddress!) } }
             return out
@@ -77,8 +78,11 @@ import TestSupport
                     let expected = c.referenceProduct(a, rows: rows)
                     for threads in [1, 2] {
                         EngineThreads.configure(threads: threads)
-                        expectWithinTolerance(c.packedProduct(a, rows: rows), expected,
-                                              "K \(k) N \(n) block \(blockSize) zeros \(hasZeros) bias \(hasBias) rows \(rows) threads \(threads)")
+                        // Integer zero points as bytes too, at one thread.
+                        for bytes in hasZeros && threads == 1 ? [false, true] : [false] {
+                            expectWithinTolerance(c.packedProduct(a, rows: rows, bytes: bytes), expected,
+                                                  "K \(k) N \(n) block \(blockSize) zeros \(hasZeros) bytes \(bytes) bias \(hasBias) rows \(rows) threads \(threads)")
+                        }
                     }
                 }
             }
@@ -99,15 +103,21 @@ import TestSupport
                 var plain = [Float](repeating: .nan, count: rows * n)
                 c.packed.withUnsafeBytes { raw in
                     // Columns 1..<n: a range that starts past 0 and ends off the 4-column tiles.
-                    osprey_nbits4_gemv_portable(rows, prepared, raw.bindMemory(to: UInt8.self).baseAddress!, c.scales, c.zeros!, blocks,
+                    osprey_nbits4_gemv_portable(rows, prepared, raw.bindMemory(to: UInt8.self).baseAddress!, c.scales, c.zeros!, nil, blocks,
                                                 blockSize, group, c.bias!, &plain, n, 1, n)
                 }
                 for r in 0..<rows { plain[r * n] = 0 }
+                // The same zero points as bytes on even row counts.
+                let zeroBytes = c.zeros!.map { UInt8($0) }
                 forEachFloatKernelBody { body in
                     var fast = [Float](repeating: .nan, count: rows * n)
                     c.packed.withUnsafeBytes { raw in
-                        osprey_nbits4_gemv(rows, prepared, raw.bindMemory(to: UInt8.self).baseAddress!, c.scales, c.zeros!, blocks, blockSize,
-                                           group, c.bias!, &fast, n, 1, n)
+                        let b = raw.bindMemory(to: UInt8.self).baseAddress!
+                        if rows % 2 == 0 {
+                            osprey_nbits4_gemv(rows, prepared, b, c.scales, nil, zeroBytes, blocks, blockSize, group, c.bias!, &fast, n, 1, n)
+                        } else {
+                            osprey_nbits4_gemv(rows, prepared, b, c.scales, c.zeros!, nil, blocks, blockSize, group, c.bias!, &fast, n, 1, n)
+                        }
                     }
                     for r in 0..<rows { fast[r * n] = 0 }
                     expectWithinTolerance(fast, plain, "gemv \(body) group \(group) K \(k) N \(n) block \(blockSize) rows \(rows)")
@@ -128,8 +138,8 @@ import TestSupport
                 var fast = [Float](repeating: .nan, count: padded * 16), plain = fast
                 c.packed.withUnsafeBytes { raw in
                     let b = raw.bindMemory(to: UInt8.self).baseAddress!
-                    osprey_nbits4_dequantize_strip(b, c.scales, c.zeros, c.layout.blocks, blockSize, n, c0, &fast, 0)
-                    osprey_nbits4_dequantize_strip(b, c.scales, c.zeros, c.layout.blocks, blockSize, n, c0, &plain, 1)
+                    osprey_nbits4_dequantize_strip(b, c.scales, c.zeros, nil, c.layout.blocks, blockSize, n, c0, &fast, 0)
+                    osprey_nbits4_dequantize_strip(b, c.scales, c.zeros, nil, c.layout.blocks, blockSize, n, c0, &plain, 1)
                 }
                 #expect(fast == plain, "strip \(c0) of K \(k) N \(n) block \(blockSize)")
                 for p in 0..<k {

@@ -32,8 +32,12 @@ let matMulNBitsOperators: OperatorTable = [
         if bits == 4, parts.groups == nil || parts.groups!.enumerated().allSatisfy({ $0.element == $0.offset / blockSize }) {
             if let bias = ctx.constants[5], bias.count != n { throw ctx.error(.invalidModel, "bias has \(bias.count) elements, expected N = \(n)") }
             let bias = try ctx.constants[5].map { try floatValues(castTensor($0, to: .float32, ctx), "bias", ctx) }
-            let zeros = ctx.constants[3] == nil ? nil : parts.zeros
-            let matrix = PackedNBitsMatrix(layout: layout, packed: packed, scales: parts.scales, zeros: zeros, bias: bias)
+            // Packed uint8 zero points stay integers: a byte per block where floats would add a quarter to a decode step's reads.
+            let zeroTensor = ctx.constants[3]
+            let integerZeros = zeroTensor.map { !$0.dtype.isFloatingPoint } ?? false
+            let matrix = PackedNBitsMatrix(layout: layout, packed: packed, scales: parts.scales,
+                                           zeros: zeroTensor != nil && !integerZeros ? parts.zeros : nil,
+                                           zeroBytes: integerZeros ? parts.zeros.map { UInt8($0) } : nil, bias: bias)
             return packedNBitsKernel(matrix, activation: ctx.activation, ctx)
         }
         let weights = layout.dequantized(packed: packed, parts)
