@@ -256,11 +256,64 @@ static void dequantize_strip_avx2(const uint8_t *b, const float *scales, const f
         }
     }
 }
+
+// The same on zmm: each vector holds column j in its low half and column j + 8 in its high half, so one 8 x 8
+// transpose per half turns them into whole 16-column panel rows.
+__attribute__((target("avx512f,avx2,fma")))
+static void dequantize_strip_avx512(const uint8_t *b, const float *scales, const float *zeros, const uint8_t *zero_bytes,
+                                    long blocks, long bs, long n, long c0, float *panel) {
+    const long padded = blocks * bs, row = padded / 2;
+    const long live = n - c0 >= 16 ? 16 : n - c0 > 0 ? n - c0 : 0;
+    const __m512i m15 = _mm512_set1_epi32(15);
+    // The transpose's last step: 128-bit lanes 0 and 2 (low) or 1 and 3 (high) of two vectors, interleaved.
+    const __m512i low = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    const __m512i high = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    for (long blk = 0; blk < blocks; blk++) {
+        __m512 s[8], z[8];
+        for (int j = 0; j < 8; j++) {
+            const long a = c0 + j, c = a + 8;
+            const float sa = j < live ? scales[a * blocks + blk] : 0.0f;
+            const float za = j < live ? zero_at(zeros, zero_bytes, a * blocks + blk) : 0.0f;
+            const float sc = j + 8 < live ? scales[c * blocks + blk] : 0.0f;
+            const float zc = j + 8 < live ? zero_at(zeros, zero_bytes, c * blocks + blk) : 0.0f;
+            s[j] = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(sa), _mm512_set1_ps(sc));
+            z[j] = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(za), _mm512_set1_ps(zc));
+        }
+        for (long g = blk * bs; g < (blk + 1) * bs; g += 16) {
+            __m512 even[8], odd[8];
+            for (int j = 0; j < 8; j++) {
+                __m128i v8 = j < live ? _mm_loadl_epi64((const __m128i *)(b + (c0 + j) * row + g / 2)) : _mm_setzero_si128();
+                if (j + 8 < live)
+                    v8 = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(v8), (const double *)(b + (c0 + j + 8) * row + g / 2)));
+                const __m512i v = _mm512_cvtepu8_epi32(v8);
+                even[j] = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, m15)), z[j]), s[j]);
+                odd[j] = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), z[j]), s[j]);
+            }
+            __m512 *sets[2] = {even, odd};
+            for (int e = 0; e < 2; e++) {
+                __m512 *w = sets[e], t[8], u[8];
+                for (int i = 0; i < 8; i += 2) { t[i] = _mm512_unpacklo_ps(w[i], w[i + 1]); t[i + 1] = _mm512_unpackhi_ps(w[i], w[i + 1]); }
+                for (int i = 0; i < 8; i += 4) {
+                    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44); u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+                    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44); u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+                }
+                for (int i = 0; i < 4; i++) {
+                    _mm512_storeu_ps(panel + (g + 2 * i + e) * 16, _mm512_permutex2var_ps(u[i], low, u[i + 4]));
+                    _mm512_storeu_ps(panel + (g + 2 * (i + 4) + e) * 16, _mm512_permutex2var_ps(u[i], high, u[i + 4]));
+                }
+            }
+        }
+    }
+}
 #endif
 
 void osprey_nbits4_dequantize_strip(const uint8_t *b, const float *scales, const float *zeros, const uint8_t *zero_bytes,
                                     long blocks, long block_size, long n, long c0, float *panel, int portable) {
 #if defined(__x86_64__)
+    if (!portable && osprey_float_avx512()) {
+        dequantize_strip_avx512(b, scales, zeros, zero_bytes, blocks, block_size, n, c0, panel);
+        return;
+    }
     if (!portable && osprey_float_activations_fast()) {
         dequantize_strip_avx2(b, scales, zeros, zero_bytes, blocks, block_size, n, c0, panel);
         return;

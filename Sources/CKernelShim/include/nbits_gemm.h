@@ -33,7 +33,7 @@ void osprey_nbits4_gemv_portable(long rows, const float *prepared, const uint8_t
 
 /// Columns [c0, c0 + 16) of B dequantized into a strip of the packed float product: panel[p * 16 + j] = (q - zero) *
 /// scale of column c0 + j at depth p, for p < blocks * block_size; columns at or past n are zero. `portable` 1 runs
-/// the plain loop (the tests' twin), 0 the AVX2 body where the CPU has it.
+/// the plain loop (the tests' twin), 0 the AVX-512F body where `osprey_float_avx512()`, else AVX2 where the CPU has it.
 void osprey_nbits4_dequantize_strip(const uint8_t *b, const float *scales, const float *zeros, const uint8_t *zero_bytes,
                                     long blocks, long block_size, long n, long c0, float *panel, int portable);
 
