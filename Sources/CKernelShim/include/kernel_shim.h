@@ -48,6 +48,9 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 /// The calling thread's processor, for the compute pool's waits (current_cpu.c).
 #include "current_cpu.h"
 
+/// MatMulNBits with 4-bit weights kept packed: decode gemv and dequantized-panel product (nbits_gemm.c).
+#include "nbits_gemm.h"
+
 /// The dense convolution's and Winograd's product tiles in AVX-512F, chosen at run time (conv_sgemm_avx512.c).
 #include "conv_sgemm_avx512.h"
 

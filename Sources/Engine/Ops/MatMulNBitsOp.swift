@@ -7,9 +7,12 @@ import Tensor
 // each, packed from the low bits of each byte up. Scales are [N * blocks]; zero points either packed like B (the
 // default 2^(bits - 1) when absent) or floats shaped like the scales. g_idx (act-order GPTQ) names the block of each k.
 //
-// The constant weights are dequantized once at load into a float matrix that the packed float GEMM multiplies, as
-// onnxruntime's CPU kernel does at accuracy level 0-1 (float compute). At accuracy level 4 onnxruntime quantizes A to
-// int8 per block instead, so its outputs move by about one A quantization step; Osprey keeps the float product.
+// With 4 bits and no act-order g_idx the weights stay packed (`PackedNBitsMatrix`: a gemv over the nibbles for decode
+// steps, panels dequantized into cache for prompts), so memory stays close to the file's size, as onnxruntime's CPU
+// kernel computes at accuracy level 0-1 (float compute). 2 and 8 bits and act-order g_idx are dequantized once at load
+// into a float matrix that the packed float GEMM multiplies; that path is also the 4-bit kernel's reference twin. At
+// accuracy level 4 onnxruntime quantizes A to int8 per block instead, so its outputs move by about one A quantization
+// step; Osprey keeps the float product.
 
 /// Operators of this file, merged into the `com.microsoft` table.
 let matMulNBitsOperators: OperatorTable = [
@@ -24,8 +27,20 @@ let matMulNBitsOperators: OperatorTable = [
             throw ctx.error(.unsupportedOperator, "input \(input) ('\(ctx.node.inputs[input])') must be a constant initializer")
         }
         let layout = NBitsLayout(k: k, n: n, bits: bits, blockSize: blockSize)
-        let weights = try layout.dequantized(packed: ctx.constants[1]!, scales: ctx.constants[2]!, zeros: ctx.constants[3],
-                                              groups: ctx.constants[4], ctx)
+        let (packed, scales) = (ctx.constants[1]!, ctx.constants[2]!)
+        let parts = try layout.checked(packed: packed, scales: scales, zeros: ctx.constants[3], groups: ctx.constants[4], ctx)
+        if bits == 4, parts.groups == nil || parts.groups!.enumerated().allSatisfy({ $0.element == $0.offset / blockSize }) {
+            if let bias = ctx.constants[5], bias.count != n { throw ctx.error(.invalidModel, "bias has \(bias.count) elements, expected N = \(n)") }
+            let bias = try ctx.constants[5].map { try floatValues(castTensor($0, to: .float32, ctx), "bias", ctx) }
+            // Packed uint8 zero points stay integers: a byte per block where floats would add a quarter to a decode step's reads.
+            let zeroTensor = ctx.constants[3]
+            let integerZeros = zeroTensor.map { !$0.dtype.isFloatingPoint } ?? false
+            let matrix = PackedNBitsMatrix(layout: layout, packed: packed, scales: parts.scales,
+                                           zeros: zeroTensor != nil && !integerZeros ? parts.zeros : nil,
+                                           zeroBytes: integerZeros ? parts.zeros.map { UInt8($0) } : nil, bias: bias)
+            return packedNBitsKernel(matrix, activation: ctx.activation, ctx)
+        }
+        let weights = layout.dequantized(packed: packed, parts)
         let bias = ctx.constants[5]
         if let bias, bias.count != n { throw ctx.error(.invalidModel, "bias has \(bias.count) elements, expected N = \(n)") }
         // The float MatMul (packed B, bias and any fused activation in its epilogue) over the dequantized weights.
@@ -65,8 +80,8 @@ struct NBitsLayout {
         return (byte >> ((index % perByte) * bits)) & ((1 << bits) - 1)
     }
 
-    /// The float32 [K, N] matrix (q - zero) * scale of every weight, in the layout MatMul's B takes.
-    func dequantized(packed: Tensor, scales: Tensor, zeros: Tensor?, groups: Tensor?, _ ctx: OpContext) throws -> Tensor {
+    /// Scales, zero points and g_idx checked against this geometry (B's too), as one float or index per entry.
+    func checked(packed: Tensor, scales: Tensor, zeros: Tensor?, groups: Tensor?, _ ctx: OpContext) throws -> NBitsParts {
         guard packed.dtype == .uint8, packed.count == n * blocks * blob else {
             throw ctx.error(.invalidModel, "B must be uint8 [N, blocks, blob] = [\(n), \(blocks), \(blob)], got \(packed.dtype) \(packed.shape)")
         }
@@ -79,7 +94,12 @@ struct NBitsLayout {
             }
             return values
         }
-        let zero = try zeroPoints(zeros, ctx)
+        return NBitsParts(scales: scale, zeros: try zeroPoints(zeros, ctx), groups: group)
+    }
+
+    /// The float32 [K, N] matrix (q - zero) * scale of every weight, in the layout MatMul's B takes.
+    func dequantized(packed: Tensor, _ parts: NBitsParts) -> Tensor {
+        let (scale, zero, group) = (parts.scales, parts.zeros, parts.groups)
         var out = [Float](repeating: 0, count: k * n)
         packed.withUnsafeBytes { b in
             for column in 0..<n {
@@ -108,4 +128,29 @@ struct NBitsLayout {
             (0..<(n * blocks)).map { Float(value(z, ($0 / blocks) * zeroRow, $0 % blocks)) }
         }
     }
+}
+
+/// MatMulNBits' scales and zero points as floats ([N * blocks] each) and its g_idx when present.
+struct NBitsParts {
+    let scales: [Float]
+    let zeros: [Float]
+    let groups: [Int]?
+}
+
+/// The kernel over 4-bit weights kept packed: A [..., K] float32 to Y [..., N], with bias and `activation`.
+private func packedNBitsKernel(_ matrix: PackedNBitsMatrix, activation: Activation, _ ctx: OpContext) -> PreparedKernel {
+    let (k, n) = (matrix.layout.k, matrix.layout.n)
+    return PreparedKernel(kernel: { inputs in
+        let a = try inputs.required(0, ctx)
+        guard a.dtype == .float32 else { throw ctx.error(.unsupportedDType, "A must be float32, got \(a.dtype)") }
+        guard a.rank >= 1, a.shape[a.rank - 1] == k else { throw ctx.error(.executionFailed, "A's last axis must be K = \(k), got shape \(a.shape)") }
+        let rows = a.count / k
+        var y = Tensor.pooled(.float32, shape: Array(a.shape.dropLast()) + [n])
+        y.withUnsafeMutableBufferPointer(of: Float.self) { o in
+            guard let out = o.baseAddress, rows > 0 else { return }
+            a.floatPointer { matrix.multiply($0, rows: rows, out: out) }
+            if case .none = activation {} else { activation.apply(out, count: rows * n) }
+        }
+        return [y]
+    }, consumedInputs: [1, 2, 3, 4, 5])
 }
