@@ -22,7 +22,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import compare  # noqa: E402  (make_input, write_benchmarks, paths)
-import float16_models  # noqa: E402  (osprey, session)
+import float16_models  # noqa: E402  (osprey, session, run_rows)
 
 OUT = os.path.join(compare.ROOT, "Benchmarks", "out", "zoo-bf16")
 ARCHS = {"mobilenet_v2": 13, "resnet18": 17, "efficientnet_b0": 17}
@@ -83,18 +83,8 @@ def main():
     parser.add_argument("--filter", default="")
     parser.add_argument("--write-benchmarks", action="store_true")
     args = parser.parse_args()
-    rows = []
-    for arch, opset in ARCHS.items():
-        if args.filter and args.filter not in arch:
-            continue
-        row = run(arch, opset)
-        rows.append(row)
-        print(" | ".join(str(c) for c in row), flush=True)
-    passed = sum(r[3] == "PASS" for r in rows)
-    print(f"{passed}/{len(rows)} pass")
-    if args.write_benchmarks:
-        compare.write_benchmarks(rows)
-    return 0 if passed == len(rows) else 1
+    jobs = [(arch, lambda arch=arch, opset=opset: run(arch, opset)) for arch, opset in ARCHS.items()]
+    return float16_models.run_rows(jobs, args.filter, args.write_benchmarks)
 
 
 if __name__ == "__main__":

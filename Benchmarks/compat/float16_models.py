@@ -140,18 +140,23 @@ def main():
     parser.add_argument("--filter", default="")
     parser.add_argument("--write-benchmarks", action="store_true")
     args = parser.parse_args()
+    jobs = [(f"{source}_fp16{'_io32' if keep else ''}", lambda source=source, keep=keep: run(source, keep))
+            for source in SOURCES for keep in (False, True)]
+    return run_rows(jobs, args.filter, args.write_benchmarks)
+
+
+def run_rows(jobs, name_filter, write_benchmarks):
+    """Runs each (name, make_row) job whose name holds `name_filter`, printing its row; writes them into BENCHMARKS.md
+    when asked; returns the exit status (0 when every row passed)."""
     rows = []
-    for source in SOURCES:
-        for keep in (False, True):
-            name = f"{source}_fp16{'_io32' if keep else ''}"
-            if args.filter and args.filter not in name:
-                continue
-            row = run(source, keep)
-            rows.append(row)
-            print(" | ".join(str(c) for c in row), flush=True)
+    for name, make_row in jobs:
+        if name_filter and name_filter not in name:
+            continue
+        rows.append(make_row())
+        print(" | ".join(str(c) for c in rows[-1]), flush=True)
     passed = sum(r[3] == "PASS" for r in rows)
     print(f"{passed}/{len(rows)} pass")
-    if args.write_benchmarks:
+    if write_benchmarks:
         compare.write_benchmarks(rows)
     return 0 if passed == len(rows) else 1
 
