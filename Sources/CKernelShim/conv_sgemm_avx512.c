@@ -10,17 +10,19 @@
 
 // A in the conv's packed panels (a[k * 6 + r]) or in rows (a[r * lda + k]); PLANES: packed panels, B read in place
 // from NCHW input planes (b[k * ldb + j], masked loads: the last plane's columns past `width` may not exist).
+// FULL: every lane of the strip(s) exists, so B, the residual and the output use plain loads and stores; masked loads
+// of data not in cache run far slower (AMD Zen 4), so masks are kept for partial strips only.
 enum { PANEL = 0, ROWS = 1, PLANES = 2 };
 
 // One depth step: load the strip(s) of B, broadcast each row's A and fold it in. Odd steps go to a second set of
 // accumulators, added in at the end: six rows over one strip still keep 12 FMA chains in flight (4-cycle latency, 2
 // a cycle), and every lane sums in the same order whether its strip runs alone or in a pair (a column's result does
 // not depend on where the batch puts it).
+#define LOAD(M, P) (FULL ? _mm512_loadu_ps(P) : _mm512_maskz_loadu_ps(M, P))
 #define STEP(K, ODD)                                                                                        \
     {                                                                                                       \
-        const __m512 b0 = LAYOUT == PLANES ? _mm512_maskz_loadu_ps(m0, b + (K) * ldb)                       \
-                                           : _mm512_loadu_ps(b + (K) * 16);                                 \
-        const __m512 b1 = !TWO ? b0 : LAYOUT == PLANES ? _mm512_maskz_loadu_ps(m1, b + 16 + (K) * ldb)      \
+        const __m512 b0 = LAYOUT == PLANES ? LOAD(m0, b + (K) * ldb) : _mm512_loadu_ps(b + (K) * 16);        \
+        const __m512 b1 = !TWO ? b0 : LAYOUT == PLANES ? LOAD(m1, b + 16 + (K) * ldb)                       \
                                                        : _mm512_loadu_ps(b + strip_stride + (K) * 16);      \
         for (int r = 0; r < 6; r++) {                                                                       \
             const __m512 x = _mm512_set1_ps(LAYOUT != ROWS ? a[(K) * 6 + r] : rowp[r][K]);                  \
@@ -29,9 +31,9 @@ enum { PANEL = 0, ROWS = 1, PLANES = 2 };
         }                                                                                                   \
     }
 
-// TWO and LAYOUT are literals at each wrapper's call, so every variant is specialised.
+// TWO, LAYOUT and FULL are literals at each wrapper's call, so every variant is specialised.
 __attribute__((target("avx512f"), always_inline))
-static inline void tile(const int TWO, const int LAYOUT, long rows, long width, long depth, const float *a, long lda, const float *b,
+static inline void tile(const int TWO, const int LAYOUT, const int FULL, long rows, long width, long depth, const float *a, long lda, const float *b,
                         long strip_stride, long ldb, long ahead, const float *start, float *out, long ldo,
                         const float *residual, long ldr, float low, float high) {
     const __mmask16 m0 = width >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << width) - 1);
@@ -86,15 +88,17 @@ static inline void tile(const int TWO, const int LAYOUT, long rows, long width, 
         if (r >= rows) break;
         __m512 v0 = c[r][0], v1 = c[r][1];
         if (residual) {
-            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, residual + r * ldr));
-            if (TWO) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, residual + r * ldr + 16));
+            v0 = _mm512_add_ps(v0, LOAD(m0, residual + r * ldr));
+            if (TWO) v1 = _mm512_add_ps(v1, LOAD(m1, residual + r * ldr + 16));
         }
         // max/min return their second operand when either is NaN: a NaN result stays NaN.
         v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
-        _mm512_mask_storeu_ps(out + r * ldo, m0, v0);
+        if (FULL) _mm512_storeu_ps(out + r * ldo, v0);
+        else _mm512_mask_storeu_ps(out + r * ldo, m0, v0);
         if (TWO) {
             v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
-            _mm512_mask_storeu_ps(out + r * ldo + 16, m1, v1);
+            if (FULL) _mm512_storeu_ps(out + r * ldo + 16, v1);
+            else _mm512_mask_storeu_ps(out + r * ldo + 16, m1, v1);
         }
     }
 }
@@ -102,24 +106,26 @@ static inline void tile(const int TWO, const int LAYOUT, long rows, long width, 
 __attribute__((target("avx512f")))
 static void panel_two(long rows, long width, long depth, const float *a, const float *b, long strip_stride, const float *start,
                       float *out, long ldo, const float *residual, long ldr, float low, float high) {
-    tile(1, PANEL, rows, width, depth, a, 0, b, strip_stride, 16, 0, start, out, ldo, residual, ldr, low, high);
+    if (width >= 32) tile(1, PANEL, 1, rows, width, depth, a, 0, b, strip_stride, 16, 0, start, out, ldo, residual, ldr, low, high);
+    else tile(1, PANEL, 0, rows, width, depth, a, 0, b, strip_stride, 16, 0, start, out, ldo, residual, ldr, low, high);
 }
 
 __attribute__((target("avx512f")))
 static void panel_one(long rows, long width, long depth, const float *a, const float *b, const float *start, float *out, long ldo,
                       const float *residual, long ldr, float low, float high) {
-    tile(0, PANEL, rows, width, depth, a, 0, b, 0, 16, 0, start, out, ldo, residual, ldr, low, high);
+    if (width == 16) tile(0, PANEL, 1, rows, width, depth, a, 0, b, 0, 16, 0, start, out, ldo, residual, ldr, low, high);
+    else tile(0, PANEL, 0, rows, width, depth, a, 0, b, 0, 16, 0, start, out, ldo, residual, ldr, low, high);
 }
 
 __attribute__((target("avx512f")))
 static void rows_two(long rows, long width, long depth, const float *a, long lda, const float *b, long strip_stride, float *out,
                      long ldo) {
-    tile(1, ROWS, rows, width, depth, a, lda, b, strip_stride, 16, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
+    tile(1, ROWS, 0, rows, width, depth, a, lda, b, strip_stride, 16, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
 }
 
 __attribute__((target("avx512f")))
 static void rows_one(long rows, long width, long depth, const float *a, long lda, const float *b, float *out, long ldo) {
-    tile(0, ROWS, rows, width, depth, a, lda, b, 0, 16, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
+    tile(0, ROWS, 0, rows, width, depth, a, lda, b, 0, 16, 0, 0, out, ldo, 0, 0, -__builtin_inff(), __builtin_inff());
 }
 
 void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long strip_stride,
@@ -131,13 +137,15 @@ void osprey_conv_tile_avx512(long rows, long width, long depth, const float *a, 
 __attribute__((target("avx512f")))
 static void planes_two(long rows, long width, long depth, const float *a, const float *b, long ldb, long ahead, const float *start, float *out,
                        long ldo, const float *residual, long ldr, float low, float high) {
-    tile(1, PLANES, rows, width, depth, a, 0, b, 16, ldb, ahead, start, out, ldo, residual, ldr, low, high);
+    if (width >= 32) tile(1, PLANES, 1, rows, width, depth, a, 0, b, 16, ldb, ahead, start, out, ldo, residual, ldr, low, high);
+    else tile(1, PLANES, 0, rows, width, depth, a, 0, b, 16, ldb, ahead, start, out, ldo, residual, ldr, low, high);
 }
 
 __attribute__((target("avx512f")))
 static void planes_one(long rows, long width, long depth, const float *a, const float *b, long ldb, long ahead, const float *start, float *out,
                        long ldo, const float *residual, long ldr, float low, float high) {
-    tile(0, PLANES, rows, width, depth, a, 0, b, 16, ldb, ahead, start, out, ldo, residual, ldr, low, high);
+    if (width == 16) tile(0, PLANES, 1, rows, width, depth, a, 0, b, 16, ldb, ahead, start, out, ldo, residual, ldr, low, high);
+    else tile(0, PLANES, 0, rows, width, depth, a, 0, b, 16, ldb, ahead, start, out, ldo, residual, ldr, low, high);
 }
 
 void osprey_conv_planes_tile_avx512(long rows, long width, long depth, const float *a, const float *b, long ldb, long ahead,
