@@ -73,7 +73,7 @@ struct TensorDecoder {
             let packed = try build(packedFields, packedCount: SubBytePacking.packedByteCount(count, bits: bits))
             var tensor = Tensor(uninitialized: dtype, shape: shape)
             packed.withUnsafeBytes { src in
-                tensor.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: count, bits: bits, signed: dtype == .int4 || dtype == .int2, into: $0) }
+                tensor.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: count, bits: bits, signed: dtype.isSignedSubByte, into: $0) }
             }
             return tensor
         }

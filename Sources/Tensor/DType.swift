@@ -107,6 +107,9 @@ extension DType {
         default: return nil
         }
     }
+
+    /// True for int4 and int2, held sign-extended one per byte.
+    public var isSignedSubByte: Bool { self == .int4 || self == .int2 }
 }
 
 /// A Swift scalar type that can be stored in a `Tensor`.

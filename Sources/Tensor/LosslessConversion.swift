@@ -48,9 +48,7 @@ private func elementAsDouble(_ raw: UnsafeRawBufferPointer, _ dtype: DType, _ i:
     switch dtype {
     case .int8, .int4, .int2: return Double(raw.load(fromByteOffset: i, as: Int8.self))
     case .uint4, .uint2: return Double(raw[i])
-    case .float4e2m1: return Double(Float4E2M1.decode(raw[i]))
-    case .float8e8m0: return Double(Float8E8M0.decode(raw[i]))
-    case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz: return Double(Float8Format(dtype)!.decode(raw[i]))
+    case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .float4e2m1, .float8e8m0: return Double(narrowFloatDecoder(dtype)!(raw[i]))
     case .uint8, .bool: return Double(raw[i])
     case .int16: return Double(raw.loadUnaligned(fromByteOffset: i * 2, as: Int16.self))
     case .uint16: return Double(raw.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self))

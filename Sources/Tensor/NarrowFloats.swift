@@ -142,3 +142,12 @@ public enum Float8E8M0 {
         return UInt8(exponent + (up ? 1 : 0))
     }
 }
+
+/// The decoder of a one-byte float type (the four float8 formats, float8e8m0, float4e2m1); nil for other types.
+public func narrowFloatDecoder(_ dtype: DType) -> ((UInt8) -> Float)? {
+    switch dtype {
+    case .float4e2m1: return Float4E2M1.decode
+    case .float8e8m0: return Float8E8M0.decode
+    default: return Float8Format(dtype).map { $0.decode }
+    }
+}

@@ -31,11 +31,9 @@ private func fromScalar<S: NumericScalar>(_ t: Tensor, _ s: S.Type, to dtype: DT
         }
     case .int4, .uint4, .int2, .uint2:
         // Cast keeps the low bits of the integer value (as ONNX's reference does: -9 becomes int4 7, -3 int2 1).
-        let signed = dtype == .int4 || dtype == .int2, bits = dtype.packedBits!
-        let mask = UInt8((1 << bits) - 1), signBit = UInt8(1 << (bits - 1))
+        let signed = dtype.isSignedSubByte, bits = dtype.packedBits!
         return narrowBytes(convert(t, S.self, Int64.self), to: dtype) { (v: Int64) -> UInt8 in
-            let low = UInt8(truncatingIfNeeded: v) & mask
-            return signed && low & signBit != 0 ? low | ~mask : low
+            SubBytePacking.lowBits(UInt8(truncatingIfNeeded: v), bits: bits, signed: signed)
         }
     case .float4e2m1:
         return narrowBytes(convert(t, S.self, Float.self), to: dtype) { (v: Float) -> UInt8 in Float4E2M1.encode(v) }
@@ -93,18 +91,13 @@ func castTensor(_ t: Tensor, to dtype: DType, saturate: Bool = true, rounding: F
     case .uint64: result = fromScalar(t, UInt64.self, to: dtype, saturate: saturate)
     case .bool, .int4, .uint4, .int2, .uint2:
         // One byte per element already: bool, uint4 and uint2 read as uint8, int4 and int2 (sign-extended) as int8.
-        let wide: DType = t.dtype == .int4 || t.dtype == .int2 ? .int8 : .uint8
+        let wide: DType = t.dtype.isSignedSubByte ? .int8 : .uint8
         let bytes = Tensor(dtype: wide, shape: t.shape, storage: t.storage, byteOffset: t.byteOffset)
         if dtype == wide { result = stridedCopy(bytes, shape: t.shape, strides: Tensor.contiguousStrides(t.shape), offset: 0) }
         else if wide == .int8 { result = fromScalar(bytes, Int8.self, to: dtype, saturate: saturate) }
         else { result = fromScalar(bytes, UInt8.self, to: dtype, saturate: saturate) }
     case .float8e4m3fn, .float8e4m3fnuz, .float8e5m2, .float8e5m2fnuz, .float4e2m1, .float8e8m0:
-        let decode: (UInt8) -> Float
-        switch t.dtype {
-        case .float4e2m1: decode = Float4E2M1.decode
-        case .float8e8m0: decode = Float8E8M0.decode
-        default: decode = Float8Format(t.dtype)!.decode
-        }
+        let decode = narrowFloatDecoder(t.dtype)!
         var f = Tensor(uninitialized: .float32, shape: t.shape)
         t.withUnsafeBytes { src in
             f.withUnsafeMutableBufferPointer(of: Float.self) { dst in
@@ -113,14 +106,7 @@ func castTensor(_ t: Tensor, to dtype: DType, saturate: Bool = true, rounding: F
         }
         result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype, saturate: saturate, rounding: rounding)
     case .float16, .bfloat16:
-        let half = t.dtype == .float16
-        var f = Tensor(uninitialized: .float32, shape: t.shape)
-        t.withUnsafeBytes { raw in
-            let src = raw.bindMemory(to: UInt16.self)
-            f.withUnsafeMutableBufferPointer(of: Float.self) { dst in
-                for i in 0..<src.count { dst[i] = half ? float16ToFloat(src[i]) : Float(bitPattern: UInt32(src[i]) << 16) }
-            }
-        }
+        let f = HalfFloatLowering.widened(t)
         result = dtype == .float32 ? f : fromScalar(f, Float.self, to: dtype, saturate: saturate, rounding: rounding)
     case .string: result = nil
     }
