@@ -29,9 +29,10 @@ let matMulNBitsOperators: OperatorTable = [
         let layout = NBitsLayout(k: k, n: n, bits: bits, blockSize: blockSize)
         let (packed, scales) = (ctx.constants[1]!, ctx.constants[2]!)
         let parts = try layout.checked(packed: packed, scales: scales, zeros: ctx.constants[3], groups: ctx.constants[4], ctx)
+        let bias = ctx.constants[5]
+        if let bias, bias.count != n { throw ctx.error(.invalidModel, "bias has \(bias.count) elements, expected N = \(n)") }
         if bits == 4, parts.groups == nil || parts.groups!.enumerated().allSatisfy({ $0.element == $0.offset / blockSize }) {
-            if let bias = ctx.constants[5], bias.count != n { throw ctx.error(.invalidModel, "bias has \(bias.count) elements, expected N = \(n)") }
-            let bias = try ctx.constants[5].map { try floatValues(castTensor($0, to: .float32, ctx), "bias", ctx) }
+            let bias = try bias.map { try floatValues(castTensor($0, to: .float32, ctx), "bias", ctx) }
             // Packed uint8 zero points stay integers: a byte per block where floats would add a quarter to a decode step's reads.
             let zeroTensor = ctx.constants[3]
             let integerZeros = zeroTensor.map { !$0.dtype.isFloatingPoint } ?? false
@@ -41,8 +42,6 @@ let matMulNBitsOperators: OperatorTable = [
             return packedNBitsKernel(matrix, activation: ctx.activation, ctx)
         }
         let weights = layout.dequantized(packed: packed, parts)
-        let bias = ctx.constants[5]
-        if let bias, bias.count != n { throw ctx.error(.invalidModel, "bias has \(bias.count) elements, expected N = \(n)") }
         // The float MatMul (packed B, bias and any fused activation in its epilogue) over the dequantized weights.
         var inputs = [ctx.node.inputs[0], ctx.node.inputs[1]]
         if bias != nil { inputs.append(ctx.node.inputs[5]) }
@@ -54,9 +53,7 @@ let matMulNBitsOperators: OperatorTable = [
         inner.releaseConstants()
         let kernel = prepared.kernel
         return PreparedKernel(kernel: { outer in
-            let a = try outer.required(0, ctx)
-            guard a.dtype == .float32 else { throw ctx.error(.unsupportedDType, "A must be float32, got \(a.dtype)") }
-            guard a.rank >= 1, a.shape[a.rank - 1] == k else { throw ctx.error(.executionFailed, "A's last axis must be K = \(k), got shape \(a.shape)") }
+            _ = try checkedA(outer, k: k, ctx)
             var args = KernelInputs(values: [outer.take(0), nil, nil])
             return try kernel(&args)
         })
@@ -141,9 +138,7 @@ struct NBitsParts {
 private func packedNBitsKernel(_ matrix: PackedNBitsMatrix, activation: Activation, _ ctx: OpContext) -> PreparedKernel {
     let (k, n) = (matrix.layout.k, matrix.layout.n)
     return PreparedKernel(kernel: { inputs in
-        let a = try inputs.required(0, ctx)
-        guard a.dtype == .float32 else { throw ctx.error(.unsupportedDType, "A must be float32, got \(a.dtype)") }
-        guard a.rank >= 1, a.shape[a.rank - 1] == k else { throw ctx.error(.executionFailed, "A's last axis must be K = \(k), got shape \(a.shape)") }
+        let a = try checkedA(inputs, k: k, ctx)
         let rows = a.count / k
         var y = Tensor.pooled(.float32, shape: Array(a.shape.dropLast()) + [n])
         y.withUnsafeMutableBufferPointer(of: Float.self) { o in
@@ -153,4 +148,12 @@ private func packedNBitsKernel(_ matrix: PackedNBitsMatrix, activation: Activati
         }
         return [y]
     }, consumedInputs: [1, 2, 3, 4, 5])
+}
+
+/// Input A of a MatMulNBits, checked: float32 with K on its last axis.
+private func checkedA(_ inputs: KernelInputs, k: Int, _ ctx: OpContext) throws -> Tensor {
+    let a = try inputs.required(0, ctx)
+    guard a.dtype == .float32 else { throw ctx.error(.unsupportedDType, "A must be float32, got \(a.dtype)") }
+    guard a.rank >= 1, a.shape[a.rank - 1] == k else { throw ctx.error(.executionFailed, "A's last axis must be K = \(k), got shape \(a.shape)") }
+    return a
 }
