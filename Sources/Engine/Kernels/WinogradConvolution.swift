@@ -96,13 +96,20 @@ struct WinogradTiling {
     /// block b runs on thread b % threads: a product call of up to 6 tiles counts 10, each tile's transforms 1.
     static func busiest(tiles: Int, blocks: Int, threads: Int, bySixes: Bool) -> Int {
         var work = [Int](repeating: 0, count: max(1, threads))
-        let sixes = (tiles + productRows - 1) / productRows, perBlock = (tiles + blocks - 1) / blocks
+        let perBlock = (tiles + blocks - 1) / blocks
         for block in 0..<blocks {
-            let first = bySixes ? sixes * block / blocks * productRows : block * perBlock
-            let count = max(0, min(tiles, bySixes ? sixes * (block + 1) / blocks * productRows : first + perBlock) - first)
+            let count = blockTiles(block, of: blocks, tiles: tiles, perBlock: perBlock, bySixes: bySixes).count
             work[block % work.count] += 10 * ((count + productRows - 1) / productRows) + count
         }
         return work.max() ?? 0
+    }
+
+    /// The tiles of block `block` of `blocks`: by whole sixes of tiles (only the last six short), or `perBlock` each.
+    static func blockTiles(_ block: Int, of blocks: Int, tiles: Int, perBlock: Int, bySixes: Bool) -> Range<Int> {
+        let sixes = (tiles + productRows - 1) / productRows
+        let first = bySixes ? sixes * block / blocks * productRows : block * perBlock
+        let end = min(tiles, bySixes ? sixes * (block + 1) / blocks * productRows : first + perBlock)
+        return first..<max(first, end)
     }
 }
 
@@ -159,14 +166,8 @@ func winogradConvolution(_ g: ConvGeometry, filters: WinogradFilters, residual: 
         let stride = perBlock | 1
         parallelFor(blocks * chunks) { task in
             let block = task / chunks, chunk = task % chunks
-            let (first, count): (Int, Int)
-            if bySixes {
-                first = sixes * block / blocks * productRows
-                count = min(tiling.tiles, sixes * (block + 1) / blocks * productRows) - first
-            } else {
-                first = block * perBlock
-                count = min(perBlock, tiling.tiles - first)
-            }
+            let tiles = WinogradTiling.blockTiles(block, of: blocks, tiles: tiling.tiles, perBlock: perBlock, bySixes: bySixes)
+            let (first, count) = (tiles.lowerBound, tiles.count)
             // Channel ranges in whole pairs of 16-channel strips (the AVX-512 product's width).
             let channels = (2 * productWidth * (strips32 * chunk / chunks))..<(chunk + 1 == chunks ? kp : 2 * productWidth * (strips32 * (chunk + 1) / chunks))
             let job = WinogradBlock(g: g, tiling: tiling, filters: filters, first: first, count: count, channels: channels,
