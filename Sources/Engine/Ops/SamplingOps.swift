@@ -66,6 +66,44 @@ func integerMatMul(_ a: Tensor, zero aZeroT: Tensor?, _ b: Tensor, zero bZeroT: 
     return (result, shape)
 }
 
+/// GridSample's per-axis geometry, shared by the 2-D and 3-D paths: grid values in [-1, 1] become source coordinates
+/// (`align_corners`, then border clamping or reflection), and out-of-range indices are padded.
+private struct GridAxes {
+    /// Spatial sizes in X's order (H, W or D, H, W).
+    let sizes: [Int]
+    let alignCorners: Bool
+    let padding: String
+    /// The reflection bounds of each axis.
+    let bounds: [(Float, Float)]
+
+    init(sizes: [Int], alignCorners: Bool, padding: String) {
+        (self.sizes, self.alignCorners, self.padding) = (sizes, alignCorners, padding)
+        bounds = sizes.map { alignCorners ? (Float(0), Float($0 - 1)) : (Float(-0.5), Float($0) - 0.5) }
+    }
+
+    /// Grid value `v` of spatial axis `d` as a source coordinate, padded.
+    func coordinate(_ v: Float, axis d: Int) -> Float {
+        let extent = Float(sizes[d])
+        let scaled: Float = alignCorners ? (v + 1) / 2 * (extent - 1) : ((v + 1) * extent - 1) / 2
+        let c = saneCoordinate(scaled)
+        switch padding {
+        case "border": return min(max(c, 0), extent - 1)
+        case "reflection": return reflect(c, bounds[d].0, bounds[d].1)
+        default: return c
+        }
+    }
+
+    /// Index `i` of axis `d` inside the input once padded, or nil where zero padding reads 0.
+    func index(_ i: Int, axis d: Int) -> Int? {
+        if i >= 0 && i < sizes[d] { return i }
+        switch padding {
+        case "border": return min(max(i, 0), sizes[d] - 1)
+        case "reflection": return min(max(Int(reflect(Float(i), bounds[d].0, bounds[d].1)), 0), sizes[d] - 1)
+        default: return nil
+        }
+    }
+}
+
 /// GridSample over [N, C, D, H, W] with a [N, D_out, H_out, W_out, 3] grid of (x, y, z) in [-1, 1]: trilinear or
 /// nearest, each axis denormalised and padded as the 2-D case does.
 private func volumetricGridSample(_ x: Tensor, _ grid: Tensor, nearest: Bool, padding: String, alignCorners: Bool,
@@ -76,30 +114,16 @@ private func volumetricGridSample(_ x: Tensor, _ grid: Tensor, nearest: Bool, pa
     let (n, c) = (x.shape[0], x.shape[1]), size = [x.shape[2], x.shape[3], x.shape[4]]  // D, H, W
     let outSize = [grid.shape[1], grid.shape[2], grid.shape[3]], points = outSize.reduce(1, *), volume = size.reduce(1, *)
     let g = try castTensor(grid, to: .float32, ctx).scalars(as: Float.self), src = x.scalars(as: Float.self)
-    let bounds = size.map { alignCorners ? (Float(0), Float($0 - 1)) : (Float(-0.5), Float($0) - 0.5) }
+    let axes = GridAxes(sizes: size, alignCorners: alignCorners, padding: padding)
     func voxel(_ volumeBase: Int, _ at: [Int]) -> Float {
-        var index = at
-        for d in 0..<3 where index[d] < 0 || index[d] >= size[d] {
-            switch padding {
-            case "border": index[d] = min(max(index[d], 0), size[d] - 1)
-            case "reflection": index[d] = min(max(Int(reflect(Float(index[d]), bounds[d].0, bounds[d].1)), 0), size[d] - 1)
-            default: return 0
-            }
-        }
-        return src[volumeBase + (index[0] * size[1] + index[1]) * size[2] + index[2]]
+        guard let z = axes.index(at[0], axis: 0), let y = axes.index(at[1], axis: 1), let x = axes.index(at[2], axis: 2) else { return 0 }
+        return src[volumeBase + (z * size[1] + y) * size[2] + x]
     }
     return Tensor.makeFloat(shape: [n, c] + outSize) { dst in
         for b in 0..<n {
             for p in 0..<points {
                 // The grid's last axis is (x, y, z): W, H, D.
-                var at = [Float](repeating: 0, count: 3)
-                for d in 0..<3 {
-                    let v = g[(b * points + p) * 3 + (2 - d)], extent = Float(size[d])
-                    var coordinate = saneCoordinate(alignCorners ? (v + 1) / 2 * (extent - 1) : ((v + 1) * extent - 1) / 2)
-                    if padding == "border" { coordinate = min(max(coordinate, 0), extent - 1) }
-                    else if padding == "reflection" { coordinate = reflect(coordinate, bounds[d].0, bounds[d].1) }
-                    at[d] = coordinate
-                }
+                let at: [Float] = (0..<3).map { d in axes.coordinate(g[(b * points + p) * 3 + (2 - d)], axis: d) }
                 for ch in 0..<c {
                     let base = (b * c + ch) * volume
                     var value: Float = 0
@@ -145,35 +169,16 @@ let samplingOperators: OperatorTable = [
             let (oh, ow) = (grid.shape[1], grid.shape[2])
             let g = try castTensor(grid, to: .float32, ctx).scalars(as: Float.self)
             let src = x.scalars(as: Float.self)
-            func denormalize(_ v: Float, _ size: Int) -> Float {
-                alignCorners ? (v + 1) / 2 * Float(size - 1) : ((v + 1) * Float(size) - 1) / 2
-            }
-            let boundsW: (Float, Float) = alignCorners ? (0, Float(w - 1)) : (-0.5, Float(w) - 0.5)
-            let boundsH: (Float, Float) = alignCorners ? (0, Float(h - 1)) : (-0.5, Float(h) - 0.5)
+            let axes = GridAxes(sizes: [h, w], alignCorners: alignCorners, padding: padding)
             func pixel(_ plane: Int, _ yy: Int, _ xx: Int) -> Float {
-                var (row, col) = (yy, xx)
-                if row < 0 || row >= h || col < 0 || col >= w {
-                    switch padding {
-                    case "border":
-                        row = min(max(row, 0), h - 1); col = min(max(col, 0), w - 1)
-                    case "reflection":
-                        row = Int(reflect(Float(row), boundsH.0, boundsH.1)); col = Int(reflect(Float(col), boundsW.0, boundsW.1))
-                        row = min(max(row, 0), h - 1); col = min(max(col, 0), w - 1)
-                    default: return 0
-                    }
-                }
+                guard let row = axes.index(yy, axis: 0), let col = axes.index(xx, axis: 1) else { return 0 }
                 return src[plane * h * w + row * w + col]
             }
             let out = Tensor.makeFloat(shape: [n, c, oh, ow]) { dst in
                 for b in 0..<n {
                     for p in 0..<(oh * ow) {
-                        var gx = saneCoordinate(denormalize(g[(b * oh * ow + p) * 2], w))
-                        var gy = saneCoordinate(denormalize(g[(b * oh * ow + p) * 2 + 1], h))
-                        if padding == "border" {
-                            gx = min(max(gx, 0), Float(w - 1)); gy = min(max(gy, 0), Float(h - 1))
-                        } else if padding == "reflection" {
-                            gx = reflect(gx, boundsW.0, boundsW.1); gy = reflect(gy, boundsH.0, boundsH.1)
-                        }
+                        let gx = axes.coordinate(g[(b * oh * ow + p) * 2], axis: 1)
+                        let gy = axes.coordinate(g[(b * oh * ow + p) * 2 + 1], axis: 0)
                         for ch in 0..<c {
                             let plane = b * c + ch
                             var value: Float
