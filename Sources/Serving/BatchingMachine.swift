@@ -132,7 +132,25 @@ struct BatchingMachine {
         let expired = expire(now: now)
         guard !queue.isEmpty else { return ([], expired) }
         executions.running += 1
-        if policy.maxBatchRows <= 1 { return ([queue.removeFirst()], expired) }
+        return (removeBatch(), expired)
+    }
+
+    /// While a running execution streams rows (a compute thread is free before the batch it runs is over): the next
+    /// batch, taken at once, when `poll` would start an execution for it now; else an empty batch and when to look
+    /// again (the oldest request's batch delay or the nearest deadline, nil when nothing is queued). Either way the
+    /// expired requests. The batch joins the running execution: `executionFinished` is still called once.
+    mutating func extend(now: UInt64) -> (batch: [Entry], expired: [UInt64], wakeAt: UInt64?) {
+        let expired = expire(now: now)
+        guard !queue.isEmpty else { return ([], expired, nil) }
+        if isReady(now: now) { return (removeBatch(), expired, nil) }
+        let deadline = queue.compactMap(\.deadline).min() ?? .max
+        return ([], expired, min(queue[0].enqueued &+ policy.maxDelayNanos, deadline))
+    }
+
+    /// Removes the next batch from a non-empty queue: the oldest request and every later compatible one that fits, cut
+    /// back to the largest preferred row count it reached.
+    private mutating func removeBatch() -> [Entry] {
+        if policy.maxBatchRows <= 1 { return [queue.removeFirst()] }
         let key = queue[0].shapeKey
         var rows = 0
         var taken: [Int] = []
@@ -147,7 +165,7 @@ struct BatchingMachine {
         let batch = taken.map { queue[$0] }
         let takenSet = Set(taken)
         queue = queue.indices.filter { !takenSet.contains($0) }.map { queue[$0] }
-        return (batch, expired)
+        return batch
     }
 
     /// An execution whose `takeBatch` found a batch is over (an empty take already ended its own).

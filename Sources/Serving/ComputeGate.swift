@@ -5,6 +5,8 @@ import Infrastructure
 public final class ComputeGate: Sendable {
     private struct State {
         var free: Int
+        /// Threads blocked in `acquire`.
+        var waiting = 0
         var batchers = 0
         var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter: UInt64 = 0
@@ -32,7 +34,9 @@ public final class ComputeGate: Sendable {
     /// Blocks the calling (dedicated) thread until a slot is free and takes it; prefer `withSlot`.
     func acquire() {
         lock.lock()
+        state.waiting += 1
         while state.free == 0 { slotFreed.wait(lock) }
+        state.waiting -= 1
         state.free -= 1
         lock.unlock()
     }
@@ -44,6 +48,9 @@ public final class ComputeGate: Sendable {
             slotFreed.signal()
         }
     }
+
+    /// True while another execution waits for a slot: a running one should not take on more work.
+    var hasWaiters: Bool { lock.withLock { state.waiting > 0 } }
 
     /// Counts a batcher that started on this gate.
     func batcherStarted() { lock.withLock { state.batchers += 1 } }

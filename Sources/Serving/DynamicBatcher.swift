@@ -16,7 +16,7 @@ final class DynamicBatcher: @unchecked Sendable {
     typealias Policy = BatchingMachine.Policy
 
     /// A queued request's inputs and its waiting task; guarded by `lock`.
-    private struct Waiter {
+    struct Waiter {
         let feeds: [String: Tensor]
         let rows: Int
         let enqueued: UInt64
@@ -34,17 +34,21 @@ final class DynamicBatcher: @unchecked Sendable {
 
     let model: String
     let version: Int
-    private let gate: ComputeGate
-    private let instruments: VersionInstruments
+    let gate: ComputeGate
+    let instruments: VersionInstruments
     private let inputNames: [String]
     /// The config declares a batch axis (more than one row per execution): rows are independent.
     private let rowsAreIndependent: Bool
     private let compute: BlockingExecutor
-    private let lock = Lock()
+    let lock = Lock()
     private let wake = Condition()
+    /// Signalled when a streamed row finishes or a request arrives while rows stream (`DynamicBatcher+Stream`).
+    let streamWake = Condition()
     // Guarded by `lock`.
-    private var machine: BatchingMachine
-    private var waiters: [UInt64: Waiter] = [:]
+    var machine: BatchingMachine
+    var waiters: [UInt64: Waiter] = [:]
+    /// The rows of the execution that streams them, if one does.
+    var stream = StreamState()
     private var nextID: UInt64 = 0
     private var runtime: (any ModelRuntime)?
     /// When the timer thread will poll next on its own (0 while it is awake, so no one needs to wake it).
@@ -138,6 +142,8 @@ final class DynamicBatcher: @unchecked Sendable {
         let expired = decision.expired.compactMap { waiters.removeValue(forKey: $0) }
         if !expired.isEmpty { instruments.queueDepthChanged(machine.queueDepth) }
         if decision.startExecution { compute.execute { [self] in executeNextBatch() } }
+        // A compute thread of a streaming execution may be waiting for this request (or this closing).
+        if stream.active { streamWake.signal() }
         if decision.finished { finished = true }
         if decision.finished || (decision.wakeAt ?? .max) < timerWake { wake.signal() }
         nextWake = decision.wakeAt
@@ -168,7 +174,7 @@ final class DynamicBatcher: @unchecked Sendable {
         gate.batcherFinished()
     }
 
-    private func answerTimedOut(_ expired: [Waiter]) {
+    func answerTimedOut(_ expired: [Waiter]) {
         for waiter in expired {
             waiter.continuation.resume(throwing: ServingError.timeout(model: model, version: version,
                                                                       microseconds: waiter.timeoutMicroseconds))
@@ -183,6 +189,7 @@ final class DynamicBatcher: @unchecked Sendable {
         var batch: [Waiter] = []
         var pass = Pass.separate([])
         var timing = (start: UInt64(0), concatenated: UInt64(0), computed: UInt64(0))
+        var streamed = false
         gate.withSlot {
             let runtime: (any ModelRuntime)?
             (batch, expired, runtime) = lock.withLock {
@@ -197,6 +204,11 @@ final class DynamicBatcher: @unchecked Sendable {
                 pass = .separate(batch.map { _ in .failure(ServingError.shuttingDown(model: model, version: version)) })
                 return
             }
+            if rowsAreIndependent && runtime.streamsRows(batch.map(\.feeds)) {
+                streamRows(batch, on: runtime)
+                streamed = true
+                return
+            }
             timing.start = SystemClock.nanoseconds()
             pass = run(batch, on: runtime, timing: &timing)
         }
@@ -205,7 +217,8 @@ final class DynamicBatcher: @unchecked Sendable {
             return pollLocked()
         }
         answerTimedOut(expired + expiredAfter)
-        guard !batch.isEmpty else { return }
+        // A stream answered its requests as their rows finished.
+        guard !batch.isEmpty, !streamed else { return }
         let results: [Result<[String: Tensor], Error>]
         switch pass {
         case .separate(let separate):
@@ -274,7 +287,7 @@ final class DynamicBatcher: @unchecked Sendable {
     }
 
     /// `body`'s result, a runtime error becoming `executionFailed` (a `ServingError` as it is).
-    private func guarded<T>(_ body: () throws -> T) -> Result<T, Error> {
+    func guarded<T>(_ body: () throws -> T) -> Result<T, Error> {
         do {
             return .success(try body())
         } catch let error as ServingError {

@@ -15,6 +15,9 @@ extension CompiledModel: ModelRuntime {
     /// One row per part read where each request holds it, when that is the batch's schedule: no stacking.
     public func runBatch(requests: [[String: Tensor]]) throws -> [[String: Tensor]]? { try runRequestRows(requests) }
 
+    /// Rows stream on the engine's compute threads, each thread computing its row alone.
+    public func runRowStream(_ next: () -> (() -> Void)?) { parallelStream(next) }
+
     /// The engine's own measurement of one run.
     public func peakActivationBytes(_ feeds: [String: Tensor]) throws -> Int { try measurePeakActivationBytes(feeds) }
 }

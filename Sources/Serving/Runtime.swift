@@ -16,6 +16,14 @@ public protocol ModelRuntime: Sendable {
     /// for that batch reads each row in place; each request's outputs in order (those `runBatch` gives on the stacked
     /// batch), or nil when it would not run so (the caller then stacks the batch and calls `runBatch`).
     func runBatch(requests: [[String: Tensor]]) throws -> [[String: Tensor]]?
+    /// True when these requests' independent rows, as one batch, would each run alone on one thread: the batcher may
+    /// then stream rows from one batch into the next through `runRowStream`.
+    func streamsRows(_ requests: [[String: Tensor]]) -> Bool
+    /// Runs the jobs `next` hands out (each computing rows with `runRow`) on the runtime's compute threads, each alone,
+    /// until `next` has returned nil on every thread; `next` is called concurrently and may block.
+    func runRowStream(_ next: () -> (() -> Void)?)
+    /// Runs one row of a stream: the result `run` gives on it.
+    func runRow(_ feeds: [String: Tensor]) throws -> [String: Tensor]
     /// Key-value metadata stored in the model file (ONNX `metadata_props`), in file order.
     var metadata: [(key: String, value: String)] { get }
     /// Bytes the runtime keeps for as long as it is loaded: weights and packed constants.
@@ -31,6 +39,12 @@ extension ModelRuntime {
     public func runBatch(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try run(feeds) }
     /// Nil (stack and call `runBatch`), unless the runtime can run the rows in place.
     public func runBatch(requests: [[String: Tensor]]) throws -> [[String: Tensor]]? { nil }
+    /// Never, unless the runtime runs rows alone.
+    public func streamsRows(_ requests: [[String: Tensor]]) -> Bool { false }
+    /// The jobs one after another on the calling thread.
+    public func runRowStream(_ next: () -> (() -> Void)?) { while let job = next() { job() } }
+    /// `run`.
+    public func runRow(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try run(feeds) }
     /// Unknown (0) unless the runtime can tell.
     public var constantBytes: Int { 0 }
     /// Runs the model; 0 unless the runtime can measure its activations.

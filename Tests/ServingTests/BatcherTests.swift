@@ -392,4 +392,50 @@ extension BatcherTests {
         XCTAssertEqual(executed.filter { $0 >= 100 }.sorted(), [101, 103, 105], "cancelled rows were computed: \(executed)")
     }
 
+    func testStreamedRowsAnswerEachRequestWithItsOwnRowsAndCountEachBatch() async throws {
+        let runtime = ScaleRuntime(scale: 3, sleepMilliseconds: 2, streams: true)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<24 {
+                group.addTask {
+                    let rows = i % 3 + 1
+                    let input = rowsTensor(rows: rows, marker: Float(i * 10))
+                    let output = try await version.infer(["x": input])
+                    let y = try XCTUnwrap(output["y"])
+                    XCTAssertEqual(y.shape, [rows, 4])
+                    XCTAssertEqual(y.scalars(as: Float.self), input.scalars(as: Float.self).map { $0 * 3 })
+                }
+            }
+            try await group.waitForAll()
+        }
+        let runs = runtime.batches.withLock { $0 }
+        XCTAssertEqual(runs.reduce(0, +), 48, "every row computed once")
+        XCTAssertTrue(runs.allSatisfy { $0 == 1 }, "streamed rows run one at a time: \(runs)")
+        XCTAssertEqual(runtime.concurrentRuns.withLock { $0.most }, 2, "two rows compute at once")
+        let stats = version.statistics
+        XCTAssertEqual(stats.success.count, 24)
+        XCTAssertEqual(stats.inferenceCount, 48)
+        XCTAssertLessThan(stats.executionCount, 24, "each execution counted is a batch of several requests")
+        XCTAssertEqual(stats.batchStatistics.reduce(0) { $0 + $1.computeInfer.count }, stats.executionCount)
+        XCTAssertEqual(stats.batchStatistics.reduce(0) { $0 + UInt64($1.batchSize) * $1.computeInfer.count }, 48)
+        XCTAssertTrue(stats.batchStatistics.allSatisfy { $0.batchSize <= 4 }, "\(stats.batchStatistics.map(\.batchSize))")
+    }
+
+    func testAStreamedRowFailureReachesItsRequest() async throws {
+        let runtime = ScaleRuntime(scale: 2, sleepMilliseconds: 1, failRuns: true, streams: true)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#)
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<8 {
+                group.addTask {
+                    do {
+                        _ = try await version.infer(["x": rowsTensor(rows: 2, marker: Float(i))])
+                        XCTFail("a failed run answered")
+                    } catch {
+                        XCTAssertTrue("\(error)".contains("runFailed"), "\(error)")
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(version.statistics.fail.count, 8)
+    }
 }

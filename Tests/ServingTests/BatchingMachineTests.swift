@@ -256,4 +256,42 @@ final class BatchingMachineTests: XCTestCase {
         h.finish()
         XCTAssertTrue(h.step().decision.finished)
     }
+    func testAStreamingExecutionTakesTheNextReadyBatchWithoutFinishing() {
+        var h = Harness(maxBatchRows: 4, delayMicroseconds: 1000, preferred: [4])
+        for _ in 0..<4 { h.submit() }
+        XCTAssertEqual(h.step().batch, [1, 2, 3, 4])
+        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [], "nothing queued")
+        XCTAssertNil(h.machine.extend(now: h.clock.now()).wakeAt)
+        for _ in 0..<5 { h.submit() }
+        let full = h.machine.extend(now: h.clock.now())
+        XCTAssertEqual(full.batch.map(\.id), [5, 6, 7, 8], "a preferred-size batch joins at once")
+        XCTAssertEqual(h.machine.executions.running, 1, "the batch joins the running execution")
+        let partial = h.machine.extend(now: h.clock.now())
+        XCTAssertEqual(partial.batch.map(\.id), [], "a lone request waits for company up to the delay")
+        XCTAssertEqual(partial.wakeAt, h.clock.now() + 1_000_000)
+        XCTAssertFalse(h.step().decision.startExecution, "no second execution while the first one streams")
+        h.clock.advance(by: 1_000_000)
+        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [9], "after the delay it joins alone")
+        h.finish()
+        XCTAssertTrue(h.machine.executions.isIdle)
+    }
+
+    func testAStreamingExecutionExpiresRequestsAndDrainsWhenClosed() {
+        var h = Harness(maxBatchRows: 8, delayMicroseconds: 5_000_000)
+        h.submit()
+        h.submit()
+        XCTAssertEqual(h.step().batch, [], "two rows wait for the delay")
+        h.clock.advance(by: h.machine.policy.maxDelayNanos)
+        XCTAssertEqual(h.step().batch, [1, 2])
+        h.submit(timeoutMicroseconds: 10)
+        h.submit()
+        let waiting = h.machine.extend(now: h.clock.now())
+        XCTAssertEqual(waiting.wakeAt, h.clock.now() + 10_000, "the deadline comes before the batch delay")
+        h.clock.advance(by: 10_000)
+        XCTAssertEqual(h.machine.extend(now: h.clock.now()).expired, [3])
+        h.machine.close()
+        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [4], "closing runs what is queued at once")
+        h.finish()
+        XCTAssertTrue(h.step().decision.finished)
+    }
 }

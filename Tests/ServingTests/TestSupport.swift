@@ -24,10 +24,16 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
     let started = Latch()
     /// When set, every run blocks until it opens (an execution that lasts exactly as long as a test needs).
     let hold: Latch?
+    /// Batches of 2 rows or more stream row by row on two threads (as the engine does for a model whose rows each run
+    /// alone on one thread).
+    let streams: Bool
+    /// Rows computing at once, and the most seen.
+    let concurrentRuns = Locked<(now: Int, most: Int)>((0, 0))
 
     init(scale: Float, sleepMilliseconds: Int = 0, fixedBatch: Bool = false, failRuns: Bool = false, constantBytes: Int = 0,
-         activationBytesPerRow: Int = 0, hold: Latch? = nil) {
+         activationBytesPerRow: Int = 0, hold: Latch? = nil, streams: Bool = false) {
         self.scale = scale
+        self.streams = streams
         self.hold = hold
         self.constantBytes = constantBytes
         self.activationBytesPerRow = activationBytesPerRow
@@ -38,7 +44,23 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
         outputs = [TensorSpec(name: "y", dtype: .float32, shape: spec.shape)]
     }
 
+    func streamsRows(_ requests: [[String: Tensor]]) -> Bool {
+        streams && requests.reduce(0) { $0 + $1["x"]!.shape[0] } >= 2
+    }
+
+    func runRowStream(_ next: () -> (() -> Void)?) {
+        withoutActuallyEscaping(next) { next in
+            // `next` is made for concurrent callers; it ends before this returns.
+            nonisolated(unsafe) let shared = next
+            DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                while let job = shared() { job() }
+            }
+        }
+    }
+
     func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+        concurrentRuns.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+        defer { concurrentRuns.withLock { $0.now -= 1 } }
         started.open()
         hold?.wait()
         let x = feeds["x"]!
