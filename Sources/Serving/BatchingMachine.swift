@@ -135,16 +135,13 @@ struct BatchingMachine {
         return (removeBatch(), expired)
     }
 
-    /// While a running execution streams rows (a compute thread is free before the batch it runs is over): the next
-    /// batch, taken at once, when `poll` would start an execution for it now; else an empty batch and when to look
-    /// again (the oldest request's batch delay or the nearest deadline, nil when nothing is queued). Either way the
-    /// expired requests. The batch joins the running execution: `executionFinished` is still called once.
-    mutating func extend(now: UInt64) -> (batch: [Entry], expired: [UInt64], wakeAt: UInt64?) {
+    /// While a running execution streams rows and one of its compute threads is free: the next batch, taken at once
+    /// whatever its size (each row then runs alone on one thread, so waiting for company gains nothing and leaves a
+    /// core idle), cut like any batch; empty when nothing is queued. Either way the expired requests. The batch joins
+    /// the running execution: `executionFinished` is still called once.
+    mutating func extend(now: UInt64) -> (batch: [Entry], expired: [UInt64]) {
         let expired = expire(now: now)
-        guard !queue.isEmpty else { return ([], expired, nil) }
-        if isReady(now: now) { return (removeBatch(), expired, nil) }
-        let deadline = queue.compactMap(\.deadline).min() ?? .max
-        return ([], expired, min(queue[0].enqueued &+ policy.maxDelayNanos, deadline))
+        return (queue.isEmpty ? [] : removeBatch(), expired)
     }
 
     /// Removes the next batch from a non-empty queue: the oldest request and every later compatible one that fits, cut

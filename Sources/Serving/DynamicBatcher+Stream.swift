@@ -2,12 +2,12 @@ import Infrastructure
 import Tensor
 
 /// Row streaming: when a batch's rows each run alone on one thread (the runtime says so), the execution feeds them to
-/// the compute threads one row at a time and, when none is left, takes the next ready batch at once instead of waiting
-/// for the batch's slowest row. On a loaded 2-core box a compute thread whose core was lent to the I/O loop a while
+/// the compute threads one row at a time and, when none is left, takes what is queued at once as the next batch
+/// instead of waiting for the batch's slowest row (or for company: rows that run alone gain nothing from it). On a loaded 2-core box a compute thread whose core was lent to the I/O loop a while
 /// finished its last row up to a row's time after the other, which waited idle at the end of every batch.
 ///
-/// Each batch is still the machine's choice (sizes, delay, preferred counts) and is counted as one execution in the
-/// statistics; each request is answered as soon as its own rows are computed. The execution keeps its compute slot
+/// The first batch is the machine's usual choice (sizes, delay, preferred counts); each batch is counted as one
+/// execution in the statistics; each request is answered as soon as its own rows are computed. The execution keeps its compute slot
 /// until no row is left nor ready, or another version waits for the slot.
 extension DynamicBatcher {
     /// The rows of a streaming execution; guarded by `lock`.
@@ -90,7 +90,6 @@ extension DynamicBatcher {
                 answerTimedOut(expired)
                 return { [self] in computeStreamedRow(request, row, on: runtime) }
             }
-            var wakeAt: UInt64?
             // Another version waiting for the slot gets it once these rows are done.
             if !gate.hasWaiters {
                 let taken = machine.extend(now: SystemClock.nanoseconds())
@@ -100,7 +99,6 @@ extension DynamicBatcher {
                     queueStreamRows(taken.batch.compactMap { waiters.removeValue(forKey: $0.id) })
                     continue
                 }
-                wakeAt = taken.wakeAt
             }
             if stream.computing == 0 {
                 streamWake.broadcast()
@@ -108,7 +106,8 @@ extension DynamicBatcher {
                 answerTimedOut(expired)
                 return nil
             }
-            if let wakeAt { _ = streamWake.wait(lock, until: wakeAt) } else { streamWake.wait(lock) }
+            // Woken by a row finishing or a request arriving (queued requests expire on the timer thread).
+            streamWake.wait(lock)
         }
     }
 

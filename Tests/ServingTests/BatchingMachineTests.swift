@@ -256,22 +256,20 @@ final class BatchingMachineTests: XCTestCase {
         h.finish()
         XCTAssertTrue(h.step().decision.finished)
     }
-    func testAStreamingExecutionTakesTheNextReadyBatchWithoutFinishing() {
-        var h = Harness(maxBatchRows: 4, delayMicroseconds: 1000, preferred: [4])
+    func testAStreamingExecutionTakesWhatIsQueuedAtOnceWithoutFinishing() {
+        var h = Harness(maxBatchRows: 4, delayMicroseconds: 1000, preferred: [2])
         for _ in 0..<4 { h.submit() }
-        XCTAssertEqual(h.step().batch, [1, 2, 3, 4])
+        XCTAssertEqual(h.step().batch, [1, 2], "the first batch is cut at the preferred size")
+        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [3, 4], "queued rows join at once")
         XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [], "nothing queued")
-        XCTAssertNil(h.machine.extend(now: h.clock.now()).wakeAt)
-        for _ in 0..<5 { h.submit() }
-        let full = h.machine.extend(now: h.clock.now())
-        XCTAssertEqual(full.batch.map(\.id), [5, 6, 7, 8], "a preferred-size batch joins at once")
-        XCTAssertEqual(h.machine.executions.running, 1, "the batch joins the running execution")
-        let partial = h.machine.extend(now: h.clock.now())
-        XCTAssertEqual(partial.batch.map(\.id), [], "a lone request waits for company up to the delay")
-        XCTAssertEqual(partial.wakeAt, h.clock.now() + 1_000_000)
+        h.submit()
+        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [5], "a lone request joins without waiting for company")
+        XCTAssertEqual(h.machine.executions.running, 1, "the batches join the running execution")
+        h.submit()
         XCTAssertFalse(h.step().decision.startExecution, "no second execution while the first one streams")
-        h.clock.advance(by: 1_000_000)
-        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [9], "after the delay it joins alone")
+        for _ in 0..<5 { h.submit(width: 8) }
+        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [6], "only compatible shapes join one batch")
+        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [7, 8], "cut at the preferred size")
         h.finish()
         XCTAssertTrue(h.machine.executions.isIdle)
     }
@@ -284,13 +282,12 @@ final class BatchingMachineTests: XCTestCase {
         h.clock.advance(by: h.machine.policy.maxDelayNanos)
         XCTAssertEqual(h.step().batch, [1, 2])
         h.submit(timeoutMicroseconds: 10)
-        h.submit()
-        let waiting = h.machine.extend(now: h.clock.now())
-        XCTAssertEqual(waiting.wakeAt, h.clock.now() + 10_000, "the deadline comes before the batch delay")
         h.clock.advance(by: 10_000)
-        XCTAssertEqual(h.machine.extend(now: h.clock.now()).expired, [3])
+        h.submit()
+        let taken = h.machine.extend(now: h.clock.now())
+        XCTAssertEqual(taken.expired, [3])
+        XCTAssertEqual(taken.batch.map(\.id), [4])
         h.machine.close()
-        XCTAssertEqual(h.machine.extend(now: h.clock.now()).batch.map(\.id), [4], "closing runs what is queued at once")
         h.finish()
         XCTAssertTrue(h.step().decision.finished)
     }
