@@ -43,17 +43,17 @@ def main():
         wrk(url, clients, 3, body, "application/octet-stream", header)
         for _ in range(rounds):
             wrk(url, clients, WARM_UP_SECONDS, body, "application/octet-stream", header)
-            before, runs0 = thread_cpu(server.proc.pid), executions(server, 8)
+            before, runs0 = thread_cpu(server.proc.pid), executions(server)
             r = wrk(url, clients, seconds, body, "application/octet-stream", header)
-            after, runs1 = thread_cpu(server.proc.pid), executions(server, 8)
+            after, runs1 = thread_cpu(server.proc.pid), executions(server)
             wall = r["duration_us"] / 1e6
             requests = r["requests"]
             runs = runs1["compute_infer"][0] - runs0["compute_infer"][0]
             infer_ms = runs1["compute_infer"][1] - runs0["compute_infer"][1]
             stack_ms = runs1["compute_input"][1] - runs0["compute_input"][1]
-            print(f"{requests / wall:.1f} req/s, {runs} 8-row runs ({8 * runs / max(requests, 1):.2f} of the requests), "
-                  f"mean 8-row run {infer_ms / max(runs, 1):.1f} ms after {stack_ms / max(runs, 1):.2f} ms of stacking, "
-                  f"runs fill {100 * infer_ms / 1000 / wall:.0f}% of the wall time")
+            executed = runs1["rows"] - runs0["rows"]
+            print(f"{requests / wall:.1f} req/s, {runs} executions of {executed / max(runs, 1):.1f} rows on average, "
+                  f"mean execution {infer_ms / max(runs, 1):.1f} ms after {stack_ms / max(runs, 1):.2f} ms of stacking")
             print("| thread | CPU ms/request | % of 2 cores |")
             print("|---|---|---|")
             rows = [(name, after[name] - before.get(name, 0)) for name in after]

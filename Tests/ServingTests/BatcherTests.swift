@@ -10,19 +10,7 @@ final class BatcherTests: XCTestCase {
         let runtime = ScaleRuntime(scale: 3, sleepMilliseconds: 5)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#)
         XCTAssertTrue(version.batchingEnabled)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for i in 0..<24 {
-                group.addTask {
-                    let rows = i % 3 + 1
-                    let input = rowsTensor(rows: rows, marker: Float(i * 10))
-                    let output = try await version.infer(["x": input])
-                    let y = try XCTUnwrap(output["y"])
-                    XCTAssertEqual(y.shape, [rows, 4])
-                    XCTAssertEqual(y.scalars(as: Float.self), input.scalars(as: Float.self).map { $0 * 3 })
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await Self.inferConcurrently(version, scale: 3)
         let batches = runtime.batches.withLock { $0 }
         XCTAssertEqual(batches.reduce(0, +), (0..<24).reduce(0) { $0 + $1 % 3 + 1 })
         XCTAssertTrue(batches.allSatisfy { $0 <= 8 }, "\(batches)")
@@ -395,19 +383,7 @@ extension BatcherTests {
     func testStreamedRowsAnswerEachRequestWithItsOwnRowsAndCountEachBatch() async throws {
         let runtime = ScaleRuntime(scale: 3, sleepMilliseconds: 2, streams: true)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for i in 0..<24 {
-                group.addTask {
-                    let rows = i % 3 + 1
-                    let input = rowsTensor(rows: rows, marker: Float(i * 10))
-                    let output = try await version.infer(["x": input])
-                    let y = try XCTUnwrap(output["y"])
-                    XCTAssertEqual(y.shape, [rows, 4])
-                    XCTAssertEqual(y.scalars(as: Float.self), input.scalars(as: Float.self).map { $0 * 3 })
-                }
-            }
-            try await group.waitForAll()
-        }
+        try await Self.inferConcurrently(version, scale: 3)
         let runs = runtime.batches.withLock { $0 }
         XCTAssertEqual(runs.reduce(0, +), 48, "every row computed once")
         XCTAssertTrue(runs.allSatisfy { $0 == 1 }, "streamed rows run one at a time: \(runs)")
@@ -437,5 +413,22 @@ extension BatcherTests {
             }
         }
         XCTAssertEqual(version.statistics.fail.count, 8)
+    }
+
+    /// Sends 24 requests of 1 to 3 rows (48 rows) at once; each must get its own rows times `scale`.
+    private static func inferConcurrently(_ version: ServedVersion, scale: Float) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<24 {
+                group.addTask {
+                    let rows = i % 3 + 1
+                    let input = rowsTensor(rows: rows, marker: Float(i * 10))
+                    let output = try await version.infer(["x": input])
+                    let y = try XCTUnwrap(output["y"])
+                    XCTAssertEqual(y.shape, [rows, 4])
+                    XCTAssertEqual(y.scalars(as: Float.self), input.scalars(as: Float.self).map { $0 * scale })
+                }
+            }
+            try await group.waitForAll()
+        }
     }
 }
