@@ -46,7 +46,12 @@ extension CompiledModel {
                 continue
             }
             var merged: [String: Tensor] = [:]
-            for name in own.first!.keys { merged[name] = Tensor.concatenatingRows(own.map { $0[name]! }) }
+            for name in own.first!.keys {
+                let pieces = own.map { $0[name]! }
+                // Rows whose outputs differ in shape (sized by their content) do not stack: the caller runs the batch.
+                guard Tensor.stackableRows(pieces) else { return nil }
+                merged[name] = Tensor.concatenatingRows(pieces)
+            }
             answers.append(merged)
         }
         return answers

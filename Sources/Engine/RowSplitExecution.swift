@@ -27,8 +27,10 @@ extension CompiledModel {
         var merged: [String: Tensor] = [:]
         for name in outputs[0].keys {
             let pieces = outputs.map { $0[name]! }
-            // An output without one row per input row cannot be stitched from parts: run the batch whole instead.
-            guard zip(pieces, ranges).allSatisfy({ $0.rank > 0 && $0.dtype != .string && $0.shape[0] == $1.count }) else {
+            // An output without one row per input row, or whose rows differ in shape, cannot be stitched from parts:
+            // run the batch whole instead.
+            guard zip(pieces, ranges).allSatisfy({ $0.rank > 0 && $0.dtype != .string && $0.shape[0] == $1.count }),
+                  Tensor.stackableRows(pieces) else {
                 return try run(feeds)
             }
             merged[name] = Tensor.concatenatingRows(pieces)

@@ -137,16 +137,21 @@ extension DynamicBatcher {
     }
 
     /// A finished request's outputs: its rows' outputs stacked, or the request run whole when an output did not keep
-    /// one row per input row (as a batch whose outputs do not keep rows falls back to separate runs).
+    /// one row per input row or its rows differ in shape (as a batch whose outputs do not keep rows falls back to
+    /// separate runs).
     private func answer(_ request: StreamedRequest, on runtime: any ModelRuntime) -> Result<[String: Tensor], Error> {
         if let failure = request.failure { return .failure(failure) }
         let rows = request.rowOutputs.map { $0! }
-        guard rows.allSatisfy({ $0.values.allSatisfy { $0.rank > 0 && $0.dtype != .string && $0.shape[0] == 1 } }) else {
-            return guarded { try runtime.run(request.waiter.feeds) }
-        }
         if rows.count == 1 { return .success(rows[0]) }
         var merged: [String: Tensor] = [:]
-        for name in rows[0].keys { merged[name] = Tensor.concatenatingRows(rows.map { $0[name]! }) }
+        for name in rows[0].keys {
+            let pieces = rows.compactMap { $0[name] }
+            guard pieces.count == rows.count, Tensor.stackableRows(pieces),
+                  pieces.allSatisfy({ $0.dtype != .string && $0.shape[0] == 1 }) else {
+                return guarded { try runtime.run(request.waiter.feeds) }
+            }
+            merged[name] = Tensor.concatenatingRows(pieces)
+        }
         return .success(merged)
     }
 }

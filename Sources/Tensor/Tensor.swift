@@ -167,6 +167,13 @@ public struct Tensor: Sendable {
         return window
     }
 
+    /// True when `concatenatingRows` can stack `parts`: at least one, each with a first axis, all of one dtype and one
+    /// trailing shape (rows run apart may not be: an output whose size depends on its row's content).
+    public static func stackableRows(_ parts: [Tensor]) -> Bool {
+        guard let first = parts.first, first.rank >= 1 else { return false }
+        return parts.allSatisfy { $0.rank == first.rank && $0.dtype == first.dtype && $0.shape.dropFirst() == first.shape.dropFirst() }
+    }
+
     /// Stacks tensors of equal dtype and trailing shape along the outermost axis (one batch); one part that starts its
     /// storage is returned as is (a batch of one request copies nothing; a row window is still copied out).
     public static func concatenatingRows(_ parts: [Tensor]) -> Tensor {

@@ -415,6 +415,26 @@ extension BatcherTests {
         XCTAssertEqual(version.statistics.fail.count, 8)
     }
 
+    func testStreamedRowsWhoseOutputsDifferInShapeRunTheRequestWhole() async throws {
+        // y's width follows the first row's value: rows run alone may not stack into one output.
+        final class RaggedRuntime: ModelRuntime, @unchecked Sendable {
+            let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(1)])]
+            let outputs = [TensorSpec(name: "y", dtype: .float32, shape: [.symbolic("N"), .symbolic("W")])]
+            func streamsRows(_ requests: [[String: Tensor]]) -> Bool { true }
+            func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+                let x = feeds["x"]!.scalars(as: Float.self)
+                let width = Int(x[0])
+                return ["y": Tensor(shape: [x.count, width], scalars: x.flatMap { Array(repeating: $0, count: width) })]
+            }
+        }
+        let version = try ServedVersion(name: "r", version: 1, config: try ModelConfig(json: Array(#"{"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#.utf8)),
+                                        labels: [], runtime: RaggedRuntime(), gate: ComputeGate(), metrics: nil, loadSeconds: 0)
+        let output = try await version.infer(["x": Tensor(shape: [2, 1], scalars: [Float(2), 3])])
+        let y = try XCTUnwrap(output["y"])
+        XCTAssertEqual(y.shape, [2, 2], "the request ran whole")
+        XCTAssertEqual(y.scalars(as: Float.self), [2, 2, 3, 3])
+    }
+
     /// Sends 24 requests of 1 to 3 rows (48 rows) at once; each must get its own rows times `scale`.
     private static func inferConcurrently(_ version: ServedVersion, scale: Float) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in

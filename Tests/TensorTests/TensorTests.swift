@@ -34,6 +34,15 @@ import Testing
         #expect(joined.scalars(as: Float.self) == [0, 1, 2, 3, 4, 5])
     }
 
+    @Test func rowsStackOnlyWithOneDtypeAndTrailingShape() {
+        let t = Tensor(shape: [3, 2], scalars: [Float](repeating: 1, count: 6))
+        #expect(Tensor.stackableRows([t.rows(0..<1), t.rows(1..<3)]))
+        #expect(!Tensor.stackableRows([t, Tensor(shape: [1, 3], scalars: [Float](repeating: 1, count: 3))]), "another width")
+        #expect(!Tensor.stackableRows([t, Tensor(shape: [1, 2], scalars: [Int32](repeating: 1, count: 2))]), "another dtype")
+        #expect(!Tensor.stackableRows([t, t.reshaped([6])]), "another rank")
+        #expect(!Tensor.stackableRows([]))
+    }
+
     @Test func stringTensorsSliceByRow() {
         let t = Tensor(shape: [2], strings: [[1], [2, 3]])
         #expect(t.rows(1..<2).strings == [[2, 3]])
