@@ -9,7 +9,8 @@ import Tensor
 /// does what it says, so a ready batch starts without a thread hop. Dedicated threads per version: one compute thread
 /// per instance (`instance_group` count) takes a compute slot, the batch, runs the model and answers the rows; the
 /// timer thread sleeps until the machine's next instant (a batch delay or a deadline), so requests expire on time even
-/// while an execution runs.
+/// while an execution runs. When the runtime computes each row alone, an execution streams rows from one batch into
+/// the next instead (`DynamicBatcher+Stream.swift`).
 /// Whoever removes a request from the machine is the one that resumes it, so each is answered exactly once.
 final class DynamicBatcher: @unchecked Sendable {
     /// Limits read from the model config.
