@@ -52,15 +52,20 @@ extension DynamicBatcher {
         }
     }
 
-    /// Runs `first` and every batch that becomes ready while its rows compute, row by row on the runtime's threads;
-    /// answers each request. Called with the compute slot held.
-    func streamRows(_ first: [Waiter], on runtime: any ModelRuntime) {
-        lock.withLock {
+    /// Runs `first` and every batch that becomes ready while its rows compute, row by row on the runtime's threads,
+    /// and answers each request; false (nothing done) when another execution of this version streams already (with
+    /// `instance_group` count 2 or more): the caller then runs `first` as a batch. Called with the compute slot held.
+    func streamRows(_ first: [Waiter], on runtime: any ModelRuntime) -> Bool {
+        let started = lock.withLock { () -> Bool in
+            guard !stream.active else { return false }
             stream.active = true
             queueStreamRows(first)
+            return true
         }
+        guard started else { return false }
         runtime.runRowStream { nextStreamedRow(on: runtime) }
         lock.withLock { stream = StreamState() }
+        return true
     }
 
     /// Queues a batch's rows (with `lock` held).

@@ -205,8 +205,7 @@ final class DynamicBatcher: @unchecked Sendable {
                 pass = .separate(batch.map { _ in .failure(ServingError.shuttingDown(model: model, version: version)) })
                 return
             }
-            if rowsAreIndependent && runtime.streamsRows(batch.map(\.feeds)) {
-                streamRows(batch, on: runtime)
+            if rowsAreIndependent && runtime.streamsRows(batch.map(\.feeds)) && streamRows(batch, on: runtime) {
                 streamed = true
                 return
             }

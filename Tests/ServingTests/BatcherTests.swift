@@ -415,6 +415,15 @@ extension BatcherTests {
         XCTAssertEqual(version.statistics.fail.count, 8)
     }
 
+    func testTwoInstancesStreamOneAtATimeAndAnswerEveryRequest() async throws {
+        let runtime = ScaleRuntime(scale: 3, sleepMilliseconds: 2, streams: true)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 20000}, "instance_group": [{"count": 2}]}"#,
+                                      gate: ComputeGate(slots: 2))
+        try await Self.inferConcurrently(version, scale: 3)
+        XCTAssertEqual(runtime.batches.withLock { $0 }.reduce(0, +), 48, "every row computed once")
+        XCTAssertEqual(version.statistics.inferenceCount, 48)
+    }
+
     func testStreamedRowsWhoseOutputsDifferInShapeRunTheRequestWhole() async throws {
         // y's width follows the first row's value: rows run alone may not stack into one output.
         final class RaggedRuntime: ModelRuntime, @unchecked Sendable {
