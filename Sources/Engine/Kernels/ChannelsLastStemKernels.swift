@@ -77,8 +77,8 @@ func directPatchConvFits(_ g: ChannelsLastDepthwiseGeometry, _ w: DirectConvWeig
 }
 
 /// `channelsLastPatchConv` by the direct kernel (`osprey_direct_conv_rows_nhwc_f32`): bands of output rows read the
-/// column phases of their input rows (no patches), a clamp in the kernel's epilogue, another activation over the
-/// band's rows while they are in cache. MobileNetV2's and EfficientNet-B0's 3 -> 32 stems spent most of their time
+/// column phases of their input rows (no patches), the activation in the kernel's epilogue (Relu, Clip, SiLU,
+/// HardSwish), any other over the band's rows while they are in cache. MobileNetV2's and EfficientNet-B0's 3 -> 32 stems spent most of their time
 /// gathering 27-tap patches.
 func directPatchConv(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Float>, _ w: DirectConvWeights, activation: Activation,
                      output: UnsafeMutablePointer<Float>) {
@@ -90,7 +90,7 @@ func directPatchConv(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Fl
     let bands = (g.outHeight + band - 1) / band
     let phaseLength = (g.outWidth + (g.kernelWidth - 1) / sw + 15) / 16 * 16
     let phaseFloats = g.channels * ((band - 1) * sh + g.kernelHeight) * sw * phaseLength + 32
-    let bounds = activation == .none ? (low: -Float.infinity, high: Float.infinity) : activation.clampBounds
+    let epilogue = DepthwisePlaneEpilogue(activation)
     let inImage = g.channels * g.inHeight * g.inWidth
     let weights = UnsafePointer(w.pointer), bias = w.bias.map { UnsafePointer($0) }
     parallelRanges(g.batch * bands) { range in
@@ -105,8 +105,8 @@ func directPatchConv(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Fl
                 let at = output + (n * g.outHeight + first) * rowFloats
                 osprey_direct_conv_rows_nhwc_f32(phases, phaseLength, Int32(rowsIn), Int32(g.channels), Int32(g.kernelHeight),
                                                  Int32(g.kernelWidth), Int32(sh), Int32(sw), weights, bias, Int32(m), at,
-                                                 Int32(end - first), Int32(g.outWidth), bounds?.low ?? -.infinity, bounds?.high ?? .infinity)
-                if bounds == nil { activation.apply(at, count: (end - first) * rowFloats) }
+                                                 Int32(end - first), Int32(g.outWidth), epilogue.code, epilogue.low, epilogue.high)
+                if !epilogue.complete { activation.apply(at, count: (end - first) * rowFloats) }
             }
         }
     }

@@ -98,7 +98,7 @@ func convMaxPoolBands(_ c: ConvGeometry, _ p: PoolGeometry, weights w: DirectCon
                     osprey_direct_conv_rows_f32(phases, phaseLength, Int32(rowsIn), Int32(c.inChannels), Int32(c.kernelHeight),
                                                 Int32(c.kernelWidth), Int32(sh), Int32(sw), weightsPointer, biasPointer, Int32(m),
                                                 scratch + (from - first) * convWidth, maxConvRows * convWidth, Int32(end - from),
-                                                Int32(convWidth), low, high)
+                                                Int32(convWidth), Int32(OSPREY_DW_CLAMP), low, high)
                 }
                 (heldImage, heldFirst, heldEnd) = (n, first, end)
                 for channel in 0..<m {
