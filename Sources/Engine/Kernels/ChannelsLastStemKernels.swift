@@ -69,11 +69,11 @@ func channelsLastPatchConv(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePoin
     }
 }
 
-/// Whether `directPatchConv` runs `g` with `w` (32-channel blocks): AVX-512F and the weights' shape.
+/// Whether `directPatchConv` runs `g` with `w` (32-channel blocks): AVX-512F, the weights' shape, a non-empty batch.
 func directPatchConvFits(_ g: ChannelsLastDepthwiseGeometry, _ w: DirectConvWeights) -> Bool {
     osprey_float_avx512() != 0 && w.block == 32 && w.inChannels == g.channels && w.kernelHeight == g.kernelHeight
         && w.kernelWidth == g.kernelWidth && g.channels * g.kernelHeight * g.kernelWidth <= DirectConvWeights.maximumTaps
-        && g.outHeight > 0 && g.outWidth > 0 && g.strideHeight > 0 && g.strideWidth > 0
+        && g.batch > 0 && g.outHeight > 0 && g.outWidth > 0 && g.strideHeight > 0 && g.strideWidth > 0
 }
 
 /// `channelsLastPatchConv` by the direct kernel (`osprey_direct_conv_rows_nhwc_f32`): bands of output rows read the
