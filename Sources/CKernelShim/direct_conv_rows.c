@@ -171,6 +171,22 @@ void osprey_direct_conv_rows_f32(const float *phases, long phase_len, int rows_i
         } \
     } while (0)
 
+/// `NHWC_TILE` for a block of at most 16 channels: P pixels x 16 channels in P accumulators (a 16-channel stem,
+/// PP-OCR's, would leave half of `NHWC_TILE`'s lanes masked).
+#define NHWC_TILE_HALF(P) \
+    do { \
+        __m512 acc[P]; \
+        for (int p = 0; p < P; p++) acc[p] = start0; \
+        const float *row = base + x; \
+        for (int k = 0; k < taps; k++) { \
+            const __m512 w0 = _mm512_loadu_ps(wb + 32 * k); \
+            const float *src = row + offsets[k]; \
+            for (int p = 0; p < P; p++) acc[p] = _mm512_fmadd_ps(_mm512_set1_ps(src[p]), w0, acc[p]); \
+        } \
+        for (int p = 0; p < P; p++) \
+            _mm512_mask_storeu_ps(out + ((long)y * out_w + x + p) * out_channels + 32 * cb, m0, clamp16(acc[p], low, high)); \
+    } while (0)
+
 OSPREY_AVX512
 void osprey_direct_conv_rows_nhwc_f32(const float *phases, long phase_len, int rows_in, int in_channels, int kernel_h, int kernel_w,
                                       int stride_h, int stride_w, const float *weights, const float *bias, int out_channels, float *out,
@@ -195,6 +211,11 @@ void osprey_direct_conv_rows_nhwc_f32(const float *phases, long phase_len, int r
             const __m512 start0 = bias ? _mm512_maskz_loadu_ps(m0, bias + 32 * cb) : _mm512_setzero_ps();
             const __m512 start1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 32 * cb + 16) : _mm512_setzero_ps();
             int x = 0;
+            if (left <= 16) {
+                for (; x + 16 <= out_w; x += 16) NHWC_TILE_HALF(16);
+                for (; x < out_w; x++) NHWC_TILE_HALF(1);
+                continue;
+            }
             for (; x + 8 <= out_w; x += 8) NHWC_TILE(8);
             for (; x < out_w; x++) NHWC_TILE(1);
         }

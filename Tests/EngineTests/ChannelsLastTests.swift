@@ -176,7 +176,7 @@ private typealias T = TestSupport
         var rng = SeededGenerator(seed: 14)
         forEachFloatKernelBody { body in
             for (c, m, h, w, k, s, pad, batch) in [(3, 32, 17, 15, 3, 2, 1, 2), (3, 16, 9, 11, 3, 1, 1, 1), (1, 7, 8, 9, 5, 2, 2, 2), (4, 40, 40, 37, 3, 2, 0, 1),
-                                                         (3, 24, 23, 29, 3, 3, 1, 3)] {
+                                                         (3, 24, 23, 29, 3, 3, 1, 3), (3, 16, 20, 41, 3, 2, 1, 2)] {
                 let g = ChannelsLastDepthwiseGeometry(batch: batch, inHeight: h, inWidth: w, channels: c, kernelHeight: k, kernelWidth: k,
                                                       strideHeight: s, strideWidth: s, padTop: pad, padLeft: pad,
                                                       outHeight: (h + 2 * pad - k) / s + 1, outWidth: (w + 2 * pad - k) / s + 1)
