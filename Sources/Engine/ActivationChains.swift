@@ -187,4 +187,5 @@ let fusedOperatorTable: OperatorTable = [
     softmaxReplaceNaNOp: softmaxReplaceNaNKernel,
     fusedLayerNormOp: fusedLayerNormKernel,
     dequantizedQLinearMatMulOp: dequantizedQLinearMatMulKernel,
+    convMaxPoolOp: convMaxPoolKernel,
 ]

@@ -139,6 +139,8 @@ public final class CompiledModel: Sendable {
         if channelsLast { optimizer.formChannelsLastRegions() }
         // After the regions: a channels-last pointwise conv packs no NCHW planes to fold the normalization into.
         if fuseChains { optimizer.fuseInputAffineIntoConvs() }
+        // Last: only Convs still plain NCHW, with their final inputs and epilogue, pair with their MaxPool.
+        if fuseChains { optimizer.fuseConvMaxPools() }
         return optimizer
     }
 

@@ -175,13 +175,14 @@ private typealias T = TestSupport
     @Test func patchConvMatchesDirectConvolutionOnEveryBody() {
         var rng = SeededGenerator(seed: 14)
         forEachFloatKernelBody { body in
-            for (c, m, h, w, k, s, pad, batch) in [(3, 32, 17, 15, 3, 2, 1, 2), (3, 16, 9, 11, 3, 1, 1, 1), (1, 7, 8, 9, 5, 2, 2, 2), (4, 40, 40, 37, 3, 2, 0, 1)] {
+            for (c, m, h, w, k, s, pad, batch) in [(3, 32, 17, 15, 3, 2, 1, 2), (3, 16, 9, 11, 3, 1, 1, 1), (1, 7, 8, 9, 5, 2, 2, 2), (4, 40, 40, 37, 3, 2, 0, 1),
+                                                         (3, 24, 23, 29, 3, 3, 1, 3), (3, 16, 20, 41, 3, 2, 1, 2)] {
                 let g = ChannelsLastDepthwiseGeometry(batch: batch, inHeight: h, inWidth: w, channels: c, kernelHeight: k, kernelWidth: k,
                                                       strideHeight: s, strideWidth: s, padTop: pad, padLeft: pad,
                                                       outHeight: (h + 2 * pad - k) / s + 1, outWidth: (w + 2 * pad - k) / s + 1)
                 let input = rng.floats(batch * c * h * w), weights = rng.floats(m * c * k * k), bias = rng.floats(m)
                 let siluActivation = Activation.silu
-                var expected = [Float](repeating: 0, count: batch * g.outHeight * g.outWidth * m)
+                var expected = [Float](repeating: 0, count: batch * g.outHeight * g.outWidth * m), sums = expected
                 for n in 0..<batch { for y in 0..<g.outHeight { for x in 0..<g.outWidth { for o in 0..<m {
                     var sum = bias[o]
                     for ci in 0..<c { for i in 0..<k { for j in 0..<k {
@@ -190,6 +191,7 @@ private typealias T = TestSupport
                         sum += input[((n * c + ci) * h + iy) * w + ix] * weights[((o * c + ci) * k + i) * k + j]
                     } } }
                     expected[((n * g.outHeight + y) * g.outWidth + x) * m + o] = siluActivation(sum)
+                    sums[((n * g.outHeight + y) * g.outWidth + x) * m + o] = sum
                 } } } }
                 var packedSource = [Float](repeating: 0, count: c * k * k * m)
                 for o in 0..<m { for d in 0..<(c * k * k) { packedSource[d * m + o] = weights[o * c * k * k + d] } }
@@ -197,6 +199,20 @@ private typealias T = TestSupport
                 channelsLastPatchConv(g, input: input, PackedMatrixB(packedSource, depth: c * k * k, columns: m), bias: bias, activation: .silu,
                                       output: &fast)
                 expectClose(fast, expected, "\(body) c \(c) m \(m) \(h)x\(w) k \(k) s \(s) batch \(batch)")
+                // The direct kernel (AVX-512F only), with SiLU after it and Relu in its epilogue.
+                let direct = weights.withUnsafeBufferPointer { wp in
+                    bias.withUnsafeBufferPointer { bp in
+                        DirectConvWeights(weights: wp.baseAddress!, bias: bp.baseAddress, outChannels: m, inChannels: c, kernelHeight: k,
+                                          kernelWidth: k, block: 32)
+                    }
+                }
+                guard directPatchConvFits(g, direct) else { continue }
+                for activation in [Activation.silu, .relu] {
+                    fast = [Float](repeating: .nan, count: expected.count)
+                    channelsLastPatchConv(g, input: input, PackedMatrixB(packedSource, depth: c * k * k, columns: m), bias: bias,
+                                          activation: activation, output: &fast, direct: direct)
+                    expectClose(fast, sums.map { activation($0) }, "direct \(activation) c \(c) m \(m) \(h)x\(w) k \(k) s \(s) batch \(batch)")
+                }
             }
         }
     }

@@ -54,4 +54,7 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 /// The dense convolution's and Winograd's product tiles in AVX-512F, chosen at run time (conv_sgemm_avx512.c).
 #include "conv_sgemm_avx512.h"
 
+/// The stems' direct convolution over column phases of input rows, AVX-512F (direct_conv_rows.c).
+#include "direct_conv_rows.h"
+
 #endif

@@ -23,6 +23,14 @@ let channelsLastBlockOperators: OperatorTable = [
         let (m, c, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3])
         let bias = try constantBias(ctx, count: m)
         let packed = packedPointwiseWeights(w.reshaped([m, c * kh * kw, 1, 1]))
+        // The direct kernel's copy (stems have small weights: 3 x 3 x 3 x 32 floats).
+        let direct: DirectConvWeights? = c * kh * kw <= DirectConvWeights.maximumTaps
+            ? w.withUnsafeBufferPointer(of: Float.self) { wp in
+                withOptionalArray(bias) { bp in
+                    DirectConvWeights(weights: wp.baseAddress!, bias: bp, outChannels: m, inChannels: c, kernelHeight: kh, kernelWidth: kw, block: 32)
+                }
+            }
+            : nil
         let activation = ctx.activation
         return PreparedKernel(kernel: { inputs in
             let x = try inputs.required(0, ctx)
@@ -41,7 +49,9 @@ let channelsLastBlockOperators: OperatorTable = [
                                                   outWidth: (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1)
             return [Tensor.makeFloat(shape: [n, g.outHeight, g.outWidth, m]) { o in
                 x.floatPointer { xp in
-                    withOptionalArray(bias) { bp in channelsLastPatchConv(g, input: xp, packed, bias: bp, activation: activation, output: o) }
+                    withOptionalArray(bias) { bp in
+                        channelsLastPatchConv(g, input: xp, packed, bias: bp, activation: activation, output: o, direct: direct)
+                    }
                 }
             }]
         }, consumedInputs: ctx.hasInput(2) ? [1, 2] : [1])
