@@ -308,12 +308,13 @@ def matmul_nbits_shapes():
 def matmul_nbits_float16():
     """float16 MatMulNBits as onnxruntime-genai's builder and Olive write fp16 int4 models: A, scales, zero points (packed
     uint8 or float16) and bias in float16 and a float16 Y; one decode row (M = 1) and a 5-row prompt through the same
-    weights. The reference is onnxruntime's CPU provider running the float16 graph; tolerance.json allows one float16
+    weights; the last case at accuracy_level 4 (onnxruntime quantizes the widened A to int8 per block). The reference is onnxruntime's CPU provider running the float16 graph; tolerance.json allows one float16
     step of max|Y| (both round a float32-computed sum once; onnxruntime's and Osprey's float32 sums can straddle a
     rounding boundary)."""
     local = np.random.default_rng(23)
-    for name, k, n, block, zeros in (("matmul_nbits_float16_uint8_zeros", 96, 40, 32, "uint8"),
-                                     ("matmul_nbits_float16_float_zeros", 80, 24, 16, "float")):
+    for name, k, n, block, zeros, level in (("matmul_nbits_float16_uint8_zeros", 96, 40, 32, "uint8", 0),
+                                            ("matmul_nbits_float16_float_zeros", 80, 24, 16, "float", 0),
+                                            ("matmul_nbits_float16_acc4_uint8_zeros", 160, 24, 32, "uint8", 4)):
         blocks = (k + block - 1) // block
         q = local.integers(0, 16, (n, blocks * block)).astype(np.uint8)
         q[:, k:] = 0
@@ -328,7 +329,7 @@ def matmul_nbits_float16():
             inits.append(numpy_helper.from_array(local.uniform(6, 9, n * blocks).astype(np.float16), "zeros"))
         inits.append(numpy_helper.from_array(local.standard_normal(n).astype(np.float16), "bias"))
         inputs = ["b", "scales", "zeros", "", "bias"]
-        nodes = [helper.make_node("MatMulNBits", [x] + inputs, [y], domain=MS, K=k, N=n, bits=4, block_size=block)
+        nodes = [helper.make_node("MatMulNBits", [x] + inputs, [y], domain=MS, K=k, N=n, bits=4, block_size=block, accuracy_level=level)
                  for x, y in (("x_decode", "y_decode"), ("x_prompt", "y_prompt"))]
         m = model_of(nodes, [vi("x_decode", TensorProto.FLOAT16, [1, k]), vi("x_prompt", TensorProto.FLOAT16, [5, k])],
                      [vi("y_decode", TensorProto.FLOAT16, None), vi("y_prompt", TensorProto.FLOAT16, None)], inits)
