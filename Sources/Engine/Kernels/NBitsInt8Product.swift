@@ -17,9 +17,14 @@ struct NBitsInt8Product: Sendable {
     /// The parameters for `layout` (4 bits, block_size >= 32), zero points as floats (8 where the node has none).
     init(layout: NBitsLayout, scales: [Float], zeros: [Float]) {
         let (n, blocks, perBlock) = (layout.n, layout.blocks, layout.blockSize / 32)
-        var groups = [Float](repeating: 0, count: n * blocks * perBlock)
-        for i in 0..<(n * blocks) { for g in 0..<perBlock { groups[i * perBlock + g] = scales[i] } }
-        groupScales = groups
+        if perBlock == 1 {
+            // Blocks of 32: the scales themselves, sharing their storage (a quarter of B's bytes not copied).
+            groupScales = scales
+        } else {
+            var groups = [Float](repeating: 0, count: n * blocks * perBlock)
+            for i in 0..<(n * blocks) { for g in 0..<perBlock { groups[i * perBlock + g] = scales[i] } }
+            groupScales = groups
+        }
         zeroScales = (0..<(n * blocks)).map { scales[$0] * zeros[$0] }
     }
 
