@@ -3,7 +3,8 @@
 // quantity, with the nibbles as vpdpbusd's unsigned operand and A's codes as its signed one (AVX2: vpmaddubsw, whose
 // pair sums stay below 2 * 15 * 127 and so never saturate). Each 4-lane group of an int32 accumulator holds one 32-value
 // group of B, so the float conversion scales it with a lane-expanded (a_scale * g_scale) and the zero points come off
-// once per column as a dot over blocks (scale * zero against a_scale * sum(codes)).
+// once per column as a dot over blocks (scale * zero against a_scale * sum(codes)), from the byte zero points: a float
+// copy of scale * zero would add a quarter of B's bytes to memory and to every decode step's reads.
 #include "include/nbits_int8.h"
 #include "include/quantized_conv.h"
 #include <math.h>
@@ -124,14 +125,14 @@ void osprey_nbits4_int8_quantize(long rows, const float *a, long lda, long k, lo
 }
 
 /// The per-(column, row) zero-point term: sum over blocks of (scale * zero) * (a_scale * sum(codes)).
-static inline float zero_term(const float *zero_scales, const float *a_sums, long blocks) {
+static inline float zero_term(const float *scales, const uint8_t *zero_bytes, const float *a_sums, long blocks) {
     float total = 0.0f;
-    for (long blk = 0; blk < blocks; blk++) total += zero_scales[blk] * a_sums[blk];
+    for (long blk = 0; blk < blocks; blk++) total += scales[blk] * (zero_bytes ? (float)zero_bytes[blk] : 8.0f) * a_sums[blk];
     return total;
 }
 
 void osprey_nbits4_int8_gemv_portable(long rows, long span, const int8_t *codes, const float *a_lanes, const float *a_sums, const uint8_t *b,
-                          const float *g_scales, const float *zero_scales, long blocks, long bs, const float *bias, float *y, long ldy,
+                          const float *g_scales, const float *scales, const uint8_t *zero_bytes, long blocks, long bs, const float *bias, float *y, long ldy,
                           long c0, long c1) {
     const long padded = blocks * bs, groups = padded / 32;
     for (long r = 0; r < rows; r++) {
@@ -148,7 +149,7 @@ void osprey_nbits4_int8_gemv_portable(long rows, long span, const int8_t *codes,
                 }
                 total += a_lanes[r * (padded / 8) + g * 4] * g_scales[c * groups + g] * (float)dot;
             }
-            const float zero = zero_term(zero_scales + c * blocks, a_sums + r * blocks, blocks);
+            const float zero = zero_term(scales + c * blocks, zero_bytes ? zero_bytes + c * blocks : 0, a_sums + r * blocks, blocks);
             y[r * ldy + c] = (bias ? bias[c] : 0.0f) + (total - zero);
         }
     }
@@ -288,21 +289,30 @@ INT8_TILES(zmm, "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni", ZMM_BODY)
 INT8_TILES(vnni, "avx2,fma,avxvnni", VNNI_BODY)
 INT8_TILES(avx2, "avx2,fma", AVX2_BODY)
 
-/// `zero_term` on ymm, eight blocks at a time: a serial scalar sum here cost as much as the dots at K = 8192.
+/// `zero_term` of rows 0..<rows (up to 4) on ymm, eight blocks at a time, each scale * zero formed once for all rows:
+/// a serial scalar sum here cost as much as the dots at K = 8192.
 __attribute__((target("avx2,fma")))
-static float zero_term_ymm(const float *zero_scales, const float *a_sums, long blocks) {
-    __m256 acc = _mm256_setzero_ps();
+static void zero_terms_ymm(long rows, const float *scales, const uint8_t *zero_bytes, const float *a_sums, long blocks, float *totals) {
+    __m256 acc[4];
+    for (long r = 0; r < rows; r++) acc[r] = _mm256_setzero_ps();
     long blk = 0;
-    for (; blk + 8 <= blocks; blk += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(zero_scales + blk), _mm256_loadu_ps(a_sums + blk), acc);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    float total = _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-    for (; blk < blocks; blk++) total += zero_scales[blk] * a_sums[blk];
-    return total;
+    for (; blk + 8 <= blocks; blk += 8) {
+        const __m256 z = zero_bytes ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_bytes + blk))))
+                                    : _mm256_set1_ps(8.0f);
+        const __m256 sz = _mm256_mul_ps(_mm256_loadu_ps(scales + blk), z);
+        for (long r = 0; r < rows; r++) acc[r] = _mm256_fmadd_ps(sz, _mm256_loadu_ps(a_sums + r * blocks + blk), acc[r]);
+    }
+    for (long r = 0; r < rows; r++) {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        float total = _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+        for (long t = blk; t < blocks; t++) total += scales[t] * (zero_bytes ? (float)zero_bytes[t] : 8.0f) * a_sums[r * blocks + t];
+        totals[r] = total;
+    }
 }
 
 static void gemv_vector(const int8_tile wide[5], const int8_tile narrow[5], long rows, const int8_t *codes, const float *a_lanes,
-                        const float *a_sums, const uint8_t *b, const float *g_scales, const float *zero_scales, long blocks, long bs,
+                        const float *a_sums, const uint8_t *b, const float *g_scales, const float *scales, const uint8_t *zero_bytes, long blocks, long bs,
                         const float *bias, float *y, long ldy, long c0, long c1) {
     static const int width[5] = {0, 4, 2, 1, 2};
     const long padded = blocks * bs, row = padded / 2, groups = padded / 32;
@@ -310,22 +320,24 @@ static void gemv_vector(const int8_tile wide[5], const int8_tile narrow[5], long
     float out[16];
     for (long c = c0; c < c1;) {
         const int n = (C > 1 && c + C <= c1) ? C : 1;
-        // The next tile's zero terms, a separate stream the tile itself does not touch.
-        for (long j = c + n; j < c + 2 * n && j < c1; j++)
-            for (long blk = 0; blk < blocks; blk += 16) _mm_prefetch((const char *)(zero_scales + j * blocks + blk), _MM_HINT_T0);
+        // The next tile's zero points, a stream the tile itself does not touch (its scales are the group scales for
+        // blocks of 32).
+        if (zero_bytes)
+            for (long j = c + n; j < c + 2 * n && j < c1; j++)
+                for (long blk = 0; blk < blocks; blk += 64) _mm_prefetch((const char *)(zero_bytes + j * blocks + blk), _MM_HINT_T0);
         (n > 1 ? wide[rows] : narrow[rows])(codes, a_lanes, padded, b + c * row, g_scales + c * groups, out);
-        for (long r = 0; r < rows; r++)
-            for (int j = 0; j < n; j++) {
-                const float zero = zero_term_ymm(zero_scales + (c + j) * blocks, a_sums + r * blocks, blocks);
-                y[r * ldy + c + j] = (bias ? bias[c + j] : 0.0f) + (out[r * n + j] - zero);
-            }
+        for (int j = 0; j < n; j++) {
+            float zero[4];
+            zero_terms_ymm(rows, scales + (c + j) * blocks, zero_bytes ? zero_bytes + (c + j) * blocks : 0, a_sums, blocks, zero);
+            for (long r = 0; r < rows; r++) y[r * ldy + c + j] = (bias ? bias[c + j] : 0.0f) + (out[r * n + j] - zero[r]);
+        }
         c += n;
     }
 }
 #endif
 
 void osprey_nbits4_int8_gemv(int path, long rows, const int8_t *codes, const float *a_lanes, const float *a_sums, const uint8_t *b,
-                             const float *g_scales, const float *zero_scales, long blocks, long bs, const float *bias, float *y,
+                             const float *g_scales, const float *scales, const uint8_t *zero_bytes, long blocks, long bs, const float *bias, float *y,
                              long ldy, long c0, long c1) {
 #if defined(__x86_64__)
     static const int8_tile zmm_wide[5] = {0, zmm_1x4, zmm_2x2, 0, zmm_4x2}, zmm_narrow[5] = {0, zmm_1x1, zmm_2x1, zmm_3x1, zmm_4x1};
@@ -334,9 +346,10 @@ void osprey_nbits4_int8_gemv(int path, long rows, const int8_t *codes, const flo
     if (rows >= 1 && rows <= 4 && path != OSPREY_QPATH_PORTABLE) {
         const int8_tile *wide = path == OSPREY_QPATH_AVX512VNNI ? zmm_wide : path == OSPREY_QPATH_AVXVNNI ? vnni_wide : avx2_wide;
         const int8_tile *narrow = path == OSPREY_QPATH_AVX512VNNI ? zmm_narrow : path == OSPREY_QPATH_AVXVNNI ? vnni_narrow : avx2_narrow;
-        gemv_vector(wide, narrow, rows, codes, a_lanes, a_sums, b, g_scales, zero_scales, blocks, bs, bias, y, ldy, c0, c1);
+        gemv_vector(wide, narrow, rows, codes, a_lanes, a_sums, b, g_scales, scales, zero_bytes, blocks, bs, bias, y, ldy, c0, c1);
         return;
     }
 #endif
-    osprey_nbits4_int8_gemv_portable(rows, osprey_nbits4_int8_span(path), codes, a_lanes, a_sums, b, g_scales, zero_scales, blocks, bs, bias, y, ldy, c0, c1);
+    osprey_nbits4_int8_gemv_portable(rows, osprey_nbits4_int8_span(path), codes, a_lanes, a_sums, b, g_scales, scales, zero_bytes, blocks, bs, bias, y,
+                                     ldy, c0, c1);
 }

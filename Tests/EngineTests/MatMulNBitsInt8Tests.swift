@@ -29,7 +29,7 @@ import TestSupport
         }
 
         /// The int8 product's parameters.
-        var product: NBitsInt8Product { NBitsInt8Product(layout: layout, scales: scales, zeros: zeros.map(Float.init)) }
+        var product: NBitsInt8Product { NBitsInt8Product(layout: layout, scales: scales, zeroBytes: zeros) }
 
         /// Columns 1..<n of rows 0..<rows through body `path` (-1: the portable twin over `span`'s layout).
         func gemv(_ a: [Float], rows: Int, path: Int32, span: Int) -> [Float] {
@@ -41,9 +41,9 @@ import TestSupport
             let p = product
             var y = [Float](repeating: 0, count: rows * n)
             if path < 0 {
-                osprey_nbits4_int8_gemv_portable(rows, span, codes, lanes, sums, bytes, p.groupScales, p.zeroScales, blocks, size, bias, &y, n, 1, n)
+                osprey_nbits4_int8_gemv_portable(rows, span, codes, lanes, sums, bytes, p.groupScales, scales, zeros, blocks, size, bias, &y, n, 1, n)
             } else {
-                osprey_nbits4_int8_gemv(path, rows, codes, lanes, sums, bytes, p.groupScales, p.zeroScales, blocks, size, bias, &y, n, 1, n)
+                osprey_nbits4_int8_gemv(path, rows, codes, lanes, sums, bytes, p.groupScales, scales, zeros, blocks, size, bias, &y, n, 1, n)
             }
             return y
         }

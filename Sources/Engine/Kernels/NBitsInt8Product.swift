@@ -2,20 +2,23 @@ import CKernelShim
 
 /// MatMulNBits' 4-bit product at accuracy_level 4, as onnxruntime computes it there: each row of A quantized to int8
 /// per block (symmetric, scale max|a| / 127), integer dots of the codes with B's nibbles per 32-value group, scaled
-/// in float (nbits_int8.c). B stays the packed matrix's bytes; this keeps B's scale per 32-value group and
-/// scale * zero per block.
+/// in float (nbits_int8.c). B, its scales and zero points stay the packed matrix's (shared storage); blocks over 32
+/// add their scales repeated per 32-value group.
 struct NBitsInt8Product: Sendable {
     /// B's scale per (column, 32-value group), [N * padded / 32] (the scales themselves for blocks of 32).
     let groupScales: [Float]
-    /// scale * zero point per (column, block), [N * blocks].
-    let zeroScales: [Float]
+    /// B's scale per (column, block), [N * blocks].
+    let scales: [Float]
+    /// B's zero point per (column, block) (the packed uint8 ones unpacked), or nil for 8.
+    let zeroBytes: [UInt8]?
 
     /// Columns per cache chunk of a prompt: 64 columns of B at K = 4096 are 128 KiB, which stay in L2 while every
     /// group of four rows passes over them.
     static let chunkColumns = 64
 
-    /// The parameters for `layout` (4 bits, block_size >= 32), zero points as floats (8 where the node has none).
-    init(layout: NBitsLayout, scales: [Float], zeros: [Float]) {
+    /// The parameters for `layout` (4 bits, block_size >= 32): integer zero points only (onnxruntime keeps the float
+    /// product for float ones).
+    init(layout: NBitsLayout, scales: [Float], zeroBytes: [UInt8]?) {
         let (n, blocks, perBlock) = (layout.n, layout.blocks, layout.blockSize / 32)
         if perBlock == 1 {
             // Blocks of 32: the scales themselves, sharing their storage (a quarter of B's bytes not copied).
@@ -25,7 +28,7 @@ struct NBitsInt8Product: Sendable {
             for i in 0..<(n * blocks) { for g in 0..<perBlock { groups[i * perBlock + g] = scales[i] } }
             groupScales = groups
         }
-        zeroScales = (0..<(n * blocks)).map { scales[$0] * zeros[$0] }
+        (self.scales, self.zeroBytes) = (scales, zeroBytes)
     }
 
     /// out[r * N + c] = bias[c] + the accuracy-level-4 product of row r of A (dense, row-major) and column c of B.
@@ -40,8 +43,9 @@ struct NBitsInt8Product: Sendable {
         defer { codes.deallocate(); lanes.deallocate(); sums.deallocate() }
         osprey_nbits4_int8_quantize(rows, a, k, k, blocks, size, osprey_nbits4_int8_span(path), codes, lanes, sums, 0)
         groupScales.withUnsafeBufferPointer { g in
-            zeroScales.withUnsafeBufferPointer { z in
-                let (g, z) = (g.baseAddress!, z.baseAddress!)
+          scales.withUnsafeBufferPointer { s in
+            withOptionalPointer(zeroBytes) { z in
+                let (g, s) = (g.baseAddress!, s.baseAddress!)
                 // Columns split across the threads; inside a part, chunks of columns stay in cache while the rows pass.
                 let minimum = rows > 4 ? Self.chunkColumns : max(4, (1 << 16) / padded)
                 parallelRanges(n, minimumChunk: minimum) { range in
@@ -52,13 +56,14 @@ struct NBitsInt8Product: Sendable {
                         while row < rows {
                             let count = min(4, rows - row)
                             osprey_nbits4_int8_gemv(path, count, codes + row * padded, lanes + row * (padded / 8), sums + row * blocks, b,
-                                                    g, z, blocks, size, bias, out + row * n, n, c0, c1)
+                                                    g, s, z, blocks, size, bias, out + row * n, n, c0, c1)
                             row += count
                         }
                         c0 = c1
                     }
                 }
             }
+          }
         }
     }
 }

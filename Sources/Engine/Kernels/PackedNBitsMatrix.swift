@@ -35,11 +35,9 @@ final class PackedNBitsMatrix: @unchecked Sendable {
          int8: Bool = false) {
         precondition(layout.bits == 4 && packed.count == layout.n * layout.blocks * layout.blob, "4-bit B of the layout's size")
         precondition(zeros == nil || zeroBytes == nil, "one kind of zero points")
-        precondition(!int8 || layout.blockSize >= 32, "the int8 product reads blocks of 32 or more")
+        precondition(!int8 || (layout.blockSize >= 32 && zeros == nil), "the int8 product reads blocks of 32 or more, integer zero points")
         (self.layout, self.packed, self.scales, self.zeros, self.zeroBytes, self.bias) = (layout, packed, scales, zeros, zeroBytes, bias)
-        let count = layout.n * layout.blocks
-        self.int8 = int8 ? NBitsInt8Product(layout: layout, scales: scales, zeros: zeros ?? zeroBytes.map { $0.map(Float.init) }
-                                                ?? [Float](repeating: 8, count: count)) : nil
+        self.int8 = int8 ? NBitsInt8Product(layout: layout, scales: scales, zeroBytes: zeroBytes) : nil
     }
 
     /// out[r * N + c] = bias[c] + sum_k a[r * K + k] * w(k, c) for r < rows (A and out dense, row-major).
@@ -105,7 +103,7 @@ final class PackedNBitsMatrix: @unchecked Sendable {
 }
 
 /// `body` with a pointer to `values`' elements, or nil when `values` is nil.
-private func withOptionalPointer<T, R>(_ values: [T]?, _ body: (UnsafePointer<T>?) -> R) -> R {
+func withOptionalPointer<T, R>(_ values: [T]?, _ body: (UnsafePointer<T>?) -> R) -> R {
     guard let values else { return body(nil) }
     return values.withUnsafeBufferPointer { body($0.baseAddress) }
 }
