@@ -4,7 +4,11 @@ four Llama-1B-sized layers (Benchmarks/engine/make_nbits_models.py), at M = 1 an
 prompt).
 
     swift build -c release --product osprey
-    Benchmarks/out/venv-torch/bin/python Benchmarks/engine/bench_nbits.py [OSPREY] [REPEAT] [ROUNDS]   (defaults 15 3)
+    Benchmarks/out/venv-torch/bin/python Benchmarks/engine/bench_nbits.py [OSPREY] [REPEAT] [ROUNDS] [ACCURACY_LEVEL] [ROWS]
+    (defaults 15 3, the files' accuracy_level 0, rows 1,4,128)
+
+ACCURACY_LEVEL sets every MatMulNBits' accuracy_level in a copy of each model (in /tmp): 4 is what onnxruntime-genai's
+CPU builder writes, where onnxruntime quantizes A to int8 per block; ROWS is a comma-separated list of M.
 
 Per row, the runtimes alternate ROUNDS times; each keeps its fastest per-run thread CPU (`osprey predict --threads 1`'s
 "thread CPU min"; onnxruntime with one intra-op thread, which computes on the calling thread, timed with
@@ -20,6 +24,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(ROOT, "Benchmarks", "out", "engine")
 MODELS = {"nbits_4096": 4096, "nbits_llama": 2048}
+
+
+def with_accuracy_level(path, level):
+    """A copy of the model at `path` with every MatMulNBits' accuracy_level set to `level` (its path in /tmp)."""
+    import onnx
+    model = onnx.load(path)
+    for node in model.graph.node:
+        if node.op_type == "MatMulNBits":
+            kept = [a for a in node.attribute if a.name != "accuracy_level"]
+            del node.attribute[:]
+            node.attribute.extend(kept + [onnx.helper.make_attribute("accuracy_level", level)])
+    out = f"/tmp/bench_nbits_{os.path.basename(path)[:-5]}_acc{level}.onnx"
+    onnx.save(model, out)
+    return out
 
 ORT_CHILD = r'''
 import resource, sys, time
@@ -56,13 +74,17 @@ def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, ".build", "release", "osprey")
     repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 15
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    level = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    row_counts = [int(r) for r in sys.argv[5].split(",")] if len(sys.argv) > 5 else [1, 4, 128]
     if not all(os.path.exists(os.path.join(OUT, m + ".onnx")) for m in MODELS):
         subprocess.run([sys.executable, os.path.join(HERE, "make_nbits_models.py"), OUT], check=True)
     print("| model | M | Osprey thread CPU ms | onnxruntime thread CPU ms | Osprey / onnxruntime | Osprey peak RSS MiB | onnxruntime peak RSS MiB |")
     print("|---|---|---|---|---|---|---|")
     for model, k in MODELS.items():
         path = os.path.join(OUT, model + ".onnx")
-        for m in (1, 4, 128):
+        if level is not None:
+            path = with_accuracy_level(path, level)
+        for m in row_counts:
             inputs = os.path.join(OUT, f"x{m}_{k}.npy")
             runs = max(3, repeat if m < 128 else repeat // 3)
             ours, theirs = [], []

@@ -51,6 +51,9 @@ static inline int osprey_fix_trim_threshold(int bytes) { (void)bytes; return 0; 
 /// MatMulNBits with 4-bit weights kept packed: decode gemv and dequantized-panel product (nbits_gemm.c).
 #include "nbits_gemm.h"
 
+/// MatMulNBits at accuracy level 4: A quantized to int8 per block, integer block dots (nbits_int8.c).
+#include "nbits_int8.h"
+
 /// The dense convolution's and Winograd's product tiles in AVX-512F, chosen at run time (conv_sgemm_avx512.c).
 #include "conv_sgemm_avx512.h"
 

@@ -19,6 +19,8 @@ final class PackedNBitsMatrix: @unchecked Sendable {
     let zeroBytes: [UInt8]?
     /// N floats, or nil.
     let bias: [Float]?
+    /// The int8 product of accuracy_level 4 (A quantized per block), or nil for the float one.
+    let int8: NBitsInt8Product?
 
     /// Rows of A per gemv call (its C bodies' limit).
     static let gemvRows = 4
@@ -27,11 +29,15 @@ final class PackedNBitsMatrix: @unchecked Sendable {
     /// dequantization alone took 2.5; the panels win from about 16 rows.
     static let panelRows = 9
 
-    /// Keeps `packed` (4-bit B) and the parameters as given (at most one of `zeros` and `zeroBytes`).
-    init(layout: NBitsLayout, packed: Tensor, scales: [Float], zeros: [Float]? = nil, zeroBytes: [UInt8]? = nil, bias: [Float]?) {
+    /// Keeps `packed` (4-bit B) and the parameters as given (at most one of `zeros` and `zeroBytes`); `int8` (blocks of
+    /// 32 or more only) multiplies as onnxruntime does at accuracy_level 4.
+    init(layout: NBitsLayout, packed: Tensor, scales: [Float], zeros: [Float]? = nil, zeroBytes: [UInt8]? = nil, bias: [Float]?,
+         int8: Bool = false) {
         precondition(layout.bits == 4 && packed.count == layout.n * layout.blocks * layout.blob, "4-bit B of the layout's size")
         precondition(zeros == nil || zeroBytes == nil, "one kind of zero points")
+        precondition(!int8 || (layout.blockSize >= 32 && zeros == nil), "the int8 product reads blocks of 32 or more, integer zero points")
         (self.layout, self.packed, self.scales, self.zeros, self.zeroBytes, self.bias) = (layout, packed, scales, zeros, zeroBytes, bias)
+        self.int8 = int8 ? NBitsInt8Product(layout: layout, scales: scales, zeroBytes: zeroBytes) : nil
     }
 
     /// out[r * N + c] = bias[c] + sum_k a[r * K + k] * w(k, c) for r < rows (A and out dense, row-major).
@@ -43,6 +49,10 @@ final class PackedNBitsMatrix: @unchecked Sendable {
                 withOptionalPointer(zeros) { z in
                   withOptionalPointer(zeroBytes) { zb in
                     withOptionalPointer(bias) { bias in
+                        if let int8 {
+                            int8.multiply(a, rows: rows, layout: layout, packed: b, bias: bias, out: out)
+                            return
+                        }
                         var row = 0
                         // Decode steps in groups of up to four rows; a prompt's rows all go through the panels.
                         if rows >= Self.panelRows {
@@ -93,7 +103,7 @@ final class PackedNBitsMatrix: @unchecked Sendable {
 }
 
 /// `body` with a pointer to `values`' elements, or nil when `values` is nil.
-private func withOptionalPointer<T, R>(_ values: [T]?, _ body: (UnsafePointer<T>?) -> R) -> R {
+func withOptionalPointer<T, R>(_ values: [T]?, _ body: (UnsafePointer<T>?) -> R) -> R {
     guard let values else { return body(nil) }
     return values.withUnsafeBufferPointer { body($0.baseAddress) }
 }

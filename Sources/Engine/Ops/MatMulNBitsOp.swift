@@ -11,13 +11,16 @@ import Tensor
 // steps, panels dequantized into cache for prompts), so memory stays close to the file's size, as onnxruntime's CPU
 // kernel computes at accuracy level 0-1 (float compute). 2 and 8 bits and act-order g_idx are dequantized once at load
 // into a float matrix that the packed float GEMM multiplies; that path is also the 4-bit kernel's reference twin. At
-// accuracy level 4 onnxruntime quantizes A to int8 per block instead, so its outputs move by about one A quantization
-// step; Osprey keeps the float product.
+// accuracy level 4 (what onnxruntime-genai's CPU builder writes) onnxruntime quantizes A to int8 per block and
+// multiplies in integers, so its outputs move by about one A quantization step; Osprey does the same there for 4 bits,
+// blocks of 32 or more and integer zero points (`NBitsInt8Product`), which is also faster than the float product.
+// (With float zero points onnxruntime keeps the float product at level 4, and so does Osprey.)
 
 /// Operators of this file, merged into the `com.microsoft` table.
 let matMulNBitsOperators: OperatorTable = [
     "MatMulNBits": { ctx in
         let k = try ctx.int("K", 0), n = try ctx.int("N", 0), bits = try ctx.int("bits", 4), blockSize = try ctx.int("block_size", 0)
+        let accuracyLevel = try ctx.int("accuracy_level", 0)
         guard k > 0, n > 0 else { throw ctx.error(.invalidModel, "attributes K and N must be positive, got K=\(k), N=\(n)") }
         guard [2, 4, 8].contains(bits) else { throw ctx.unsupported("bits", "= \(bits) (2, 4 and 8 are)") }
         guard blockSize >= 16, blockSize & (blockSize - 1) == 0 else {
@@ -38,7 +41,8 @@ let matMulNBitsOperators: OperatorTable = [
             let integerZeros = zeroTensor.map { !$0.dtype.isFloatingPoint } ?? false
             let matrix = PackedNBitsMatrix(layout: layout, packed: packed, scales: parts.scales,
                                            zeros: zeroTensor != nil && !integerZeros ? parts.zeros : nil,
-                                           zeroBytes: integerZeros ? parts.zeros.map { UInt8($0) } : nil, bias: bias)
+                                           zeroBytes: integerZeros ? parts.zeros.map { UInt8($0) } : nil, bias: bias,
+                                           int8: accuracyLevel == 4 && blockSize >= 32 && (zeroTensor == nil || integerZeros))
             return packedNBitsKernel(matrix, activation: ctx.activation, ctx)
         }
         let weights = layout.dequantized(packed: packed, parts)

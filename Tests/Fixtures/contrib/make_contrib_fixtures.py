@@ -305,6 +305,80 @@ def matmul_nbits_shapes():
                             "x_prompt": local.standard_normal((37, k)).astype(np.float32)})
 
 
+def matmul_nbits_float16():
+    """float16 MatMulNBits as onnxruntime-genai's builder and Olive write fp16 int4 models: A, scales, zero points (packed
+    uint8 or float16) and bias in float16 and a float16 Y; one decode row (M = 1) and a 5-row prompt through the same
+    weights; the last case at accuracy_level 4 (onnxruntime quantizes the widened A to int8 per block). The reference is onnxruntime's CPU provider running the float16 graph; tolerance.json allows one float16
+    step of max|Y| (both round a float32-computed sum once; onnxruntime's and Osprey's float32 sums can straddle a
+    rounding boundary)."""
+    local = np.random.default_rng(23)
+    for name, k, n, block, zeros, level in (("matmul_nbits_float16_uint8_zeros", 96, 40, 32, "uint8", 0),
+                                            ("matmul_nbits_float16_float_zeros", 80, 24, 16, "float", 0),
+                                            ("matmul_nbits_float16_acc4_uint8_zeros", 160, 24, 32, "uint8", 4)):
+        blocks = (k + block - 1) // block
+        q = local.integers(0, 16, (n, blocks * block)).astype(np.uint8)
+        q[:, k:] = 0
+        packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, blocks, block // 2)
+        scales = local.uniform(0.01, 0.1, n * blocks).astype(np.float16)
+        inits = [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(scales, "scales")]
+        if zeros == "uint8":
+            z = local.integers(0, 16, (n, blocks)).astype(np.uint8)
+            z = np.concatenate([z, np.zeros((n, blocks % 2), np.uint8)], axis=1)
+            inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1), "zeros"))
+        else:
+            inits.append(numpy_helper.from_array(local.uniform(6, 9, n * blocks).astype(np.float16), "zeros"))
+        inits.append(numpy_helper.from_array(local.standard_normal(n).astype(np.float16), "bias"))
+        inputs = ["b", "scales", "zeros", "", "bias"]
+        nodes = [helper.make_node("MatMulNBits", [x] + inputs, [y], domain=MS, K=k, N=n, bits=4, block_size=block, accuracy_level=level)
+                 for x, y in (("x_decode", "y_decode"), ("x_prompt", "y_prompt"))]
+        m = model_of(nodes, [vi("x_decode", TensorProto.FLOAT16, [1, k]), vi("x_prompt", TensorProto.FLOAT16, [5, k])],
+                     [vi("y_decode", TensorProto.FLOAT16, None), vi("y_prompt", TensorProto.FLOAT16, None)], inits)
+        feeds = {"x_decode": local.standard_normal((1, k)).astype(np.float16), "x_prompt": local.standard_normal((5, k)).astype(np.float16)}
+        outputs = run_ort(m, feeds)
+        # One float16 step (2^-10 of the binade) at max|Y|.
+        steps = {o: {"step": float(2.0 ** (np.floor(np.log2(np.abs(v.astype(np.float32)).max())) - 10))} for o, v in outputs.items()}
+        save_case(name, m, feeds, outputs, tolerance=steps)
+
+
+def matmul_nbits_accuracy4():
+    """4-bit MatMulNBits at accuracy_level 4 (onnxruntime-genai's CPU int4 models): onnxruntime quantizes A to int8 per
+    block and multiplies in integers. Blocks of 32 (uint8 zero points, bias), 64 (none, K not a multiple of the block:
+    a short last span) and 128 (float zero points, with which onnxruntime keeps the float product); one decode row and
+    a 37-row prompt. tolerance.json records onnxruntime's own distance from its float product (accuracy_level 0), for
+    reference only: the usual float tolerance applies."""
+    local = np.random.default_rng(24)
+    for name, k, n, block, zeros in (("matmul_nbits_acc4_b32_uint8_zeros_bias", 256, 40, 32, "uint8"),
+                                     ("matmul_nbits_acc4_b64_no_zeros_odd_k", 200, 37, 64, None),
+                                     ("matmul_nbits_acc4_b128_float_zeros", 384, 33, 128, "float")):
+        blocks = (k + block - 1) // block
+        q = local.integers(0, 16, (n, blocks * block)).astype(np.uint8)
+        q[:, k:] = 0
+        packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, blocks, block // 2)
+        inits = [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(local.uniform(0.01, 0.1, n * blocks).astype(np.float32), "scales")]
+        inputs = ["b", "scales"]
+        if zeros == "uint8":
+            z = local.integers(0, 16, (n, blocks)).astype(np.uint8)
+            z = np.concatenate([z, np.zeros((n, blocks % 2), np.uint8)], axis=1)
+            inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1), "zeros"))
+            inputs.append("zeros")
+        elif zeros == "float":
+            inits.append(numpy_helper.from_array(local.uniform(6, 9, n * blocks).astype(np.float32), "zeros"))
+            inputs.append("zeros")
+        if zeros == "uint8":
+            inits.append(numpy_helper.from_array(local.standard_normal(n).astype(np.float32), "bias"))
+            inputs += [""] * (4 - len(inputs)) + ["bias"]
+
+        def graph(level):
+            nodes = [helper.make_node("MatMulNBits", [x] + inputs, [y], domain=MS, K=k, N=n, bits=4, block_size=block, accuracy_level=level)
+                     for x, y in (("x_decode", "y_decode"), ("x_prompt", "y_prompt"))]
+            return model_of(nodes, [vi("x_decode", TensorProto.FLOAT, [1, k]), vi("x_prompt", TensorProto.FLOAT, [37, k])],
+                            [vi("y_decode", TensorProto.FLOAT, None), vi("y_prompt", TensorProto.FLOAT, None)], inits)
+        feeds = {"x_decode": local.standard_normal((1, k)).astype(np.float32), "x_prompt": local.standard_normal((37, k)).astype(np.float32)}
+        outputs, exact = run_ort(graph(4), feeds), run_ort(graph(0), feeds)
+        spread = {o: {"onnxruntime_float_distance": float(np.abs(v - exact[o]).max())} for o, v in outputs.items()}
+        save_case(name, graph(4), feeds, outputs, tolerance=spread)
+
+
 def decoder_ops():
     """com.microsoft GroupQueryAttention and RotaryEmbedding as onnxruntime-genai's builder writes decoder LLMs: a
     right-padded first prompt with rotary, a ragged decode step over a past cache, packed QKV, a local window with
@@ -689,6 +763,8 @@ if __name__ == "__main__":
     qlinear_rounding()
     matmul_nbits()
     matmul_nbits_shapes()
+    matmul_nbits_float16()
+    matmul_nbits_accuracy4()
     decoder_ops()
     optimized_bert()
     quantized_models()
