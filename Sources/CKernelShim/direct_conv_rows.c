@@ -110,17 +110,25 @@ static void finish_run(float *p, long count, int epilogue) {
         } \
     } while (0)
 
-OSPREY_AVX512
-void osprey_direct_conv_rows_f32(const float *phases, long phase_len, int rows_in, int in_channels, int kernel_h, int kernel_w,
-                                 int stride_h, int stride_w, const float *weights, const float *bias, int out_channels, float *out,
-                                 long out_channel_stride, int out_rows, int out_w, int epilogue, float lo, float hi) {
+/// Fills `offsets` with each tap's start in the phase rows (tap k = (c, i, j) reads phase j % stride_w of row i of
+/// channel c, from column j / stride_w); returns the taps, 0 when they are none or more than MAX_TAPS.
+static int tap_offsets(long phase_len, int rows_in, int in_channels, int kernel_h, int kernel_w, int stride_w, long *offsets) {
     const int taps = in_channels * kernel_h * kernel_w;
-    if (taps > MAX_TAPS || taps <= 0) return;
-    long offsets[MAX_TAPS];
+    if (taps > MAX_TAPS || taps <= 0) return 0;
     for (int c = 0, k = 0; c < in_channels; c++)
         for (int i = 0; i < kernel_h; i++)
             for (int j = 0; j < kernel_w; j++, k++)
                 offsets[k] = (((long)c * rows_in + i) * stride_w + j % stride_w) * phase_len + j / stride_w;
+    return taps;
+}
+
+OSPREY_AVX512
+void osprey_direct_conv_rows_f32(const float *phases, long phase_len, int rows_in, int in_channels, int kernel_h, int kernel_w,
+                                 int stride_h, int stride_w, const float *weights, const float *bias, int out_channels, float *out,
+                                 long out_channel_stride, int out_rows, int out_w, int epilogue, float lo, float hi) {
+    long offsets[MAX_TAPS];
+    const int taps = tap_offsets(phase_len, rows_in, in_channels, kernel_h, kernel_w, stride_w, offsets);
+    if (taps == 0) return;
     const int clamps = epilogue == OSPREY_DW_CLAMP;
     const __m512 low = _mm512_set1_ps(clamps ? lo : -INFINITY), high = _mm512_set1_ps(clamps ? hi : INFINITY);
     const int blocks = (out_channels + 7) / 8;
@@ -191,13 +199,9 @@ OSPREY_AVX512
 void osprey_direct_conv_rows_nhwc_f32(const float *phases, long phase_len, int rows_in, int in_channels, int kernel_h, int kernel_w,
                                       int stride_h, int stride_w, const float *weights, const float *bias, int out_channels, float *out,
                                       int out_rows, int out_w, int epilogue, float lo, float hi) {
-    const int taps = in_channels * kernel_h * kernel_w;
-    if (taps > MAX_TAPS || taps <= 0) return;
     long offsets[MAX_TAPS];
-    for (int c = 0, k = 0; c < in_channels; c++)
-        for (int i = 0; i < kernel_h; i++)
-            for (int j = 0; j < kernel_w; j++, k++)
-                offsets[k] = (((long)c * rows_in + i) * stride_w + j % stride_w) * phase_len + j / stride_w;
+    const int taps = tap_offsets(phase_len, rows_in, in_channels, kernel_h, kernel_w, stride_w, offsets);
+    if (taps == 0) return;
     const int clamps = epilogue == OSPREY_DW_CLAMP;
     const __m512 low = _mm512_set1_ps(clamps ? lo : -INFINITY), high = _mm512_set1_ps(clamps ? hi : INFINITY);
     const int blocks = (out_channels + 31) / 32;
