@@ -107,4 +107,34 @@ private typealias T = TestSupport
         }
         expectClose(T.floats(two), expected, "batched heads")
     }
+
+    /// Gemm with a constant B (either layout, alpha and beta folded) and a constant bias row runs on the packed kernel
+    /// with a fused Relu: the same answers as B fed at run time (the sgemm path); a full [m, n] C stays on sgemm.
+    @Test(arguments: [false, true])
+    func gemmWithConstantWeightsMatchesTheRuntimeOperand(_ transB: Bool) throws {
+        var rng = SeededGenerator(seed: 12)
+        let (k, n) = (24, 40)
+        let w = Tensor(shape: transB ? [n, k] : [k, n], scalars: rng.floats(k * n))
+        for cShape in [[n], [1, n], [7, n], []] {
+            let c = Tensor(shape: cShape, scalars: rng.floats(cShape.reduce(1, *)))
+            let nodes = [Node(opType: "Gemm", inputs: cShape.isEmpty ? ["x", "w"] : ["x", "w", "c"], outputs: ["g"],
+                              attributes: ["transB": .int(transB ? 1 : 0), "alpha": .float(0.75), "beta": .float(1.5)]),
+                         Node(opType: "Relu", inputs: ["g"], outputs: ["y"])]
+            func model(constant: Bool) -> Model {
+                let x = ValueInfo(name: "x", elementType: .float32, shape: [.fixed(7), .fixed(k)])
+                let inputs = constant ? [x] : [x, ValueInfo(name: "w", elementType: .float32, shape: w.shape.map { .fixed($0) })]
+                var inits: [(name: String, tensor: Tensor)] = constant ? [("w", w)] : []
+                if !cShape.isEmpty { inits.append(("c", c)) }
+                return Model(opsetImports: ["": 17], graph: Graph(name: "gemm", nodes: nodes, initializers: inits,
+                                                                  inputs: inputs, outputs: [ValueInfo(name: "y")]))
+            }
+            let packed = try CompiledModel(model: model(constant: true), baseDirectory: nil)
+            let runtime = try CompiledModel(model: model(constant: false), baseDirectory: nil)
+            let x = Tensor(shape: [7, k], scalars: rng.floats(7 * k))
+            let a = try packed.run(["x": x])["y"]!, b = try runtime.run(["x": x, "w": w])["y"]!
+            #expect(a.shape == b.shape, "C \(cShape)")
+            #expect(T.close(T.floats(a), T.floats(b)), "C \(cShape)")
+            #expect(T.floats(a).contains(0) && T.floats(a).contains { $0 > 0 }, "the Relu ran: C \(cShape)")
+        }
+    }
 }
