@@ -119,9 +119,10 @@ private struct BandProduct {
     func multiply(row: Int, count: Int, strips: Range<Int>) {
         let depth = b.depth, columns = b.columns
         let source = a + row * lda
-        // GELU in the C kernel's registers (its AVX2 body), the rest through `Activation.vector` here.
-        let directGelu = activation == .gelu && hasFastLogisticKernel
-        let direct = residual == nil && (directGelu || activation == .none)
+        // GELU (either form) in the C kernel's registers, the rest through `Activation.vector` here: Swift's SIMD16
+        // tanh-GELU there cost GPT-2 twice its separate pass.
+        let directGelu: Int32 = hasFastLogisticKernel ? (activation == .gelu ? 1 : activation == .geluTanh ? 2 : 0) : 0
+        let direct = residual == nil && (directGelu != 0 || activation == .none)
         var s = strips.lowerBound
         while s < strips.upperBound {
             defer { s += 1 }
@@ -133,7 +134,7 @@ private struct BandProduct {
                 withUnsafeBytes(of: starts) { first in
                     osprey_sgemm_strip_pair(count, depth, source, lda, b.pointer + s * depth * productStrip, productStrip, depth * productStrip,
                                             first.baseAddress!.assumingMemoryBound(to: Float.self), out + row * columns + column, columns,
-                                            directGelu ? 1 : 0)
+                                            directGelu)
                 }
                 s += 1
                 continue
@@ -153,7 +154,7 @@ private struct BandProduct {
                 // Nothing left to apply in Swift: the kernel stores straight into the output rows.
                 withUnsafeBytes(of: start) { first in
                     osprey_sgemm_strip(count, depth, source, lda, strip, productStrip, first.baseAddress!.assumingMemoryBound(to: Float.self),
-                                       o, columns, directGelu ? 1 : 0)
+                                       o, columns, directGelu)
                 }
                 continue
             }
