@@ -33,6 +33,22 @@ public final class PackedMatrixB: @unchecked Sendable {
         }
     }
 
+    /// Packs B = scale * w^T from row-major `w` (columns x depth floats, a Gemm's transB weights) in one pass that
+    /// reads w in order: transposing into a dense copy first read it a column at a time (a few ms for a 1000-class head).
+    public init(transposed w: UnsafePointer<Float>, depth: Int, columns: Int, scale: Float) {
+        self.depth = depth
+        self.columns = columns
+        strips = (columns + productStrip - 1) / productStrip
+        let count = strips * depth * productStrip
+        pointer = allocateFloats(count)
+        pointer.initialize(repeating: 0, count: count)
+        for c in 0..<columns {
+            let (s, j) = c.quotientAndRemainder(dividingBy: productStrip)
+            let source = w + c * depth, target = pointer + s * depth * productStrip + j
+            for p in 0..<depth { target[p * productStrip] = scale * source[p] }
+        }
+    }
+
     /// `other` with row p of B multiplied by `factors[p]` (a per-image channel scale folded into the weights).
     init(_ other: PackedMatrixB, scalingRowsBy factors: UnsafePointer<Float>) {
         (depth, columns, strips) = (other.depth, other.columns, other.strips)

@@ -16,12 +16,11 @@ func packedGemmKernel(_ ctx: OpContext, transA: Bool, transB: Bool, alpha: Float
     }
     let biasValues: [Float]? = usesC ? ctx.constants[2]!.floatPointer { p in (0..<columns).map { beta * p[$0] } } : nil
     let packed = w.floatPointer { p in
+        if transB { return PackedMatrixB(transposed: p, depth: depth, columns: columns, scale: alpha) }
         // Row-major [depth, columns] with alpha applied, the layout PackedMatrixB packs.
-        var dense = [Float](repeating: 0, count: depth * columns)
-        for r in 0..<depth {
-            for c in 0..<columns { dense[r * columns + c] = alpha * (transB ? p[c * depth + r] : p[r * columns + c]) }
-        }
-        return dense.withUnsafeBufferPointer { PackedMatrixB($0.baseAddress!, depth: depth, columns: columns) }
+        guard alpha != 1 else { return PackedMatrixB(p, depth: depth, columns: columns) }
+        let scaled = (0..<depth * columns).map { alpha * p[$0] }
+        return scaled.withUnsafeBufferPointer { PackedMatrixB($0.baseAddress!, depth: depth, columns: columns) }
     }
     let activation = ctx.activation
     return PreparedKernel(kernel: { inputs in
