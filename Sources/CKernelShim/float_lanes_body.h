@@ -2,7 +2,7 @@
 // 8-lane AVX2 and 16-lane AVX-512 versions run the same steps and constants (and stay bit-identical to what each
 // replaced). Included once per width, with no include guard, by avx2_logistic.h (LANES_N 8, LANES_BITS 256) and
 // avx512_math.h (16, 512), after <immintrin.h> and include/depthwise_plane.h; it defines exp, logistic, hard_swish,
-// gelu and finish with the lane count appended (exp8, exp16, ...) and undefines its macros. Not part of the module's
+// gelu, gelu_tanh and finish with the lane count appended (exp8, exp16, ...) and undefines its macros. Not part of the module's
 // public headers.
 
 #define LANES_CAT_(a, b) a##b
@@ -93,6 +93,15 @@ static inline LANES_V LANES_FN(gelu)(LANES_V x) {
     const LANES_V erf = LANES(div_ps)(LANES(mul_ps)(p, v), q);
     const LANES_V half = LANES(mul_ps)(x, LANES(set1_ps)(0.5f));
     return LANES(fmadd_ps)(half, erf, half);
+}
+
+/// 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3) (GELU's tanh form, GPT-2's), as x * sigmoid(2u): the
+/// same value, and the logistic above already handles the ends and NaN.
+LANES_ATTR
+static inline LANES_V LANES_FN(gelu_tanh)(LANES_V x) {
+    const LANES_V x3 = LANES(mul_ps)(LANES(mul_ps)(x, x), x);
+    const LANES_V u2 = LANES(mul_ps)(LANES(fmadd_ps)(x3, LANES(set1_ps)(0.044715f), x), LANES(set1_ps)(1.5957691216057308f));
+    return LANES(mul_ps)(x, LANES_FN(logistic)(u2, 0));
 }
 
 /// The float conv epilogues (OSPREY_DW_CLAMP with lo/hi, SILU, SIGMOID, HARDSWISH), shared by the depthwise plane and

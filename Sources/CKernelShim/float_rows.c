@@ -109,6 +109,17 @@ static void gelu_avx512(float *data, long count) {
     }
 }
 
+/// `osprey_gelu_tanh_f32` on 16 lanes, the last 1-15 masked.
+OSPREY_AVX512
+static void gelu_tanh_avx512(float *data, long count) {
+    long i = 0;
+    for (; i + 16 <= count; i += 16) _mm512_storeu_ps(data + i, gelu_tanh16(_mm512_loadu_ps(data + i)));
+    if (i < count) {
+        const __mmask16 m = (__mmask16)((1u << (count - i)) - 1);
+        _mm512_mask_storeu_ps(data + i, m, gelu_tanh16(_mm512_maskz_loadu_ps(m, data + i)));
+    }
+}
+
 __attribute__((target("avx2,fma")))
 void osprey_softmax_rows_f32(const float *source, float *data, long rows, long columns, int fill, float fill_value) {
     if (columns <= 0) return;
@@ -178,7 +189,23 @@ void osprey_gelu_f32(float *data, long count) {
     }
 }
 
+__attribute__((target("avx2,fma")))
+void osprey_gelu_tanh_f32(float *data, long count) {
+    if (osprey_float_avx512()) {
+        gelu_tanh_avx512(data, count);
+        return;
+    }
+    long i = 0;
+    for (; i + 8 <= count; i += 8) _mm256_storeu_ps(data + i, gelu_tanh8(_mm256_loadu_ps(data + i)));
+    if (i < count) {
+        float lanes[8];
+        _mm256_storeu_ps(lanes, gelu_tanh8(load_tail(data + i, count - i, 0.0f)));
+        for (long j = 0; i + j < count; j++) data[i + j] = lanes[j];
+    }
+}
+
 #else
+void osprey_gelu_tanh_f32(float *data, long count) { (void)data; (void)count; }
 void osprey_softmax_rows_f32(const float *source, float *data, long rows, long columns, int fill, float fill_value) {
     (void)source; (void)data; (void)rows; (void)columns; (void)fill; (void)fill_value;
 }

@@ -55,7 +55,10 @@ static inline void strip_rows(const int ROWS, long depth, const float *a, long l
         for (int r = 0; r < 3; r++) { c[r][0] = _mm256_add_ps(c[r][0], c[r + 3][0]); c[r][1] = _mm256_add_ps(c[r][1], c[r + 3][1]); }
     }
     if (gelu) {
-        for (int r = 0; r < ROWS; r++) { c[r][0] = gelu8(c[r][0]); c[r][1] = gelu8(c[r][1]); }
+        for (int r = 0; r < ROWS; r++) {
+            c[r][0] = gelu == 2 ? gelu_tanh8(c[r][0]) : gelu8(c[r][0]);
+            c[r][1] = gelu == 2 ? gelu_tanh8(c[r][1]) : gelu8(c[r][1]);
+        }
     }
     for (int r = 0; r < ROWS; r++) {
         _mm256_storeu_ps(tile + r * ldt, c[r][0]);
@@ -112,7 +115,7 @@ static inline void strip16_rows(const int ROWS, long depth, const float *a, long
     for (int r = 0; r < ROWS; r++) {
         __m512 v = SETS == 4 ? _mm512_add_ps(_mm512_add_ps(c[0][r], c[1][r]), _mm512_add_ps(c[2][r], c[3][r]))
                              : _mm512_add_ps(c[0][r], c[1][r]);
-        if (gelu) v = gelu16(v);
+        if (gelu) v = gelu == 2 ? gelu_tanh16(v) : gelu16(v);
         _mm512_storeu_ps(tile + r * ldt, v);
     }
 }
@@ -156,7 +159,7 @@ static inline void pair16_rows(const int ROWS, long depth, const float *a, long 
     for (int r = 0; r < ROWS; r++) {
         for (int h = 0; h < 2; h++) {
             __m512 v = SETS == 2 ? _mm512_add_ps(c[0][r][h], c[1][r][h]) : c[0][r][h];
-            if (gelu) v = gelu16(v);
+            if (gelu) v = gelu == 2 ? gelu_tanh16(v) : gelu16(v);
             _mm512_storeu_ps(tile + r * ldt + 16 * h, v);
         }
     }

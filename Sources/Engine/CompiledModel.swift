@@ -132,6 +132,7 @@ public final class CompiledModel: Sendable {
             optimizer.foldConstantAffineIntoConvs()
             optimizer.fuseMatMulBias()
             optimizer.foldLayerScaleIntoMatMuls()
+            optimizer.hoistActivationsAboveReshapes()
         }
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }

@@ -208,7 +208,7 @@ struct GraphOptimizer {
     }
 
     /// The activation a planned node computes: a fused activation chain's, or an activation operator's.
-    private func fusableActivation(_ planned: PlannedNode) -> Activation? {
+    func fusableActivation(_ planned: PlannedNode) -> Activation? {
         if planned.node.domain == fusedDomain && planned.node.opType == fusedActivationOp,
            case .int(let rank)? = planned.node.attributes["minimum_rank"], rank <= 1 {
             return planned.activation

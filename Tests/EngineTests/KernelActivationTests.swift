@@ -98,4 +98,24 @@ import TestSupport
         nan.withUnsafeMutableBufferPointer { Activation.gelu.apply($0.baseAddress!, count: $0.count) }
         #expect(nan[0].isNaN && nan[3].isNaN && nan[9].isNaN && nan[17].isNaN && !nan[1].isNaN && !nan[18].isNaN)
     }
+
+    /// A lone tanh-GELU runs in the C shim (x * sigmoid(2u)): against the Swift SIMD path and the scalar tanh
+    /// definition, vector tails, saturated ends and NaN.
+    @Test func geluTanhKernelMatchesPortable() {
+        var rng = SeededGenerator(seed: 29)
+        for count in [1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000] {
+            var input = rng.floats(count).map { $0 * 8 }
+            if count >= 9 { input[0] = 100; input[1] = -100; input[2] = 5.7; input[3] = -5.7; input[4] = 0 }
+            forEachFloatKernelBody { body in
+                var fast = input, portable = input
+                fast.withUnsafeMutableBufferPointer { Activation.geluTanh.apply($0.baseAddress!, count: count) }
+                portable.withUnsafeMutableBufferPointer { Activation.geluTanh.applyPortable($0.baseAddress!, count: count, adding: 0, residual: nil) }
+                expectClose(fast, portable, "\(body) geluTanh count \(count)")
+                expectClose(fast, input.map { Activation.geluTanh($0) }, "\(body) geluTanh scalar count \(count)")
+            }
+        }
+        var nan: [Float] = [.nan, 1, -1, .nan, 2, 3, 4, 5, 6, .nan, 7, 8, 9, 10, 11, 12, 13, .nan, 14]
+        nan.withUnsafeMutableBufferPointer { Activation.geluTanh.apply($0.baseAddress!, count: $0.count) }
+        #expect(nan[0].isNaN && nan[3].isNaN && nan[9].isNaN && nan[17].isNaN && !nan[1].isNaN && !nan[18].isNaN)
+    }
 }

@@ -79,14 +79,14 @@ import TestSupport
 
     /// The 16-column strip kernel itself, each body against a plain loop: every row count 1-6, depths 1-9 (each
     /// remainder of the depth chains) and long, B rows packed (16 apart) or strided in place, with and without a start
-    /// row, GELU in registers (where the CPU runs a vector body), tile rows past `rows` left untouched.
+    /// row, GELU (erf 1, tanh form 2) in registers (where the CPU runs a vector body), tile rows past `rows` left untouched.
     @Test func stripKernelMatchesAPlainLoop() {
         var rng = SeededGenerator(seed: 13)
         for rows in 1...6 {
             for depth in [1, 2, 3, 4, 5, 7, 9, 64, 131] {
                 for ldb in [16, 37] {
                     for withStart in [false, true] {
-                        for gelu in [false, true] where !gelu || hasFastLogisticKernel {
+                        for gelu: Int32 in [0, 1, 2] where gelu == 0 || hasFastLogisticKernel {
                             let lda = depth + 2, ldt = 21
                             let a = rng.floats(rows * lda), b = rng.floats(depth * ldb), start = rng.floats(16)
                             var expected = [Float](repeating: -7, count: 6 * ldt)
@@ -94,13 +94,13 @@ import TestSupport
                                 for j in 0..<16 {
                                     var sum: Float = withStart ? start[j] : 0
                                     for p in 0..<depth { sum += a[r * lda + p] * b[p * ldb + j] }
-                                    expected[r * ldt + j] = gelu ? Activation.gelu(sum) : sum
+                                    expected[r * ldt + j] = gelu == 1 ? Activation.gelu(sum) : gelu == 2 ? Activation.geluTanh(sum) : sum
                                 }
                             }
                             forEachFloatKernelBody { body in
                                 var tile = [Float](repeating: -7, count: 6 * ldt)
                                 start.withUnsafeBufferPointer { s in
-                                    osprey_sgemm_strip(rows, depth, a, lda, b, ldb, withStart ? s.baseAddress : nil, &tile, ldt, gelu ? 1 : 0)
+                                    osprey_sgemm_strip(rows, depth, a, lda, b, ldb, withStart ? s.baseAddress : nil, &tile, ldt, gelu)
                                 }
                                 expectClose(tile, expected, "\(body) strip rows \(rows) depth \(depth) ldb \(ldb) start \(withStart) gelu \(gelu)")
                             }
@@ -112,13 +112,13 @@ import TestSupport
     }
 
     /// The two-strip kernel, each body against a plain loop: row counts 1-6, depths 1-9 and long, two packed strips
-    /// (`depth * 16` apart) or 32 columns of B in place (16 apart, strided rows), with and without start and GELU.
+    /// (`depth * 16` apart) or 32 columns of B in place (16 apart, strided rows), with and without start and GELU (either form).
     @Test func stripPairKernelMatchesAPlainLoop() {
         var rng = SeededGenerator(seed: 17)
         for rows in 1...6 {
             for depth in [1, 2, 3, 4, 5, 7, 64, 131] {
                 for packed in [true, false] {
-                    for (withStart, gelu) in [(false, false), (true, false), (true, true)] where !gelu || hasFastLogisticKernel {
+                    for (withStart, gelu) in [(false, 0), (true, 0), (true, 1), (true, 2)] as [(Bool, Int32)] where gelu == 0 || hasFastLogisticKernel {
                         let lda = depth + 1, ldt = 35, ldb = packed ? 16 : 41, second = packed ? depth * 16 : 16
                         let a = rng.floats(rows * lda), b = rng.floats(2 * depth * max(16, ldb)), start = rng.floats(32)
                         var expected = [Float](repeating: -7, count: 6 * ldt)
@@ -126,13 +126,13 @@ import TestSupport
                             for j in 0..<32 {
                                 var sum: Float = withStart ? start[j] : 0
                                 for p in 0..<depth { sum += a[r * lda + p] * b[(j < 16 ? 0 : second) + p * ldb + j % 16] }
-                                expected[r * ldt + j] = gelu ? Activation.gelu(sum) : sum
+                                expected[r * ldt + j] = gelu == 1 ? Activation.gelu(sum) : gelu == 2 ? Activation.geluTanh(sum) : sum
                             }
                         }
                         forEachFloatKernelBody { body in
                             var tile = [Float](repeating: -7, count: 6 * ldt)
                             start.withUnsafeBufferPointer { s in
-                                osprey_sgemm_strip_pair(rows, depth, a, lda, b, ldb, second, withStart ? s.baseAddress : nil, &tile, ldt, gelu ? 1 : 0)
+                                osprey_sgemm_strip_pair(rows, depth, a, lda, b, ldb, second, withStart ? s.baseAddress : nil, &tile, ldt, gelu)
                             }
                             expectClose(tile, expected, "\(body) pair rows \(rows) depth \(depth) packed \(packed) start \(withStart) gelu \(gelu)")
                         }

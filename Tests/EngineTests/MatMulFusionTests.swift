@@ -107,4 +107,68 @@ private typealias T = TestSupport
         }
         expectClose(T.floats(two), expected, "batched heads")
     }
+
+    /// Gemm with a constant B (either layout, alpha and beta folded) and a constant bias row runs on the packed kernel
+    /// with a fused Relu: the same answers as B fed at run time (the sgemm path); a full [m, n] C stays on sgemm.
+    @Test(arguments: [false, true])
+    func gemmWithConstantWeightsMatchesTheRuntimeOperand(_ transB: Bool) throws {
+        var rng = SeededGenerator(seed: 12)
+        let (k, n) = (24, 40)
+        let w = Tensor(shape: transB ? [n, k] : [k, n], scalars: rng.floats(k * n))
+        for cShape in [[n], [1, n], [7, n], []] {
+            let c = Tensor(shape: cShape, scalars: rng.floats(cShape.reduce(1, *)))
+            let nodes = [Node(opType: "Gemm", inputs: cShape.isEmpty ? ["x", "w"] : ["x", "w", "c"], outputs: ["g"],
+                              attributes: ["transB": .int(transB ? 1 : 0), "alpha": .float(0.75), "beta": .float(1.5)]),
+                         Node(opType: "Relu", inputs: ["g"], outputs: ["y"])]
+            func model(constant: Bool) -> Model {
+                let x = ValueInfo(name: "x", elementType: .float32, shape: [.fixed(7), .fixed(k)])
+                let inputs = constant ? [x] : [x, ValueInfo(name: "w", elementType: .float32, shape: w.shape.map { .fixed($0) })]
+                var inits: [(name: String, tensor: Tensor)] = constant ? [("w", w)] : []
+                if !cShape.isEmpty { inits.append(("c", c)) }
+                return Model(opsetImports: ["": 17], graph: Graph(name: "gemm", nodes: nodes, initializers: inits,
+                                                                  inputs: inputs, outputs: [ValueInfo(name: "y")]))
+            }
+            let packed = try CompiledModel(model: model(constant: true), baseDirectory: nil)
+            let runtime = try CompiledModel(model: model(constant: false), baseDirectory: nil)
+            let x = Tensor(shape: [7, k], scalars: rng.floats(7 * k))
+            let a = try packed.run(["x": x])["y"]!, b = try runtime.run(["x": x, "w": w])["y"]!
+            #expect(a.shape == b.shape, "C \(cShape)")
+            #expect(T.close(T.floats(a), T.floats(b)), "C \(cShape)")
+            #expect(T.floats(a).contains(0) && T.floats(a).contains { $0 > 0 }, "the Relu ran: C \(cShape)")
+        }
+    }
+
+    /// GPT-2's MLP: tanh-GELU (as its exporter spells it) of Reshape(Gemm(x, W, b)) moves into the Gemm's epilogue
+    /// (the Reshape after it), with the answers of the unfused graph; a product with a second reader keeps its own pass.
+    @Test(arguments: [false, true])
+    func activationAfterAReshapeMovesIntoTheGemm(_ productIsAlsoOutput: Bool) throws {
+        var rng = SeededGenerator(seed: 13)
+        let inits: [(name: String, tensor: Tensor)] = [
+            ("w", Tensor(shape: [24, 40], scalars: rng.floats(24 * 40))), ("b", Tensor(shape: [40], scalars: rng.floats(40))),
+            ("shape", Tensor(shape: [3], scalars: [Int64(2), 3, 40])), ("half", Tensor(shape: [], scalars: [Float(0.5)])),
+            ("three", Tensor(shape: [], scalars: [Float(3)])), ("k", Tensor(shape: [], scalars: [Float(0.044715)])),
+            ("s", Tensor(shape: [], scalars: [Float(0.7978845608)])), ("one", Tensor(shape: [], scalars: [Float(1)]))]
+        let nodes = [Node(opType: "Gemm", inputs: ["x", "w", "b"], outputs: ["g"]),
+                     Node(opType: "Reshape", inputs: ["g", "shape"], outputs: ["r"]),
+                     Node(opType: "Mul", inputs: ["r", "half"], outputs: ["h"]),
+                     Node(opType: "Pow", inputs: ["r", "three"], outputs: ["c"]),
+                     Node(opType: "Mul", inputs: ["c", "k"], outputs: ["ck"]),
+                     Node(opType: "Add", inputs: ["r", "ck"], outputs: ["in"]),
+                     Node(opType: "Mul", inputs: ["in", "s"], outputs: ["ins"]),
+                     Node(opType: "Tanh", inputs: ["ins"], outputs: ["t"]),
+                     Node(opType: "Add", inputs: ["t", "one"], outputs: ["t1"]),
+                     Node(opType: "Mul", inputs: ["h", "t1"], outputs: ["y"])]
+        let outputs = [ValueInfo(name: "y")] + (productIsAlsoOutput ? [ValueInfo(name: "g")] : [])
+        let model = Model(opsetImports: ["": 17], graph: Graph(name: "mlp", nodes: nodes, initializers: inits,
+                                                              inputs: [ValueInfo(name: "x", elementType: .float32, shape: [.fixed(6), .fixed(24)])],
+                                                              outputs: outputs))
+        let fused = try CompiledModel(model: model, baseDirectory: nil)
+        let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, fuseChains: false)
+        let feeds = ["x": Tensor(shape: [6, 24], scalars: rng.floats(144))]
+        let a = try fused.run(feeds), b = try plain.run(feeds)
+        #expect(a["y"]!.shape == [2, 3, 40])
+        for o in outputs { #expect(T.close(T.floats(a[o.name]!), T.floats(b[o.name]!)), "\(o.name)") }
+        let kinds = try fused.profile(feeds).map(\.opType)
+        #expect(kinds.contains { $0.hasPrefix("Activation") } == productIsAlsoOutput, "\(kinds)")
+    }
 }

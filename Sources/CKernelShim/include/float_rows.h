@@ -12,4 +12,9 @@ void osprey_softmax_rows_f32(const float *source, float *data, long rows, long c
 /// VectorMath's vectorErf, in AVX2 + FMA (AVX-512F where `osprey_float_avx512()` is 1). Only call when `osprey_float_activations_fast()` is 1.
 void osprey_gelu_f32(float *data, long count);
 
+/// data[i] = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in place for i < count (GELU's tanh form), computed as
+/// x * sigmoid(2u) with the logistic kernels' exp; AVX-512F where `osprey_float_avx512()` is 1. Only call when
+/// `osprey_float_activations_fast()` is 1 (Activation.applyPortable is the portable path).
+void osprey_gelu_tanh_f32(float *data, long count);
+
 #endif

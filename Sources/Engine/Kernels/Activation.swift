@@ -78,7 +78,8 @@ public enum Activation: Sendable, Hashable {
     }
 
     /// buffer[i] = f(buffer[i] + addend + residual[i]) for `count` floats, vectorised: the fused conv/gemm epilogue.
-    /// SiLU, Sigmoid and GELU (without addend or residual) run in the C shim's AVX2 + FMA kernels where the CPU has them.
+    /// SiLU, Sigmoid and GELU in both forms (without addend or residual) run in the C shim's AVX2 + FMA kernels where the
+    /// CPU has them.
     public func apply(_ buffer: UnsafeMutablePointer<Float>, count: Int, adding addend: Float, residual: UnsafePointer<Float>?) {
         if case .none = self, addend == 0, residual == nil { return }
         if let silu = logisticKernelFlag {
@@ -89,6 +90,10 @@ public enum Activation: Sendable, Hashable {
         // 0.9 ns a float against 0.2.
         if case .gelu = self, addend == 0, residual == nil, hasFastLogisticKernel {
             osprey_gelu_f32(buffer, count)
+            return
+        }
+        if case .geluTanh = self, addend == 0, residual == nil, hasFastLogisticKernel {
+            osprey_gelu_tanh_f32(buffer, count)
             return
         }
         applyPortable(buffer, count: count, adding: addend, residual: residual)

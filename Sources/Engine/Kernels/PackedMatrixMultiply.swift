@@ -33,6 +33,22 @@ public final class PackedMatrixB: @unchecked Sendable {
         }
     }
 
+    /// Packs B = scale * w^T from row-major `w` (columns x depth floats, a Gemm's transB weights) in one pass that
+    /// reads w in order: transposing into a dense copy first read it a column at a time (a few ms for a 1000-class head).
+    public init(transposed w: UnsafePointer<Float>, depth: Int, columns: Int, scale: Float) {
+        self.depth = depth
+        self.columns = columns
+        strips = (columns + productStrip - 1) / productStrip
+        let count = strips * depth * productStrip
+        pointer = allocateFloats(count)
+        pointer.initialize(repeating: 0, count: count)
+        for c in 0..<columns {
+            let (s, j) = c.quotientAndRemainder(dividingBy: productStrip)
+            let source = w + c * depth, target = pointer + s * depth * productStrip + j
+            for p in 0..<depth { target[p * productStrip] = scale * source[p] }
+        }
+    }
+
     /// `other` with row p of B multiplied by `factors[p]` (a per-image channel scale folded into the weights).
     init(_ other: PackedMatrixB, scalingRowsBy factors: UnsafePointer<Float>) {
         (depth, columns, strips) = (other.depth, other.columns, other.strips)
@@ -119,9 +135,10 @@ private struct BandProduct {
     func multiply(row: Int, count: Int, strips: Range<Int>) {
         let depth = b.depth, columns = b.columns
         let source = a + row * lda
-        // GELU in the C kernel's registers (its AVX2 body), the rest through `Activation.vector` here.
-        let directGelu = activation == .gelu && hasFastLogisticKernel
-        let direct = residual == nil && (directGelu || activation == .none)
+        // GELU (either form) in the C kernel's registers, the rest through `Activation.vector` here: Swift's SIMD16
+        // tanh-GELU there cost GPT-2 twice its separate pass.
+        let directGelu: Int32 = hasFastLogisticKernel ? (activation == .gelu ? 1 : activation == .geluTanh ? 2 : 0) : 0
+        let direct = residual == nil && (directGelu != 0 || activation == .none)
         var s = strips.lowerBound
         while s < strips.upperBound {
             defer { s += 1 }
@@ -133,7 +150,7 @@ private struct BandProduct {
                 withUnsafeBytes(of: starts) { first in
                     osprey_sgemm_strip_pair(count, depth, source, lda, b.pointer + s * depth * productStrip, productStrip, depth * productStrip,
                                             first.baseAddress!.assumingMemoryBound(to: Float.self), out + row * columns + column, columns,
-                                            directGelu ? 1 : 0)
+                                            directGelu)
                 }
                 s += 1
                 continue
@@ -153,7 +170,7 @@ private struct BandProduct {
                 // Nothing left to apply in Swift: the kernel stores straight into the output rows.
                 withUnsafeBytes(of: start) { first in
                     osprey_sgemm_strip(count, depth, source, lda, strip, productStrip, first.baseAddress!.assumingMemoryBound(to: Float.self),
-                                       o, columns, directGelu ? 1 : 0)
+                                       o, columns, directGelu)
                 }
                 continue
             }

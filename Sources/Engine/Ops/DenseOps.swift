@@ -316,6 +316,7 @@ let denseOperators: OperatorTable = [
     "Gemm": { ctx in
         let transA = try ctx.int("transA", 0) == 1, transB = try ctx.int("transB", 0) == 1
         let alpha = try ctx.float("alpha", 1), beta = try ctx.float("beta", 1)
+        if let packed = try packedGemmKernel(ctx, transA: transA, transB: transB, alpha: alpha, beta: beta) { return packed }
         let activation = ctx.activation
         return PreparedKernel { inputs in
             let a = try inputs.required(0, ctx), b = try inputs.required(1, ctx)
