@@ -98,27 +98,19 @@ static void softmax_rows_avx512(const float *source, float *data, long rows, lon
     }
 }
 
-/// `osprey_gelu_f32` on 16 lanes, the last 1-15 masked.
-OSPREY_AVX512
-static void gelu_avx512(float *data, long count) {
-    long i = 0;
-    for (; i + 16 <= count; i += 16) _mm512_storeu_ps(data + i, gelu16(_mm512_loadu_ps(data + i)));
-    if (i < count) {
-        const __mmask16 m = (__mmask16)((1u << (count - i)) - 1);
-        _mm512_mask_storeu_ps(data + i, m, gelu16(_mm512_maskz_loadu_ps(m, data + i)));
+// An elementwise map in place on 16 lanes, the last 1-15 masked: NAME's body on CPUs with AVX-512F.
+#define FLOAT_MAP_AVX512(NAME, BODY16)                                                                        \
+    OSPREY_AVX512 static void NAME(float *data, long count) {                                                 \
+        long i = 0;                                                                                            \
+        for (; i + 16 <= count; i += 16) _mm512_storeu_ps(data + i, BODY16(_mm512_loadu_ps(data + i)));        \
+        if (i < count) {                                                                                       \
+            const __mmask16 m = (__mmask16)((1u << (count - i)) - 1);                                          \
+            _mm512_mask_storeu_ps(data + i, m, BODY16(_mm512_maskz_loadu_ps(m, data + i)));                   \
+        }                                                                                                      \
     }
-}
 
-/// `osprey_gelu_tanh_f32` on 16 lanes, the last 1-15 masked.
-OSPREY_AVX512
-static void gelu_tanh_avx512(float *data, long count) {
-    long i = 0;
-    for (; i + 16 <= count; i += 16) _mm512_storeu_ps(data + i, gelu_tanh16(_mm512_loadu_ps(data + i)));
-    if (i < count) {
-        const __mmask16 m = (__mmask16)((1u << (count - i)) - 1);
-        _mm512_mask_storeu_ps(data + i, m, gelu_tanh16(_mm512_maskz_loadu_ps(m, data + i)));
-    }
-}
+FLOAT_MAP_AVX512(gelu_avx512, gelu16)
+FLOAT_MAP_AVX512(gelu_tanh_avx512, gelu_tanh16)
 
 __attribute__((target("avx2,fma")))
 void osprey_softmax_rows_f32(const float *source, float *data, long rows, long columns, int fill, float fill_value) {
@@ -174,35 +166,25 @@ void osprey_softmax_rows_f32(const float *source, float *data, long rows, long c
     }
 }
 
-__attribute__((target("avx2,fma")))
-void osprey_gelu_f32(float *data, long count) {
-    if (osprey_float_avx512()) {
-        gelu_avx512(data, count);
-        return;
+// An elementwise map in place: the AVX-512 body when the CPU has it, else eight lanes of BODY8 at a time and the
+// tail through one partial load.
+#define FLOAT_MAP(NAME, AVX512_BODY, BODY8)                                                                    \
+    __attribute__((target("avx2,fma"))) void NAME(float *data, long count) {                                  \
+        if (osprey_float_avx512()) {                                                                           \
+            AVX512_BODY(data, count);                                                                          \
+            return;                                                                                            \
+        }                                                                                                      \
+        long i = 0;                                                                                            \
+        for (; i + 8 <= count; i += 8) _mm256_storeu_ps(data + i, BODY8(_mm256_loadu_ps(data + i)));           \
+        if (i < count) {                                                                                       \
+            float lanes[8];                                                                                    \
+            _mm256_storeu_ps(lanes, BODY8(load_tail(data + i, count - i, 0.0f)));                              \
+            for (long j = 0; i + j < count; j++) data[i + j] = lanes[j];                                       \
+        }                                                                                                      \
     }
-    long i = 0;
-    for (; i + 8 <= count; i += 8) _mm256_storeu_ps(data + i, gelu8(_mm256_loadu_ps(data + i)));
-    if (i < count) {
-        float lanes[8];
-        _mm256_storeu_ps(lanes, gelu8(load_tail(data + i, count - i, 0.0f)));
-        for (long j = 0; i + j < count; j++) data[i + j] = lanes[j];
-    }
-}
 
-__attribute__((target("avx2,fma")))
-void osprey_gelu_tanh_f32(float *data, long count) {
-    if (osprey_float_avx512()) {
-        gelu_tanh_avx512(data, count);
-        return;
-    }
-    long i = 0;
-    for (; i + 8 <= count; i += 8) _mm256_storeu_ps(data + i, gelu_tanh8(_mm256_loadu_ps(data + i)));
-    if (i < count) {
-        float lanes[8];
-        _mm256_storeu_ps(lanes, gelu_tanh8(load_tail(data + i, count - i, 0.0f)));
-        for (long j = 0; i + j < count; j++) data[i + j] = lanes[j];
-    }
-}
+FLOAT_MAP(osprey_gelu_f32, gelu_avx512, gelu8)
+FLOAT_MAP(osprey_gelu_tanh_f32, gelu_tanh_avx512, gelu_tanh8)
 
 #else
 void osprey_gelu_tanh_f32(float *data, long count) { (void)data; (void)count; }

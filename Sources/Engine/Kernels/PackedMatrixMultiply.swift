@@ -17,14 +17,19 @@ public final class PackedMatrixB: @unchecked Sendable {
     /// [strip][depth][16] floats.
     let pointer: UnsafeMutablePointer<Float>
 
-    /// Packs row-major `b` (depth x columns floats).
-    public init(_ b: UnsafePointer<Float>, depth: Int, columns: Int) {
+    /// Zeroed strips for a depth x columns B (the columns past n stay zero).
+    private init(depth: Int, columns: Int) {
         self.depth = depth
         self.columns = columns
         strips = (columns + productStrip - 1) / productStrip
         let count = strips * depth * productStrip
         pointer = allocateFloats(count)
         pointer.initialize(repeating: 0, count: count)
+    }
+
+    /// Packs row-major `b` (depth x columns floats).
+    public convenience init(_ b: UnsafePointer<Float>, depth: Int, columns: Int) {
+        self.init(depth: depth, columns: columns)
         for s in 0..<strips {
             let width = min(productStrip, columns - s * productStrip)
             for p in 0..<depth {
@@ -35,13 +40,8 @@ public final class PackedMatrixB: @unchecked Sendable {
 
     /// Packs B = scale * w^T from row-major `w` (columns x depth floats, a Gemm's transB weights) in one pass that
     /// reads w in order: transposing into a dense copy first read it a column at a time (a few ms for a 1000-class head).
-    public init(transposed w: UnsafePointer<Float>, depth: Int, columns: Int, scale: Float) {
-        self.depth = depth
-        self.columns = columns
-        strips = (columns + productStrip - 1) / productStrip
-        let count = strips * depth * productStrip
-        pointer = allocateFloats(count)
-        pointer.initialize(repeating: 0, count: count)
+    public convenience init(transposed w: UnsafePointer<Float>, depth: Int, columns: Int, scale: Float) {
+        self.init(depth: depth, columns: columns)
         for c in 0..<columns {
             let (s, j) = c.quotientAndRemainder(dividingBy: productStrip)
             let source = w + c * depth, target = pointer + s * depth * productStrip + j

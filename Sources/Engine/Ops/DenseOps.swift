@@ -87,6 +87,25 @@ func matmulFactory(_ ctx: OpContext) throws -> PreparedKernel {
     }, consumedInputs: bias == nil ? [] : [2])
 }
 
+/// `a` as `rows` rows of B's depth times the packed constant B, plus `bias` and `activation` in the kernel's epilogue,
+/// into a pooled float32 tensor of `shape`: the run of both MatMul's and Gemm's constant-weight kernels.
+func packedProduct(_ a: Tensor, rows: Int, shape: [Int], _ packed: PackedMatrixB, bias: [Float]?, activation: Activation) -> Tensor {
+    var y = Tensor.pooled(.float32, shape: shape)
+    y.withUnsafeMutableBufferPointer(of: Float.self) { o in
+        guard let op = o.baseAddress, rows > 0 else { return }
+        a.floatPointer { ap in
+            guard let bias else {
+                packedMatmul(ap, lda: packed.depth, rows: rows, packed, bias: nil, residual: nil, activation: activation, out: op)
+                return
+            }
+            bias.withUnsafeBufferPointer {
+                packedMatmul(ap, lda: packed.depth, rows: rows, packed, bias: $0.baseAddress, residual: nil, activation: activation, out: op)
+            }
+        }
+    }
+    return y
+}
+
 /// MatMul against a constant 2-D float32 B (a Linear layer): B packed once for `packedMatmul`, which adds the bias
 /// and applies the activation in registers; nil when B is not such a constant.
 private func packedMatmulKernel(_ ctx: OpContext, bias: Tensor?, activation: Activation) throws -> PreparedKernel? {
@@ -101,21 +120,8 @@ private func packedMatmulKernel(_ ctx: OpContext, bias: Tensor?, activation: Act
         guard a.rank >= 1, a.shape[a.rank - 1] == depth else {
             throw ctx.error(.executionFailed, "inner dimensions differ: \(a.shape) x [\(depth), \(columns)]")
         }
-        let rows = a.count / depth
-        var y = Tensor.pooled(.float32, shape: Array(a.shape.dropLast()) + [columns])
-        y.withUnsafeMutableBufferPointer(of: Float.self) { o in
-            guard let op = o.baseAddress, rows > 0 else { return }
-            a.floatPointer { ap in
-                if let biasValues {
-                    biasValues.withUnsafeBufferPointer {
-                        packedMatmul(ap, lda: depth, rows: rows, packed, bias: $0.baseAddress, residual: nil, activation: activation, out: op)
-                    }
-                } else {
-                    packedMatmul(ap, lda: depth, rows: rows, packed, bias: nil, residual: nil, activation: activation, out: op)
-                }
-            }
-        }
-        return [y]
+        return [packedProduct(a, rows: a.count / depth, shape: Array(a.shape.dropLast()) + [columns], packed, bias: biasValues,
+                              activation: activation)]
     }, consumedInputs: bias == nil ? [1] : [1, 2])
 }
 

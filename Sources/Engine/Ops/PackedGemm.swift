@@ -29,20 +29,6 @@ func packedGemmKernel(_ ctx: OpContext, transA: Bool, transB: Bool, alpha: Float
         guard a.rank == 2, a.shape[1] == depth else {
             throw ctx.error(.executionFailed, "Gemm inner dimensions differ: A \(a.shape) and B [\(depth), \(columns)] (transB=\(transB))")
         }
-        let rows = a.shape[0]
-        var y = Tensor.pooled(.float32, shape: [rows, columns])
-        y.withUnsafeMutableBufferPointer(of: Float.self) { o in
-            guard let op = o.baseAddress, rows > 0 else { return }
-            a.floatPointer { ap in
-                if let biasValues {
-                    biasValues.withUnsafeBufferPointer {
-                        packedMatmul(ap, lda: depth, rows: rows, packed, bias: $0.baseAddress, residual: nil, activation: activation, out: op)
-                    }
-                } else {
-                    packedMatmul(ap, lda: depth, rows: rows, packed, bias: nil, residual: nil, activation: activation, out: op)
-                }
-            }
-        }
-        return [y]
+        return [packedProduct(a, rows: a.shape[0], shape: [a.shape[0], columns], packed, bias: biasValues, activation: activation)]
     }, consumedInputs: biasValues == nil ? [1] : [1, 2])
 }
