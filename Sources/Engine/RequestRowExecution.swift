@@ -14,11 +14,8 @@ extension CompiledModel {
     /// the caller then stacks the batch and runs it as before. The same assumption as `runSplittingRows`: each output
     /// row depends only on the same input row.
     public func runRequestRows(_ requests: [[String: Tensor]], parts requested: Int? = nil) throws -> [[String: Tensor]]? {
-        // An output declared without a dynamic first axis cannot keep one row per input row: not worth running to find out.
-        guard self.outputs.allSatisfy({ $0.dtype != .string && $0.shape.first.map { $0.value == nil } == true }),
-              let rowsPerRequest = Self.stackableRows(requests) else { return nil }
+        guard let rowsPerRequest = oneRowPerPart(requests, parts: requested) else { return nil }
         let rows = rowsPerRequest.reduce(0, +)
-        guard rows >= 2, rowParts(rows: rows, requested: requested) == rows else { return nil }
         // Part p computes row `rowOf[p]` of request `requestOf[p]`.
         var requestOf: [Int] = [], rowOf: [Int] = []
         for (request, count) in rowsPerRequest.enumerated() {
@@ -45,16 +42,22 @@ extension CompiledModel {
                 answers.append(own.first!)
                 continue
             }
-            var merged: [String: Tensor] = [:]
-            for name in own.first!.keys {
-                let pieces = own.map { $0[name]! }
-                // Rows whose outputs differ in shape (sized by their content) do not stack: the caller runs the batch.
-                guard Tensor.stackableRows(pieces) else { return nil }
-                merged[name] = Tensor.concatenatingRows(pieces)
-            }
+            // Rows whose outputs differ in shape (sized by their content) do not stack: the caller runs the batch.
+            guard let merged = Tensor.stackingRows(Array(own), rows: Array(repeating: 1, count: count)) else { return nil }
             answers.append(merged)
         }
         return answers
+    }
+
+    /// Each request's rows when these requests, as one batch, run one row per part (`parts`, nil: automatic), each
+    /// part a 1-thread run of one row: outputs declared with a dynamic first axis, requests that stack, 2 rows or more.
+    /// Nil otherwise (an output declared without a dynamic first axis cannot keep one row per input row: not worth
+    /// running to find out).
+    func oneRowPerPart(_ requests: [[String: Tensor]], parts requested: Int? = nil) -> [Int]? {
+        guard outputs.allSatisfy({ $0.dtype != .string && $0.shape.first.map { $0.value == nil } == true }),
+              let rowsPerRequest = Self.stackableRows(requests) else { return nil }
+        let rows = rowsPerRequest.reduce(0, +)
+        return rows >= 2 && rowParts(rows: rows, requested: requested) == rows ? rowsPerRequest : nil
     }
 
     /// Each request's rows when the requests stack into one batch: the same feed names, and per name the same dtype

@@ -24,18 +24,9 @@ extension CompiledModel {
             parallelParts(parts) { part in slots[part] = Result { try run(partFeeds[part]) } }
         }
         let outputs = try results.map { try $0!.get() }
-        var merged: [String: Tensor] = [:]
-        for name in outputs[0].keys {
-            let pieces = outputs.map { $0[name]! }
-            // An output without one row per input row, or whose rows differ in shape, cannot be stitched from parts:
-            // run the batch whole instead.
-            guard zip(pieces, ranges).allSatisfy({ $0.rank > 0 && $0.dtype != .string && $0.shape[0] == $1.count }),
-                  Tensor.stackableRows(pieces) else {
-                return try run(feeds)
-            }
-            merged[name] = Tensor.concatenatingRows(pieces)
-        }
-        return merged
+        // An output without one row per input row, or whose rows differ in shape, cannot be stitched from parts: run
+        // the batch whole instead.
+        return try Tensor.stackingRows(outputs, rows: ranges.map(\.count)) ?? run(feeds)
     }
 
     /// The parts `runSplittingRows` cuts `rows` rows into: `requested` (at most one per row), else `automaticParts`

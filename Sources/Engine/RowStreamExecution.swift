@@ -5,12 +5,7 @@ extension CompiledModel {
     /// True when these requests' rows, as one batch, would run one row per part (`runRequestRows`'s schedule): each row
     /// is then a 1-thread run of its own, so a server may stream rows from one batch into the next (`parallelStream`)
     /// instead of waiting at the end of each batch for its slowest row.
-    public func streamsRows(_ requests: [[String: Tensor]]) -> Bool {
-        guard outputs.allSatisfy({ $0.dtype != .string && $0.shape.first.map { $0.value == nil } == true }),
-              let rowsPerRequest = Self.stackableRows(requests) else { return false }
-        let rows = rowsPerRequest.reduce(0, +)
-        return rows >= 2 && rowParts(rows: rows) == rows
-    }
+    public func streamsRows(_ requests: [[String: Tensor]]) -> Bool { oneRowPerPart(requests) != nil }
 
     /// Runs one row's feeds as one job of `parallelStream` (single-threaded there, as each part of `runRequestRows`)
     /// and records its time as the model's cost per row, which the choice of schedule reads.

@@ -3,12 +3,13 @@ import Tensor
 
 /// Row streaming: when a batch's rows each run alone on one thread (the runtime says so), the execution feeds them to
 /// the compute threads one row at a time and, when none is left, takes what is queued at once as the next batch
-/// instead of waiting for the batch's slowest row (or for company: rows that run alone gain nothing from it). On a loaded 2-core box a compute thread whose core was lent to the I/O loop a while
-/// finished its last row up to a row's time after the other, which waited idle at the end of every batch.
+/// instead of waiting for the batch's slowest row (or for company: rows that run alone gain nothing from it). On a
+/// loaded 2-core box a compute thread whose core was lent to the I/O loop a while finished its last row up to a row's
+/// time after the other, which waited idle at the end of every batch.
 ///
 /// The first batch is the machine's usual choice (sizes, delay, preferred counts); each batch is counted as one
-/// execution in the statistics; each request is answered as soon as its own rows are computed. The execution keeps its compute slot
-/// until no row is left nor ready, or another version waits for the slot.
+/// execution in the statistics; each request is answered as soon as its own rows are computed. The execution keeps
+/// its compute slot until no row is left nor ready, or another version waits for the slot.
 extension DynamicBatcher {
     /// The rows of a streaming execution; guarded by `lock`.
     struct StreamState {
@@ -148,14 +149,8 @@ extension DynamicBatcher {
         if let failure = request.failure { return .failure(failure) }
         let rows = request.rowOutputs.map { $0! }
         if rows.count == 1 { return .success(rows[0]) }
-        var merged: [String: Tensor] = [:]
-        for name in rows[0].keys {
-            let pieces = rows.compactMap { $0[name] }
-            guard pieces.count == rows.count, Tensor.stackableRows(pieces),
-                  pieces.allSatisfy({ $0.dtype != .string && $0.shape[0] == 1 }) else {
-                return guarded { try runtime.run(request.waiter.feeds) }
-            }
-            merged[name] = Tensor.concatenatingRows(pieces)
+        guard let merged = Tensor.stackingRows(rows, rows: Array(repeating: 1, count: rows.count)) else {
+            return guarded { try runtime.run(request.waiter.feeds) }
         }
         return .success(merged)
     }

@@ -174,6 +174,21 @@ public struct Tensor: Sendable {
         return parts.allSatisfy { $0.rank == first.rank && $0.dtype == first.dtype && $0.shape.dropFirst() == first.shape.dropFirst() }
     }
 
+    /// Named outputs of consecutive row parts stacked into one set, or nil unless every part has the same names and,
+    /// per name, `rows[i]` rows (a first axis, no strings) of one dtype and trailing shape: parts of a batch run apart
+    /// stack exactly, and a caller that gets nil runs the batch whole instead.
+    public static func stackingRows(_ parts: [[String: Tensor]], rows: [Int]) -> [String: Tensor]? {
+        guard let names = parts.first?.keys, parts.count == rows.count, parts.allSatisfy({ $0.count == names.count }) else { return nil }
+        var merged: [String: Tensor] = [:]
+        for name in names {
+            let pieces = parts.compactMap { $0[name] }
+            guard pieces.count == parts.count, stackableRows(pieces),
+                  zip(pieces, rows).allSatisfy({ $0.dtype != .string && $0.shape[0] == $1 }) else { return nil }
+            merged[name] = concatenatingRows(pieces)
+        }
+        return merged
+    }
+
     /// Stacks tensors of equal dtype and trailing shape along the outermost axis (one batch); one part that starts its
     /// storage is returned as is (a batch of one request copies nothing; a row window is still copied out).
     public static func concatenatingRows(_ parts: [Tensor]) -> Tensor {

@@ -43,6 +43,20 @@ import Testing
         #expect(!Tensor.stackableRows([]))
     }
 
+    @Test func namedRowPartsStackOnlyWhenEveryPartMatches() {
+        let a = Tensor(shape: [1, 2], scalars: [Float(1), 2]), b = Tensor(shape: [2, 2], scalars: [Float(3), 4, 5, 6])
+        let merged = Tensor.stackingRows([["y": a], ["y": b]], rows: [1, 2])
+        #expect(merged?["y"]?.shape == [3, 2])
+        #expect(merged?["y"]?.scalars(as: Float.self) == [1, 2, 3, 4, 5, 6])
+        #expect(Tensor.stackingRows([["y": a], ["y": b]], rows: [1, 1]) == nil, "a part with more rows than its range")
+        #expect(Tensor.stackingRows([["y": a], ["z": a]], rows: [1, 1]) == nil, "other names")
+        #expect(Tensor.stackingRows([["y": a], ["y": a, "z": a]], rows: [1, 1]) == nil, "an extra output")
+        #expect(Tensor.stackingRows([["y": a], ["y": Tensor(shape: [1, 3], scalars: [Float](repeating: 0, count: 3))]], rows: [1, 1]) == nil,
+                "rows of another width")
+        #expect(Tensor.stackingRows([["s": Tensor(shape: [1], strings: [[1]])], ["s": Tensor(shape: [1], strings: [[2]])]], rows: [1, 1]) == nil,
+                "strings")
+    }
+
     @Test func stringTensorsSliceByRow() {
         let t = Tensor(shape: [2], strings: [[1], [2, 3]])
         #expect(t.rows(1..<2).strings == [[2, 3]])
