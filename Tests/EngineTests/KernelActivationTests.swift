@@ -81,41 +81,29 @@ import TestSupport
 
     /// A lone GELU (no addend, no residual) runs in the C shim's erf kernel: against the Swift SIMD path and the scalar
     /// definition, vector tails, the clamped ends of erf and NaN.
-    @Test func geluKernelMatchesPortable() {
-        var rng = SeededGenerator(seed: 23)
-        for count in [1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000] {
-            var input = rng.floats(count).map { $0 * 8 }
-            if count >= 9 { input[0] = 100; input[1] = -100; input[2] = 5.7; input[3] = -5.7; input[4] = 0 }
-            forEachFloatKernelBody { body in
-                var fast = input, portable = input
-                fast.withUnsafeMutableBufferPointer { Activation.gelu.apply($0.baseAddress!, count: count) }
-                portable.withUnsafeMutableBufferPointer { Activation.gelu.applyPortable($0.baseAddress!, count: count, adding: 0, residual: nil) }
-                expectClose(fast, portable, "\(body) gelu count \(count)")
-                expectClose(fast, input.map { Activation.gelu($0) }, "\(body) gelu scalar count \(count)")
-            }
-        }
-        var nan: [Float] = [.nan, 1, -1, .nan, 2, 3, 4, 5, 6, .nan, 7, 8, 9, 10, 11, 12, 13, .nan, 14]
-        nan.withUnsafeMutableBufferPointer { Activation.gelu.apply($0.baseAddress!, count: $0.count) }
-        #expect(nan[0].isNaN && nan[3].isNaN && nan[9].isNaN && nan[17].isNaN && !nan[1].isNaN && !nan[18].isNaN)
-    }
+    @Test func geluKernelMatchesPortable() { Self.checkLoneActivation(.gelu, seed: 23) }
 
     /// A lone tanh-GELU runs in the C shim (x * sigmoid(2u)): against the Swift SIMD path and the scalar tanh
     /// definition, vector tails, saturated ends and NaN.
-    @Test func geluTanhKernelMatchesPortable() {
-        var rng = SeededGenerator(seed: 29)
+    @Test func geluTanhKernelMatchesPortable() { Self.checkLoneActivation(.geluTanh, seed: 29) }
+
+    /// `activation` applied alone by every float kernel body against its portable path and its scalar definition, on
+    /// vector tails, both saturated ends, zero and NaN.
+    private static func checkLoneActivation(_ activation: Activation, seed: UInt64) {
+        var rng = SeededGenerator(seed: seed)
         for count in [1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000] {
             var input = rng.floats(count).map { $0 * 8 }
             if count >= 9 { input[0] = 100; input[1] = -100; input[2] = 5.7; input[3] = -5.7; input[4] = 0 }
             forEachFloatKernelBody { body in
                 var fast = input, portable = input
-                fast.withUnsafeMutableBufferPointer { Activation.geluTanh.apply($0.baseAddress!, count: count) }
-                portable.withUnsafeMutableBufferPointer { Activation.geluTanh.applyPortable($0.baseAddress!, count: count, adding: 0, residual: nil) }
-                expectClose(fast, portable, "\(body) geluTanh count \(count)")
-                expectClose(fast, input.map { Activation.geluTanh($0) }, "\(body) geluTanh scalar count \(count)")
+                fast.withUnsafeMutableBufferPointer { activation.apply($0.baseAddress!, count: count) }
+                portable.withUnsafeMutableBufferPointer { activation.applyPortable($0.baseAddress!, count: count, adding: 0, residual: nil) }
+                expectClose(fast, portable, "\(body) \(activation) count \(count)")
+                expectClose(fast, input.map { activation($0) }, "\(body) \(activation) scalar count \(count)")
             }
         }
         var nan: [Float] = [.nan, 1, -1, .nan, 2, 3, 4, 5, 6, .nan, 7, 8, 9, 10, 11, 12, 13, .nan, 14]
-        nan.withUnsafeMutableBufferPointer { Activation.geluTanh.apply($0.baseAddress!, count: $0.count) }
+        nan.withUnsafeMutableBufferPointer { activation.apply($0.baseAddress!, count: $0.count) }
         #expect(nan[0].isNaN && nan[3].isNaN && nan[9].isNaN && nan[17].isNaN && !nan[1].isNaN && !nan[18].isNaN)
     }
 }
