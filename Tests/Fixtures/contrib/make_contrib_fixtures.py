@@ -270,6 +270,30 @@ def matmul_nbits():
     save_case("matmul_nbits_float_zeros_g_idx", m, {"x": local.standard_normal((2, 3, k)).astype(np.float32)})
 
 
+def nbits_weights(local, k, n, block, zeros, bias, dtype=np.float32):
+    """Hand-packed 4-bit MatMulNBits weights, drawn from `local` in this order: B [n, blocks, block / 2] (zero past K, as
+    the quantizer pads), scales, zero points (`zeros`: "uint8" packed two per byte, "float" in `dtype`, or None) and,
+    when `bias`, a bias. Returns the initializers and the node's inputs after A."""
+    blocks = (k + block - 1) // block
+    q = local.integers(0, 16, (n, blocks * block)).astype(np.uint8)
+    q[:, k:] = 0
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, blocks, block // 2)
+    inits = [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(local.uniform(0.01, 0.1, n * blocks).astype(dtype), "scales")]
+    inputs = ["b", "scales"]
+    if zeros == "uint8":
+        z = local.integers(0, 16, (n, blocks)).astype(np.uint8)
+        z = np.concatenate([z, np.zeros((n, blocks % 2), np.uint8)], axis=1)
+        inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1), "zeros"))
+        inputs.append("zeros")
+    elif zeros == "float":
+        inits.append(numpy_helper.from_array(local.uniform(6, 9, n * blocks).astype(dtype), "zeros"))
+        inputs.append("zeros")
+    if bias:
+        inits.append(numpy_helper.from_array(local.standard_normal(n).astype(dtype), "bias"))
+        inputs += [""] * (4 - len(inputs)) + ["bias"]  # B, scales, zero_points, g_idx, then bias
+    return inits, inputs
+
+
 def matmul_nbits_shapes():
     """4-bit MatMulNBits hand-packed at the shapes the packed kernels branch on: block sizes 16, 32 and 128, K not a
     multiple of the block, N not a multiple of any vector width, packed uint8 or float zero points or none, with and
@@ -279,24 +303,7 @@ def matmul_nbits_shapes():
                                                  ("matmul_nbits_4bit_b32_no_zeros", 96, 37, 32, None, False),
                                                  ("matmul_nbits_4bit_b32_float_zeros_bias", 130, 33, 32, "float", True),
                                                  ("matmul_nbits_4bit_b128_odd_k", 300, 70, 128, "uint8", False)):
-        blocks = (k + block - 1) // block
-        q = local.integers(0, 16, (n, blocks * block)).astype(np.uint8)
-        q[:, k:] = 0  # padding past K, as the quantizer pads
-        packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, blocks, block // 2)
-        scales = local.uniform(0.01, 0.1, n * blocks).astype(np.float32)
-        inits = [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(scales, "scales")]
-        inputs = ["b", "scales"]
-        if zeros == "uint8":
-            z = local.integers(0, 16, (n, blocks)).astype(np.uint8)
-            z = np.concatenate([z, np.zeros((n, blocks % 2), np.uint8)], axis=1)
-            inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1), "zeros"))
-            inputs.append("zeros")
-        elif zeros == "float":
-            inits.append(numpy_helper.from_array(local.uniform(6, 9, n * blocks).astype(np.float32), "zeros"))
-            inputs.append("zeros")
-        if with_bias:
-            inits.append(numpy_helper.from_array(local.standard_normal(n).astype(np.float32), "bias"))
-            inputs += [""] * (4 - len(inputs)) + ["bias"]  # B, scales, zero_points, g_idx, then bias
+        inits, inputs = nbits_weights(local, k, n, block, zeros, with_bias)
         nodes = [helper.make_node("MatMulNBits", [x] + inputs, [y], domain=MS, K=k, N=n, bits=4, block_size=block)
                  for x, y in (("x_decode", "y_decode"), ("x_prompt", "y_prompt"))]
         m = model_of(nodes, [vi("x_decode", TensorProto.FLOAT, [1, k]), vi("x_prompt", TensorProto.FLOAT, [37, k])],
@@ -315,20 +322,7 @@ def matmul_nbits_float16():
     for name, k, n, block, zeros, level in (("matmul_nbits_float16_uint8_zeros", 96, 40, 32, "uint8", 0),
                                             ("matmul_nbits_float16_float_zeros", 80, 24, 16, "float", 0),
                                             ("matmul_nbits_float16_acc4_uint8_zeros", 160, 24, 32, "uint8", 4)):
-        blocks = (k + block - 1) // block
-        q = local.integers(0, 16, (n, blocks * block)).astype(np.uint8)
-        q[:, k:] = 0
-        packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, blocks, block // 2)
-        scales = local.uniform(0.01, 0.1, n * blocks).astype(np.float16)
-        inits = [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(scales, "scales")]
-        if zeros == "uint8":
-            z = local.integers(0, 16, (n, blocks)).astype(np.uint8)
-            z = np.concatenate([z, np.zeros((n, blocks % 2), np.uint8)], axis=1)
-            inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1), "zeros"))
-        else:
-            inits.append(numpy_helper.from_array(local.uniform(6, 9, n * blocks).astype(np.float16), "zeros"))
-        inits.append(numpy_helper.from_array(local.standard_normal(n).astype(np.float16), "bias"))
-        inputs = ["b", "scales", "zeros", "", "bias"]
+        inits, inputs = nbits_weights(local, k, n, block, zeros, True, dtype=np.float16)
         nodes = [helper.make_node("MatMulNBits", [x] + inputs, [y], domain=MS, K=k, N=n, bits=4, block_size=block, accuracy_level=level)
                  for x, y in (("x_decode", "y_decode"), ("x_prompt", "y_prompt"))]
         m = model_of(nodes, [vi("x_decode", TensorProto.FLOAT16, [1, k]), vi("x_prompt", TensorProto.FLOAT16, [5, k])],
@@ -350,23 +344,7 @@ def matmul_nbits_accuracy4():
     for name, k, n, block, zeros in (("matmul_nbits_acc4_b32_uint8_zeros_bias", 256, 40, 32, "uint8"),
                                      ("matmul_nbits_acc4_b64_no_zeros_odd_k", 200, 37, 64, None),
                                      ("matmul_nbits_acc4_b128_float_zeros", 384, 33, 128, "float")):
-        blocks = (k + block - 1) // block
-        q = local.integers(0, 16, (n, blocks * block)).astype(np.uint8)
-        q[:, k:] = 0
-        packed = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, blocks, block // 2)
-        inits = [numpy_helper.from_array(packed, "b"), numpy_helper.from_array(local.uniform(0.01, 0.1, n * blocks).astype(np.float32), "scales")]
-        inputs = ["b", "scales"]
-        if zeros == "uint8":
-            z = local.integers(0, 16, (n, blocks)).astype(np.uint8)
-            z = np.concatenate([z, np.zeros((n, blocks % 2), np.uint8)], axis=1)
-            inits.append(numpy_helper.from_array((z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1), "zeros"))
-            inputs.append("zeros")
-        elif zeros == "float":
-            inits.append(numpy_helper.from_array(local.uniform(6, 9, n * blocks).astype(np.float32), "zeros"))
-            inputs.append("zeros")
-        if zeros == "uint8":
-            inits.append(numpy_helper.from_array(local.standard_normal(n).astype(np.float32), "bias"))
-            inputs += [""] * (4 - len(inputs)) + ["bias"]
+        inits, inputs = nbits_weights(local, k, n, block, zeros, zeros == "uint8")
 
         def graph(level):
             nodes = [helper.make_node("MatMulNBits", [x] + inputs, [y], domain=MS, K=k, N=n, bits=4, block_size=block, accuracy_level=level)
