@@ -37,28 +37,28 @@ import Testing
         #expect(fn.encode(0.48033666, saturate: true) == 0x2F, "0.46875, as the ONNX Cast case expects")
     }
 
-    @Test func fourBitUnpacking() {
-        let packed: [UInt8] = [0x87, 0x0F]
-        var signed = [UInt8](repeating: 0, count: 3), unsigned = [UInt8](repeating: 0, count: 3)
+    /// `count` elements of `bits` bits unpacked from `packed`, read as signed and as unsigned.
+    private static func unpacked(_ packed: [UInt8], count: Int, bits: Int) -> (signed: [Int8], unsigned: [UInt8]) {
+        var signed = [UInt8](repeating: 0, count: count), unsigned = [UInt8](repeating: 0, count: count)
         packed.withUnsafeBytes { src in
-            signed.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: 3, bits: 4, signed: true, into: $0) }
-            unsigned.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: 3, bits: 4, signed: false, into: $0) }
+            signed.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: count, bits: bits, signed: true, into: $0) }
+            unsigned.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: count, bits: bits, signed: false, into: $0) }
         }
-        #expect(signed.map { Int8(bitPattern: $0) } == [7, -8, -1])
+        return (signed.map { Int8(bitPattern: $0) }, unsigned)
+    }
+
+    @Test func fourBitUnpacking() {
+        let (signed, unsigned) = Self.unpacked([0x87, 0x0F], count: 3, bits: 4)
+        #expect(signed == [7, -8, -1])
         #expect(unsigned == [7, 8, 15])
         #expect(SubBytePacking.packedByteCount(5, bits: 4) == 3)
     }
 
     @Test func twoBitUnpacking() {
         // 0b11_10_01_00 then 0b00_00_00_10: elements 0, 1, 2, 3, 2 (first element in the lowest bits).
-        let packed: [UInt8] = [0xE4, 0x02]
-        var signed = [UInt8](repeating: 0, count: 5), unsigned = [UInt8](repeating: 0, count: 5)
-        packed.withUnsafeBytes { src in
-            signed.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: 5, bits: 2, signed: true, into: $0) }
-            unsigned.withUnsafeMutableBytes { SubBytePacking.unpack(src, count: 5, bits: 2, signed: false, into: $0) }
-        }
+        let (signed, unsigned) = Self.unpacked([0xE4, 0x02], count: 5, bits: 2)
         #expect(unsigned == [0, 1, 2, 3, 2])
-        #expect(signed.map { Int8(bitPattern: $0) } == [0, 1, -2, -1, -2])
+        #expect(signed == [0, 1, -2, -1, -2])
         #expect(SubBytePacking.packedByteCount(5, bits: 2) == 2)
     }
 
