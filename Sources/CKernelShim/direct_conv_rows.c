@@ -111,14 +111,19 @@ static void finish_run(float *p, long count, int epilogue) {
     } while (0)
 
 /// Fills `offsets` with each tap's start in the phase rows (tap k = (c, i, j) reads phase j % stride_w of row i of
-/// channel c, from column j / stride_w); returns the taps, 0 when they are none or more than MAX_TAPS.
-static int tap_offsets(long phase_len, int rows_in, int in_channels, int kernel_h, int kernel_w, int stride_w, long *offsets) {
+/// channel c, from column j / stride_w) and `bounds` with the clamp the stores apply (none unless the epilogue is a
+/// clamp: other activations run over the stored row); returns the taps, 0 when they are none or more than MAX_TAPS.
+static int direct_setup(long phase_len, int rows_in, int in_channels, int kernel_h, int kernel_w, int stride_w, int epilogue,
+                        float lo, float hi, long *offsets, float bounds[2]) {
     const int taps = in_channels * kernel_h * kernel_w;
     if (taps > MAX_TAPS || taps <= 0) return 0;
     for (int c = 0, k = 0; c < in_channels; c++)
         for (int i = 0; i < kernel_h; i++)
             for (int j = 0; j < kernel_w; j++, k++)
                 offsets[k] = (((long)c * rows_in + i) * stride_w + j % stride_w) * phase_len + j / stride_w;
+    const int clamps = epilogue == OSPREY_DW_CLAMP;
+    bounds[0] = clamps ? lo : -INFINITY;
+    bounds[1] = clamps ? hi : INFINITY;
     return taps;
 }
 
@@ -127,10 +132,10 @@ void osprey_direct_conv_rows_f32(const float *phases, long phase_len, int rows_i
                                  int stride_h, int stride_w, const float *weights, const float *bias, int out_channels, float *out,
                                  long out_channel_stride, int out_rows, int out_w, int epilogue, float lo, float hi) {
     long offsets[MAX_TAPS];
-    const int taps = tap_offsets(phase_len, rows_in, in_channels, kernel_h, kernel_w, stride_w, offsets);
+    float bounds[2];
+    const int taps = direct_setup(phase_len, rows_in, in_channels, kernel_h, kernel_w, stride_w, epilogue, lo, hi, offsets, bounds);
     if (taps == 0) return;
-    const int clamps = epilogue == OSPREY_DW_CLAMP;
-    const __m512 low = _mm512_set1_ps(clamps ? lo : -INFINITY), high = _mm512_set1_ps(clamps ? hi : INFINITY);
+    const __m512 low = _mm512_set1_ps(bounds[0]), high = _mm512_set1_ps(bounds[1]);
     const int blocks = (out_channels + 7) / 8;
     // Row by row, every channel block over it: the row's taps (a few KB) and the weights stay in L1.
     for (int y = 0; y < out_rows; y++) {
@@ -151,7 +156,7 @@ void osprey_direct_conv_rows_f32(const float *phases, long phase_len, int rows_i
                 }
             }
         }
-        if (!clamps)
+        if (epilogue != OSPREY_DW_CLAMP)
             for (int m = 0; m < out_channels; m++) finish_run(out + m * out_channel_stride + (long)y * out_w, out_w, epilogue);
     }
 }
@@ -200,10 +205,10 @@ void osprey_direct_conv_rows_nhwc_f32(const float *phases, long phase_len, int r
                                       int stride_h, int stride_w, const float *weights, const float *bias, int out_channels, float *out,
                                       int out_rows, int out_w, int epilogue, float lo, float hi) {
     long offsets[MAX_TAPS];
-    const int taps = tap_offsets(phase_len, rows_in, in_channels, kernel_h, kernel_w, stride_w, offsets);
+    float bounds[2];
+    const int taps = direct_setup(phase_len, rows_in, in_channels, kernel_h, kernel_w, stride_w, epilogue, lo, hi, offsets, bounds);
     if (taps == 0) return;
-    const int clamps = epilogue == OSPREY_DW_CLAMP;
-    const __m512 low = _mm512_set1_ps(clamps ? lo : -INFINITY), high = _mm512_set1_ps(clamps ? hi : INFINITY);
+    const __m512 low = _mm512_set1_ps(bounds[0]), high = _mm512_set1_ps(bounds[1]);
     const int blocks = (out_channels + 31) / 32;
     for (int y = 0; y < out_rows; y++) {
         const float *base = phases + (long)y * stride_h * stride_w * phase_len;
@@ -223,7 +228,7 @@ void osprey_direct_conv_rows_nhwc_f32(const float *phases, long phase_len, int r
             for (; x + 8 <= out_w; x += 8) NHWC_TILE(8);
             for (; x < out_w; x++) NHWC_TILE(1);
         }
-        if (!clamps) finish_run(out + (long)y * out_w * out_channels, (long)out_w * out_channels, epilogue);
+        if (epilogue != OSPREY_DW_CLAMP) finish_run(out + (long)y * out_w * out_channels, (long)out_w * out_channels, epilogue);
     }
 }
 

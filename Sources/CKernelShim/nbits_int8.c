@@ -289,58 +289,48 @@ INT8_TILES(zmm, "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni", ZMM_BODY)
 INT8_TILES(vnni, "avx2,fma,avxvnni", VNNI_BODY)
 INT8_TILES(avx2, "avx2,fma", AVX2_BODY)
 
-/// `zero_term` of rows 0..<rows on ymm, eight blocks a step in two chains, row by row so the chains stay in
-/// registers: a serial scalar sum here cost as much as the dots at K = 8192.
+/// One row's `zero_term` on ymm, eight blocks a step in two chains: a serial scalar sum here cost as much as the dots
+/// at K = 8192.
 __attribute__((target("avx2,fma")))
-static void zero_terms_ymm(long rows, const float *scales, const uint8_t *zero_bytes, const float *a_sums, long blocks, float *totals) {
-    for (long r = 0; r < rows; r++) {
-        const float *sums = a_sums + r * blocks;
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-        long blk = 0;
-        for (; blk + 16 <= blocks; blk += 16) {
-            const __m256 z0 = zero_bytes ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_bytes + blk))))
-                                         : _mm256_set1_ps(8.0f);
-            const __m256 z1 = zero_bytes ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_bytes + blk + 8))))
-                                         : _mm256_set1_ps(8.0f);
-            acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(scales + blk), z0), _mm256_loadu_ps(sums + blk), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(scales + blk + 8), z1), _mm256_loadu_ps(sums + blk + 8), acc1);
-        }
-        const __m256 acc = _mm256_add_ps(acc0, acc1);
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        float total = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-        for (; blk < blocks; blk++) total += scales[blk] * (zero_bytes ? (float)zero_bytes[blk] : 8.0f) * sums[blk];
-        totals[r] = total;
+static float zero_term_ymm(const float *scales, const uint8_t *zero_bytes, const float *sums, long blocks) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    long blk = 0;
+    for (; blk + 16 <= blocks; blk += 16) {
+        const __m256 z0 = zero_bytes ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_bytes + blk))))
+                                     : _mm256_set1_ps(8.0f);
+        const __m256 z1 = zero_bytes ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_bytes + blk + 8))))
+                                     : _mm256_set1_ps(8.0f);
+        acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(scales + blk), z0), _mm256_loadu_ps(sums + blk), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(scales + blk + 8), z1), _mm256_loadu_ps(sums + blk + 8), acc1);
     }
+    const __m256 acc = _mm256_add_ps(acc0, acc1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h))) + zero_term(scales + blk, zero_bytes ? zero_bytes + blk : 0, sums + blk, blocks - blk);
 }
 
-/// `zero_terms_ymm` on zmm, sixteen blocks a step in two chains, row by row so the chains stay in registers (a
-/// decode step's zero terms were a third of its time on ymm).
+/// `zero_term_ymm` on zmm, sixteen blocks a step in two chains (a decode step's zero terms were a third of its time
+/// on ymm).
 __attribute__((target("avx2,fma,avx512f")))
-static void zero_terms_zmm(long rows, const float *scales, const uint8_t *zero_bytes, const float *a_sums, long blocks, float *totals) {
-    for (long r = 0; r < rows; r++) {
-        const float *sums = a_sums + r * blocks;
-        __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-        long blk = 0;
-        if (zero_bytes) {
-            for (; blk + 32 <= blocks; blk += 32) {
-                const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(zero_bytes + blk)));
-                const __m512i z1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(zero_bytes + blk + 16)));
-                acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scales + blk), _mm512_cvtepi32_ps(z)), _mm512_loadu_ps(sums + blk), acc0);
-                acc1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scales + blk + 16), _mm512_cvtepi32_ps(z1)),
-                                       _mm512_loadu_ps(sums + blk + 16), acc1);
-            }
-        } else {
-            const __m512 eight = _mm512_set1_ps(8.0f);
-            for (; blk + 32 <= blocks; blk += 32) {
-                acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scales + blk), eight), _mm512_loadu_ps(sums + blk), acc0);
-                acc1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scales + blk + 16), eight), _mm512_loadu_ps(sums + blk + 16), acc1);
-            }
+static float zero_term_zmm(const float *scales, const uint8_t *zero_bytes, const float *sums, long blocks) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    long blk = 0;
+    if (zero_bytes) {
+        for (; blk + 32 <= blocks; blk += 32) {
+            const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(zero_bytes + blk)));
+            const __m512i z1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(zero_bytes + blk + 16)));
+            acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scales + blk), _mm512_cvtepi32_ps(z)), _mm512_loadu_ps(sums + blk), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scales + blk + 16), _mm512_cvtepi32_ps(z1)),
+                                   _mm512_loadu_ps(sums + blk + 16), acc1);
         }
-        float total = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-        for (; blk < blocks; blk++) total += scales[blk] * (zero_bytes ? (float)zero_bytes[blk] : 8.0f) * sums[blk];
-        totals[r] = total;
+    } else {
+        const __m512 eight = _mm512_set1_ps(8.0f);
+        for (; blk + 32 <= blocks; blk += 32) {
+            acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scales + blk), eight), _mm512_loadu_ps(sums + blk), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scales + blk + 16), eight), _mm512_loadu_ps(sums + blk + 16), acc1);
+        }
     }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + zero_term(scales + blk, zero_bytes ? zero_bytes + blk : 0, sums + blk, blocks - blk);
 }
 
 static void gemv_vector(int zmm, const int8_tile wide[5], const int8_tile narrow[5], long rows, const int8_t *codes, const float *a_lanes,
@@ -359,10 +349,12 @@ static void gemv_vector(int zmm, const int8_tile wide[5], const int8_tile narrow
                 for (long blk = 0; blk < blocks; blk += 64) _mm_prefetch((const char *)(zero_bytes + j * blocks + blk), _MM_HINT_T0);
         (n > 1 ? wide[rows] : narrow[rows])(codes, a_lanes, padded, b + c * row, g_scales + c * groups, out);
         for (int j = 0; j < n; j++) {
-            float zero[4];
-            (zmm ? zero_terms_zmm : zero_terms_ymm)(rows, scales + (c + j) * blocks, zero_bytes ? zero_bytes + (c + j) * blocks : 0,
-                                                    a_sums, blocks, zero);
-            for (long r = 0; r < rows; r++) y[r * ldy + c + j] = (bias ? bias[c + j] : 0.0f) + (out[r * n + j] - zero[r]);
+            const float *s = scales + (c + j) * blocks;
+            const uint8_t *z = zero_bytes ? zero_bytes + (c + j) * blocks : 0;
+            for (long r = 0; r < rows; r++) {
+                const float zero = (zmm ? zero_term_zmm : zero_term_ymm)(s, z, a_sums + r * blocks, blocks);
+                y[r * ldy + c + j] = (bias ? bias[c + j] : 0.0f) + (out[r * n + j] - zero);
+            }
         }
         c += n;
     }

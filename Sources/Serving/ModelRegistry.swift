@@ -301,6 +301,20 @@ public actor ModelRegistry {
         for model in models.keys { try? unload(model: model) }
     }
 
+    /// Unloads every model, then waits at most `seconds` for every batcher to drain what it holds and stop; returns
+    /// how many still run (a version still referenced by a request that outlived the HTTP drain keeps its batcher).
+    public func unloadAll(waitingAtMost seconds: Double) async -> Int {
+        unloadAll()
+        let gate = self.gate
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await gate.batchersFinished() }
+            group.addTask { try? await Task.sleep(for: .milliseconds(Int(seconds * 1000))) }
+            await group.next()
+            group.cancelAll()
+        }
+        return gate.runningBatchers
+    }
+
     /// Uploads `bytes` as `model`/`version` in one transaction: staged under `.staging/`, compiled and warmed up there,
     /// and only then renamed into place and published (per the version policy).
     ///

@@ -94,7 +94,7 @@ let serveCommand = Command(name: "serve", summary: "serve models over HTTP (KSer
     let http = HTTPService(server: server, readiness: readiness, drainDelay: options.drainDelay, shutdownTimeout: options.shutdownTimeout,
                            logger: logger)
     let lifecycle = ServiceGroup(services: [
-        ModelService(registry: registry, gate: registryOptions.computeGate, timeout: options.shutdownTimeout, logger: logger),
+        ModelService(registry: registry, timeout: options.shutdownTimeout, logger: logger),
         RepositoryService(registry: registry, readiness: readiness, path: repository, isShuttingDown: { http.draining.opened }, logger: logger),
         http,
     ], logger: logger)

@@ -65,8 +65,7 @@ struct RepositoryService: Service {
 struct ModelService: Service {
     let name = "models"
     let registry: ModelRegistry
-    let gate: ComputeGate
-    /// Longest wait for the batchers (a version still referenced by a request that outlived the HTTP drain).
+    /// Longest wait for the batchers.
     let timeout: Double
     let logger: Logger
 
@@ -75,25 +74,11 @@ struct ModelService: Service {
 
     /// Unloads every version, then waits (at most `timeout`) until every batcher has finished.
     func shutdown() async {
-        await registry.unloadAll()
-        let gate = self.gate
-        let finished = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await gate.batchersFinished()
-                return !Task.isCancelled
-            }
-            group.addTask {
-                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
-        if finished {
+        let running = await registry.unloadAll(waitingAtMost: timeout)
+        if running == 0 {
             logger.info("models unloaded")
         } else {
-            logger.warn("models unloaded; batchers still running at exit", [("batchers", String(gate.runningBatchers))])
+            logger.warn("models unloaded; batchers still running at exit", [("batchers", String(running))])
         }
     }
 }

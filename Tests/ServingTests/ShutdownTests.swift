@@ -35,6 +35,21 @@ final class ShutdownTests: XCTestCase {
         XCTAssertEqual(options.computeGate.runningBatchers, 0)
     }
 
+    func testUnloadAllWaitsForTheBatchersAtMostTheTimeout() async throws {
+        let repo = TempRepository()
+        repo.addVersion("a", 1, "scale=2")
+        let options = RegistryOptions()
+        let registry = ModelRegistry(repositoryPath: repo.path, loader: fakeLoader(), options: options)
+        await registry.loadAll()
+        // A version still referenced keeps its batcher: the wait ends at the timeout and says one still runs.
+        let admitted = try registry.resolve(model: "a")
+        let stillRunning = await registry.unloadAll(waitingAtMost: 0.05)
+        XCTAssertEqual(stillRunning, 1)
+        _ = consume admitted
+        let nowRunning = await registry.unloadAll(waitingAtMost: 60)
+        XCTAssertEqual(nowRunning, 0, "returns once the last batcher has stopped, long before the timeout")
+    }
+
     func testWaitingForBatchersEndsWhenCancelled() async throws {
         let gate = ComputeGate()
         let version = try makeVersion(ScaleRuntime(scale: 1), gate: gate)
