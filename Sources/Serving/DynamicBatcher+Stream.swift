@@ -1,9 +1,11 @@
+import Engine
 import Infrastructure
 import Tensor
 
 /// Row streaming: when a batch's rows each run alone on one thread (the runtime says so), the execution feeds them to
-/// the compute threads one row at a time and, when none is left, takes what is queued at once as the next batch
-/// instead of waiting for the batch's slowest row (or for company: rows that run alone gain nothing from it). On a
+/// the compute threads a job at a time (one row, or as many as the runtime's `streamJobRows` says: a free thread's
+/// share of the queued rows, stacked into one 1-thread run) and, when none is left, takes what is queued at once as the next batch
+/// instead of waiting for the batch's slowest job (or for company: jobs that run alone gain nothing from it). On a
 /// loaded 2-core box a compute thread whose core was lent to the I/O loop a while finished its last row up to a row's
 /// time after the other, which waited idle at the end of every batch.
 ///
@@ -14,13 +16,18 @@ extension DynamicBatcher {
     /// The rows of a streaming execution; guarded by `lock`.
     struct StreamState {
         /// Rows queued for a compute thread, in order; `next` is the first not yet taken.
-        var pending: [(request: StreamedRequest, row: Int)] = []
+        var pending: [StreamedRow] = []
         var next = 0
         /// Rows being computed.
         var computing = 0
+        /// Jobs being computed.
+        var jobs = 0
         /// An execution streams rows now (arrivals must wake its waiting threads).
         var active = false
     }
+
+    /// One row of a stream: which row of which request.
+    typealias StreamedRow = (request: StreamedRequest, row: Int)
 
     /// One request of a stream and its rows' outputs so far; guarded by `lock`.
     final class StreamedRequest {
@@ -64,7 +71,7 @@ extension DynamicBatcher {
             return true
         }
         guard started else { return false }
-        runtime.runRowStream { nextStreamedRow(on: runtime) }
+        runtime.runRowStream { nextStreamedJob(on: runtime) }
         lock.withLock { stream = StreamState() }
         return true
     }
@@ -78,23 +85,26 @@ extension DynamicBatcher {
         }
     }
 
-    /// The next row to compute: a queued one, else the first of the next ready batch; waits while other rows compute
-    /// (one of them may free a batch, or a request may arrive); nil once none is left, ready or computing.
-    private func nextStreamedRow(on runtime: any ModelRuntime) -> (() -> Void)? {
+    /// The next job: the queued rows the runtime's `streamJobRows` says, else the first of the next ready batch; waits while other rows
+    /// compute (one of them may free a batch, or a request may arrive); nil once none is left, ready or computing.
+    private func nextStreamedJob(on runtime: any ModelRuntime) -> (() -> Void)? {
         var expired: [Waiter] = []
         lock.lock()
         while true {
             if stream.next < stream.pending.count {
-                let (request, row) = stream.pending[stream.next]
-                stream.next += 1
+                let queued = stream.pending.count - stream.next
+                let end = stream.next + min(queued, max(1, runtime.streamJobRows(queued: queued, computing: stream.jobs)))
+                let job = Array(stream.pending[stream.next..<end])
+                stream.next = end
                 if stream.next == stream.pending.count {
                     stream.pending.removeAll(keepingCapacity: true)
                     stream.next = 0
                 }
-                stream.computing += 1
+                stream.computing += job.count
+                stream.jobs += 1
                 lock.unlock()
                 answerTimedOut(expired)
-                return { [self] in computeStreamedRow(request, row, on: runtime) }
+                return { [self] in computeStreamedJob(job, on: runtime) }
             }
             // Another version waiting for the slot gets it once these rows are done.
             if !gate.hasWaiters {
@@ -117,29 +127,49 @@ extension DynamicBatcher {
         }
     }
 
-    /// Computes one row, records it, and answers its request when that was the request's last row.
-    private func computeStreamedRow(_ request: StreamedRequest, _ row: Int, on runtime: any ModelRuntime) {
-        let feeds = request.waiter.feeds.mapValues { $0.rows(row..<(row + 1)) }
-        let result = guarded { try runtime.runRow(feeds) }
+    /// Computes one job, records its rows, and answers each request whose last row it was.
+    private func computeStreamedJob(_ job: [StreamedRow], on runtime: any ModelRuntime) {
+        let result = guarded { try Self.runStreamJob(job, on: runtime) }
         let finished = SystemClock.nanoseconds()
-        let (requestDone, batchDone) = lock.withLock { () -> (Bool, Bool) in
-            switch result {
-            case .success(let outputs): request.rowOutputs[row] = outputs
-            case .failure(let error): request.failure = request.failure ?? error
+        let (requestsDone, batchesDone) = lock.withLock { () -> ([StreamedRequest], [StreamedBatch]) in
+            var requestsDone: [StreamedRequest] = [], batchesDone: [StreamedBatch] = []
+            for (index, (request, row)) in job.enumerated() {
+                switch result {
+                case .success(let outputs): request.rowOutputs[row] = outputs[index]
+                case .failure(let error): request.failure = request.failure ?? error
+                }
+                request.remaining -= 1
+                request.batch.remaining -= 1
+                if request.remaining == 0 { requestsDone.append(request) }
+                if request.batch.remaining == 0 { batchesDone.append(request.batch) }
             }
-            request.remaining -= 1
-            request.batch.remaining -= 1
-            stream.computing -= 1
+            stream.computing -= job.count
+            stream.jobs -= 1
             streamWake.broadcast()
-            return (request.remaining == 0, request.batch.remaining == 0)
+            return (requestsDone, batchesDone)
         }
         // Recorded before the batch's last request is answered, so a client that saw every answer sees every execution.
-        if batchDone {
-            let batch = request.batch
+        for batch in batchesDone {
             instruments.executed(rows: batch.rows, queueNanos: batch.queueNanos, inputNanos: 0,
                                  inferNanos: finished &- batch.started, outputNanos: 0)
         }
-        if requestDone { request.waiter.continuation.resume(with: answer(request, on: runtime)) }
+        for request in requestsDone { request.waiter.continuation.resume(with: answer(request, on: runtime)) }
+    }
+
+    /// Each row's outputs of one job: its rows stacked into one run, or each row run alone when they do not stack or
+    /// an output does not keep one row per row.
+    private static func runStreamJob(_ job: [StreamedRow], on runtime: any ModelRuntime) throws -> [[String: Tensor]] {
+        let rowFeeds = job.map { request, row in request.waiter.feeds.mapValues { $0.rows(row..<(row + 1)) } }
+        if rowFeeds.count > 1, let names = rowFeeds.first?.keys,
+           names.allSatisfy({ name in Tensor.stackableRows(rowFeeds.compactMap { $0[name] }) && rowFeeds.allSatisfy { $0[name] != nil } }) {
+            var feeds: [String: Tensor] = [:]
+            for name in names { feeds[name] = Tensor.pooledBatch(concatenating: rowFeeds.map { $0[name]! }) }
+            let outputs = try runtime.runRows(feeds)
+            if outputs.values.allSatisfy({ $0.rank > 0 && $0.dtype != .string && $0.shape[0] == job.count }) {
+                return job.indices.map { index in outputs.mapValues { $0.rows(index..<(index + 1)) } }
+            }
+        }
+        return try rowFeeds.map { try runtime.runRows($0) }
     }
 
     /// A finished request's outputs: its rows' outputs stacked, or the request run whole when an output did not keep

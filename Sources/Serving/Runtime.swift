@@ -19,11 +19,13 @@ public protocol ModelRuntime: Sendable {
     /// True when these requests' independent rows, as one batch, would each run alone on one thread: the batcher may
     /// then stream rows from one batch into the next through `runRowStream`.
     func streamsRows(_ requests: [[String: Tensor]]) -> Bool
-    /// Runs the jobs `next` hands out (each computing rows with `runRow`) on the runtime's compute threads, each alone,
+    /// Runs the jobs `next` hands out (each computing rows with `runRows`) on the runtime's compute threads, each alone,
     /// until `next` has returned nil on every thread; `next` is called concurrently and may block.
     func runRowStream(_ next: () -> (() -> Void)?)
-    /// Runs one row of a stream: the result `run` gives on it.
-    func runRow(_ feeds: [String: Tensor]) throws -> [String: Tensor]
+    /// Runs one job of a stream, one row or a few stacked: the result `run` gives on them.
+    func runRows(_ feeds: [String: Tensor]) throws -> [String: Tensor]
+    /// Rows the next stream job takes when `queued` rows wait and `computing` jobs run.
+    func streamJobRows(queued: Int, computing: Int) -> Int
     /// Key-value metadata stored in the model file (ONNX `metadata_props`), in file order.
     var metadata: [(key: String, value: String)] { get }
     /// Bytes the runtime keeps for as long as it is loaded: weights and packed constants.
@@ -44,7 +46,9 @@ extension ModelRuntime {
     /// The jobs one after another on the calling thread.
     public func runRowStream(_ next: () -> (() -> Void)?) { while let job = next() { job() } }
     /// `run`.
-    public func runRow(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try run(feeds) }
+    public func runRows(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try run(feeds) }
+    /// One row per job, unless the runtime says otherwise.
+    public func streamJobRows(queued: Int, computing: Int) -> Int { 1 }
     /// Unknown (0) unless the runtime can tell.
     public var constantBytes: Int { 0 }
     /// Runs the model; 0 unless the runtime can measure its activations.

@@ -3,7 +3,7 @@ import Testing
 import Tensor
 @testable import Engine
 
-/// `parallelStream` and `runRow`: the rows a server streams from one batch into the next.
+/// `parallelStream` and `runRows`: the rows a server streams from one batch into the next.
 @Suite struct RowStreamExecutionTests {
     @Test func everyJobRunsOnceAloneAndEndsOnlyWhenNoneIsLeft() {
         let jobs = Locked<(queued: [Int], done: [Int], threadsSeen: Set<Int>)>((Array(0..<40), [], []))
@@ -35,7 +35,7 @@ import Tensor
         let next = Locked(0)
         parallelStream {
             guard let row = next.withLock({ (n: inout Int) -> Int? in defer { n += 1 }; return n < rows ? n : nil }) else { return nil }
-            return { results.withLock { $0[row] = try? model.runRow(requests[row]) } }
+            return { results.withLock { $0[row] = try? model.runRows(requests[row]) } }
         }
         let streamed = results.withLock { $0 }
         for row in 0..<rows {
@@ -45,6 +45,48 @@ import Tensor
                 #expect(answer[output].map(RequestRowExecutionTests.bytes) == RequestRowExecutionTests.bytes(expected), "\(name).\(output) row \(row)")
             }
         }
+    }
+
+    @Test(arguments: ["cnn", "mlp"]) func aJobOfStackedRowsGivesEachRowItsOwnRun(_ name: String) throws {
+        let (model, fixtureFeeds, _) = try OnnxRuntimeFixtureTests.load(name)
+        let feeds = RowSplitExecutionTests.widened(fixtureFeeds, copies: 3)
+        let rows = feeds.values.first!.shape[0]
+        let requests = RequestRowExecutionTests.requests(feeds, sizes: Array(repeating: 1, count: rows))
+        let stacked = Locked<(taken: Bool, outputs: [String: Tensor]?)>((false, nil))
+        parallelStream {
+            // One job, on whichever thread asks first.
+            guard stacked.withLock({ (state: inout (taken: Bool, outputs: [String: Tensor]?)) -> Bool in
+                defer { state.taken = true }
+                return !state.taken
+            }) else { return nil }
+            return {
+                let outputs = try? model.runRows(feeds)
+                stacked.withLock { $0.outputs = outputs }
+            }
+        }
+        let job = try #require(stacked.withLock { $0.outputs }, "\(name)")
+        for row in 0..<rows {
+            for (output, expected) in try model.run(requests[row]) {
+                let gotRow = try #require(job[output], "\(name).\(output)").rows(row..<(row + 1))
+                guard expected.dtype == .float32 else {
+                    #expect(RequestRowExecutionTests.bytes(gotRow) == RequestRowExecutionTests.bytes(expected), "\(name).\(output) row \(row)")
+                    continue
+                }
+                let got = gotRow.scalars(as: Float.self), want = expected.scalars(as: Float.self)
+                // The same row in a 1-thread run of several rows: kernels may block the rows differently.
+                let scale = want.map(abs).max() ?? 1
+                #expect(zip(got, want).allSatisfy { abs($0 - $1) <= 1e-5 * max(scale, 1) }, "\(name).\(output) row \(row)")
+            }
+        }
+    }
+
+    @Test func aJobTakesAnIdleThreadsShareOfTheQueuedRowsUpToEight() {
+        #expect(CompiledModel.streamJobRows(queued: 8, computing: 0, threads: 2) == 4, "both threads idle: half each")
+        #expect(CompiledModel.streamJobRows(queued: 8, computing: 1, threads: 2) == 8, "the other thread busy: all of them")
+        #expect(CompiledModel.streamJobRows(queued: 5, computing: 0, threads: 2) == 3)
+        #expect(CompiledModel.streamJobRows(queued: 30, computing: 1, threads: 2) == 8, "at most eight")
+        #expect(CompiledModel.streamJobRows(queued: 1, computing: 0, threads: 4) == 1)
+        #expect(CompiledModel.streamJobRows(queued: 6, computing: 5, threads: 4) == 6, "more jobs than threads: one idle at least")
     }
 
     @Test func aLoneRowOrRequestsThatDoNotStackDoNotStream() throws {

@@ -415,6 +415,51 @@ extension BatcherTests {
         XCTAssertEqual(version.statistics.fail.count, 8)
     }
 
+    func testStreamJobsStackSeveralRowsAndAnswerEachRequestWithItsOwnRows() async throws {
+        let runtime = ScaleRuntime(scale: 3, sleepMilliseconds: 2, streams: true, jobRows: 3)
+        let version = try makeVersion(runtime, config: #"{"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 20000}}"#)
+        try await Self.inferConcurrently(version, scale: 3)
+        let runs = runtime.batches.withLock { $0 }
+        XCTAssertEqual(runs.reduce(0, +), 48, "every row computed once")
+        XCTAssertTrue(runs.allSatisfy { $0 <= 3 }, "a job takes at most the runtime's rows: \(runs)")
+        XCTAssertTrue(runs.contains { $0 > 1 }, "rows of a batch stack into one job: \(runs)")
+        let stats = version.statistics
+        XCTAssertEqual(stats.success.count, 24)
+        XCTAssertEqual(stats.inferenceCount, 48)
+        XCTAssertEqual(stats.batchStatistics.reduce(0) { $0 + UInt64($1.batchSize) * $1.computeInfer.count }, 48)
+    }
+
+    func testAStreamJobWhoseOutputsDoNotKeepItsRowsRunsEachRowAlone() async throws {
+        // y sums the rows of whatever it is given: right for one row, not for a stacked job.
+        final class SummingRuntime: ModelRuntime, @unchecked Sendable {
+            let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(1)])]
+            let outputs = [TensorSpec(name: "y", dtype: .float32, shape: [.symbolic("N"), .fixed(1)])]
+            let runs = Locked<[Int]>([])
+            func streamsRows(_ requests: [[String: Tensor]]) -> Bool { true }
+            func streamJobRows(queued: Int, computing: Int) -> Int { 4 }
+            func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+                let x = feeds["x"]!.scalars(as: Float.self)
+                runs.withLock { $0.append(x.count) }
+                return ["y": Tensor(shape: [1, 1], scalars: [x.reduce(0, +)])]
+            }
+        }
+        let runtime = SummingRuntime()
+        // The four requests make the first batch (its preferred size), so the first job stacks all four.
+        let config = #"{"max_batch_size": 4, "dynamic_batching": {"preferred_batch_size": [4], "max_queue_delay_microseconds": 5000000}}"#
+        let version = try ServedVersion(name: "s", version: 1, config: try ModelConfig(json: Array(config.utf8)),
+                                        labels: [], runtime: runtime, gate: ComputeGate(), metrics: nil, loadSeconds: 0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<4 {
+                group.addTask {
+                    let y = try await version.infer(["x": Tensor(shape: [1, 1], scalars: [Float(i + 1)])])["y"]
+                    XCTAssertEqual(y?.scalars(as: Float.self), [Float(i + 1)], "request \(i) got its own row")
+                }
+            }
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(runtime.runs.withLock { $0 }, [4, 1, 1, 1, 1], "the stacked job, then each row alone")
+    }
+
     func testTwoInstancesStreamOneAtATimeAndAnswerEveryRequest() async throws {
         let runtime = ScaleRuntime(scale: 3, sleepMilliseconds: 2, streams: true)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 20000}, "instance_group": [{"count": 2}]}"#,

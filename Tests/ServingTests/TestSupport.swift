@@ -27,13 +27,16 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
     /// Batches of 2 rows or more stream row by row on two threads (as the engine does for a model whose rows each run
     /// alone on one thread).
     let streams: Bool
+    /// Rows one stream job takes at most (the engine's share for an idle thread).
+    let jobRows: Int
     /// Rows computing at once, and the most seen.
     let concurrentRuns = Locked<(now: Int, most: Int)>((0, 0))
 
     init(scale: Float, sleepMilliseconds: Int = 0, fixedBatch: Bool = false, failRuns: Bool = false, constantBytes: Int = 0,
-         activationBytesPerRow: Int = 0, hold: Latch? = nil, streams: Bool = false) {
+         activationBytesPerRow: Int = 0, hold: Latch? = nil, streams: Bool = false, jobRows: Int = 1) {
         self.scale = scale
         self.streams = streams
+        self.jobRows = jobRows
         self.hold = hold
         self.constantBytes = constantBytes
         self.activationBytesPerRow = activationBytesPerRow
@@ -47,6 +50,8 @@ final class ScaleRuntime: ModelRuntime, @unchecked Sendable {
     func streamsRows(_ requests: [[String: Tensor]]) -> Bool {
         streams && requests.reduce(0) { $0 + $1["x"]!.shape[0] } >= 2
     }
+
+    func streamJobRows(queued: Int, computing: Int) -> Int { jobRows }
 
     func runRowStream(_ next: () -> (() -> Void)?) {
         withoutActuallyEscaping(next) { next in
