@@ -162,8 +162,14 @@ extension DynamicBatcher {
         let rowFeeds = job.map { request, row in request.waiter.feeds.mapValues { $0.rows(row..<(row + 1)) } }
         if rowFeeds.count > 1, let names = rowFeeds.first?.keys,
            names.allSatisfy({ name in Tensor.stackableRows(rowFeeds.compactMap { $0[name] }) && rowFeeds.allSatisfy { $0[name] != nil } }) {
-            var feeds: [String: Tensor] = [:]
-            for name in names { feeds[name] = Tensor.pooledBatch(concatenating: rowFeeds.map { $0[name]! }) }
+            let first = job[0]
+            let feeds: [String: Tensor]
+            if job.indices.allSatisfy({ job[$0].request === first.request && job[$0].row == first.row + $0 }) {
+                // Consecutive rows of one request: read where they are.
+                feeds = first.request.waiter.feeds.mapValues { $0.rows(first.row..<(first.row + job.count)) }
+            } else {
+                feeds = Dictionary(uniqueKeysWithValues: names.map { name in (name, Tensor.pooledBatch(concatenating: rowFeeds.map { $0[name]! })) })
+            }
             let outputs = try runtime.runRows(feeds)
             if outputs.values.allSatisfy({ $0.rank > 0 && $0.dtype != .string && $0.shape[0] == job.count }) {
                 return job.indices.map { index in outputs.mapValues { $0.rows(index..<(index + 1)) } }
