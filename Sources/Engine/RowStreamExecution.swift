@@ -17,16 +17,18 @@ extension CompiledModel {
         return try run(feeds)
     }
 
-    /// Rows the next stream job takes when `queued` rows wait and `computing` jobs run: an even share of them for each
-    /// compute thread not computing (a thread that runs several rows alone reads each layer's weights once for all of
-    /// them), at most `streamJobMaximumRows`.
+    /// Rows the next stream job takes when `queued` rows wait (taken into the stream or still queued) and `computing`
+    /// jobs run: an even share of them for each compute thread not computing (a thread that runs several rows alone
+    /// reads each layer's weights once for all of them), at most `streamJobMaximumRows`.
     public func streamJobRows(queued: Int, computing: Int) -> Int {
-        Self.streamJobRows(queued: queued, computing: computing, threads: EngineThreads.threads)
+        // The pool's threads, not `EngineThreads.threads`: the stream's threads ask from inside their parts, where
+        // that reads 1 (and one thread then took every row while the other waited: 8 clients ran at half speed).
+        Self.streamJobRows(queued: queued, idleThreads: ComputePool.shared.threads - computing)
     }
 
-    /// `streamJobRows` on `threads` compute threads.
-    static func streamJobRows(queued: Int, computing: Int, threads: Int) -> Int {
-        let idle = max(1, threads - computing)
+    /// `streamJobRows` with `idleThreads` compute threads free to take the rows, the asking one included.
+    static func streamJobRows(queued: Int, idleThreads: Int) -> Int {
+        let idle = max(1, idleThreads)
         return max(1, min(streamJobMaximumRows, (queued + idle - 1) / idle))
     }
 

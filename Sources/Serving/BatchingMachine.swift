@@ -79,6 +79,9 @@ struct BatchingMachine {
     /// Requests queued.
     var queueDepth: Int { queue.count }
 
+    /// Rows of the requests queued.
+    var queuedRows: Int { queue.reduce(0) { $0 + $1.rows } }
+
     /// Queues `entry`, or says why not.
     mutating func submit(_ entry: Entry) -> Refusal? {
         guard accepting else { return .closed }

@@ -4,7 +4,7 @@ import Tensor
 
 /// Row streaming: when a batch's rows each run alone on one thread (the runtime says so), the execution feeds them to
 /// the compute threads a job at a time (one row, or as many as the runtime's `streamJobRows` says: a free thread's
-/// share of the queued rows, stacked into one 1-thread run) and, when none is left, takes what is queued at once as the next batch
+/// share of the rows waiting, stacked into one 1-thread run) and, when none is left, takes what is queued at once as the next batch
 /// instead of waiting for the batch's slowest job (or for company: jobs that run alone gain nothing from it). On a
 /// loaded 2-core box a compute thread whose core was lent to the I/O loop a while finished its last row up to a row's
 /// time after the other, which waited idle at the end of every batch.
@@ -22,6 +22,9 @@ extension DynamicBatcher {
         var computing = 0
         /// Jobs being computed.
         var jobs = 0
+        /// Set by the first thread that found nothing left: every thread then leaves, so a row arriving later starts a
+        /// new execution on all of them instead of streaming on the one thread still here.
+        var over = false
         /// An execution streams rows now (arrivals must wake its waiting threads).
         var active = false
     }
@@ -86,14 +89,18 @@ extension DynamicBatcher {
     }
 
     /// The next job: the queued rows the runtime's `streamJobRows` says, else the first of the next ready batch; waits while other rows
-    /// compute (one of them may free a batch, or a request may arrive); nil once none is left, ready or computing.
+    /// compute (one of them may free a batch, or a request may arrive); nil, on every thread, once none is left, ready
+    /// or computing.
     private func nextStreamedJob(on runtime: any ModelRuntime) -> (() -> Void)? {
         var expired: [Waiter] = []
         lock.lock()
         while true {
+            if stream.over { break }
             if stream.next < stream.pending.count {
+                // Sized by every row waiting, taken or still queued, so a deep queue gives each free thread a long job.
                 let queued = stream.pending.count - stream.next
-                let end = stream.next + min(queued, max(1, runtime.streamJobRows(queued: queued, computing: stream.jobs)))
+                let share = runtime.streamJobRows(queued: queued + machine.queuedRows, computing: stream.jobs)
+                let end = stream.next + min(queued, max(1, share))
                 let job = Array(stream.pending[stream.next..<end])
                 stream.next = end
                 if stream.next == stream.pending.count {
@@ -117,14 +124,16 @@ extension DynamicBatcher {
                 }
             }
             if stream.computing == 0 {
+                stream.over = true
                 streamWake.broadcast()
-                lock.unlock()
-                answerTimedOut(expired)
-                return nil
+                break
             }
             // Woken by a row finishing or a request arriving (queued requests expire on the timer thread).
             streamWake.wait(lock)
         }
+        lock.unlock()
+        answerTimedOut(expired)
+        return nil
     }
 
     /// Computes one job, records its rows, and answers each request whose last row it was.

@@ -24,7 +24,8 @@ public protocol ModelRuntime: Sendable {
     func runRowStream(_ next: () -> (() -> Void)?)
     /// Runs one job of a stream, one row or a few stacked: the result `run` gives on them.
     func runRows(_ feeds: [String: Tensor]) throws -> [String: Tensor]
-    /// Rows the next stream job takes when `queued` rows wait and `computing` jobs run.
+    /// Rows the next stream job takes when `queued` rows wait (taken into the stream or still queued) and `computing`
+    /// jobs run; the stream takes at most the rows it holds.
     func streamJobRows(queued: Int, computing: Int) -> Int
     /// Key-value metadata stored in the model file (ONNX `metadata_props`), in file order.
     var metadata: [(key: String, value: String)] { get }
