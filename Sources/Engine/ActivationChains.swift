@@ -188,4 +188,5 @@ let fusedOperatorTable: OperatorTable = [
     fusedLayerNormOp: fusedLayerNormKernel,
     dequantizedQLinearMatMulOp: dequantizedQLinearMatMulKernel,
     convMaxPoolOp: convMaxPoolKernel,
+    headAttentionOp: headAttentionKernel,
 ]

@@ -133,6 +133,7 @@ public final class CompiledModel: Sendable {
             optimizer.fuseMatMulBias()
             optimizer.foldLayerScaleIntoMatMuls()
             optimizer.hoistActivationsAboveReshapes()
+            optimizer.fuseHeadAttention()
         }
         optimizer.fuseActivations()
         if fuseResiduals { optimizer.fuseResidualAdds() }

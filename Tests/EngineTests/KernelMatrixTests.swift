@@ -1,6 +1,7 @@
 import Testing
 import Tensor
 import CKernelShim
+import ONNX
 @testable import Engine
 import TestSupport
 
@@ -36,7 +37,7 @@ import TestSupport
         for threads in [1, 2] {
             EngineThreads.configure(threads: threads)
             for (rows, columns, depth) in [(1, 1, 1), (7, 20, 3), (13, 48, 33), (49, 768, 40), (200, 96, 120), (6, 16, 4096),
-                                           (9, 17, 2), (10, 33, 17), (11, 64, 5), (128, 32, 9), (20, 48, 1000), (13, 32, 600), (5, 80, 3), (8, 112, 2),
+                                           (9, 17, 2), (10, 33, 17), (11, 64, 5), (128, 32, 9), (20, 48, 1000), (13, 32, 600), (5, 80, 3), (8, 112, 2), (13, 80, 3100),
                                            (30, 200, 200)] {
                 for (withBias, withResidual, activation) in [(false, false, Activation.none), (true, false, .gelu), (true, true, .relu),
                                                             (false, true, .none)] {
@@ -74,6 +75,26 @@ import TestSupport
                 smallMatmul(m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: &fast, ldc: ldc)
                 expectClose(fast, plain, "\(body) small \(m)x\(n)x\(k)")
             }
+        }
+    }
+
+    /// Batched per-head MatMul (attention's Q K^T and P V shapes, which run through smallMatmul) at the tests' two
+    /// threads against each head's triple-loop product: the heads the threads share come out as the serial loop's.
+    @Test func batchedHeadProductsMatchPerHeadReference() throws {
+        var rng = SeededGenerator(seed: 13)
+        let ctx = OpContext(node: Node(opType: "MatMul", inputs: ["a", "b"], outputs: ["y"]), opset: 17, constants: [:], activation: .none)
+        for (heads, m, n, k) in [(12, 197, 197, 64), (12, 197, 64, 197), (3, 37, 21, 9), (5, 130, 130, 70)] {
+            let a = rng.floats(heads * m * k), b = rng.floats(heads * k * n)
+            var expected = [Float](repeating: 0, count: heads * m * n)
+            for h in 0..<heads {
+                a.withUnsafeBufferPointer { ap in b.withUnsafeBufferPointer { bp in expected.withUnsafeMutableBufferPointer { cp in
+                    sgemmReference(transposeA: false, transposeB: false, m: m, n: n, k: k, alpha: 1, a: ap.baseAddress! + h * m * k, lda: k,
+                                   b: bp.baseAddress! + h * k * n, ldb: n, beta: 0, c: cp.baseAddress! + h * m * n, ldc: n)
+                } } }
+            }
+            let y = try matmul(Tensor(shape: [1, heads, m, k], scalars: a), Tensor(shape: [1, heads, k, n], scalars: b), ctx)
+            #expect(y.shape == [1, heads, m, n])
+            expectClose(y.scalars(as: Float.self), expected, "\(heads) heads \(m)x\(n)x\(k)")
         }
     }
 

@@ -114,10 +114,12 @@ private struct BandProduct {
     let activation: Activation
     let out: UnsafeMutablePointer<Float>
 
-    /// Bands of 6 rows of A times strips of B, in column blocks of about 192 KB of packed B.
+    /// Bands of 6 rows of A times strips of B, in column blocks of about 192 KB of packed B (two strips at least).
     func run(bands: Range<Int>, strips: Range<Int>) {
         let depth = b.depth
-        let block = max(1, 196_608 / max(1, depth * productStrip * 4))
+        // At least two strips, so the two-strip kernel runs even when one strip passes 192 KB (ViT's and BERT's
+        // 3072-deep MLP outputs: 3% faster than strip by strip).
+        let block = max(2, 196_608 / max(1, depth * productStrip * 4))
         var first = strips.lowerBound
         while first < strips.upperBound {
             let last = min(strips.upperBound, first + block)

@@ -76,9 +76,10 @@ func copiedFloats(_ source: UnsafeBufferPointer<Float>) -> UnsafeMutablePointer<
     return copy
 }
 
-/// Which of a thread's two scratch buffers to use: a layer-wide one the caller fills before fanning out (`.layer`)
-/// and the per-task one used inside parallel bodies (`.tile`), so the caller's share of the work can use both.
-enum ScratchSlot: Int { case tile = 0, layer = 1 }
+/// Which of a thread's scratch buffers to use: a layer-wide one the caller fills before fanning out (`.layer`), the
+/// per-task one used inside parallel bodies (`.tile`), so the caller's share of the work can use both, and one
+/// attention head's scores (`.scores`, held while `smallMatmul` uses `.tile`).
+enum ScratchSlot: Int { case tile = 0, layer = 1, scores = 2 }
 
 /// Runs `body` with a float buffer of at least `count` elements owned by the calling thread and kept for its next
 /// call (compute threads are persistent, so tiles reuse warm memory instead of allocating). Not reentrant per slot.
@@ -101,8 +102,8 @@ func withThreadScratch<R>(_ count: Int, slot: ScratchSlot = .tile, _ body: (Unsa
 
 /// The per-thread buffers behind `withThreadScratch`, released when their thread exits.
 private final class ThreadScratch {
-    var pointer: [UnsafeMutablePointer<Float>?] = [nil, nil]
-    var capacity = [0, 0]
+    var pointer: [UnsafeMutablePointer<Float>?] = [nil, nil, nil]
+    var capacity = [0, 0, 0]
 
     deinit { pointer.forEach { $0?.deallocate() } }
 

@@ -43,8 +43,9 @@ func matmul(_ a: Tensor, _ b: Tensor, _ ctx: OpContext) throws -> Tensor {
                           b: bp + bo * k * n, ldb: n, beta: 0, c: op + i * m * n, ldc: n)
                 }
             }
-            // Attention heads: each product is too small for sgemm to split, so the threads take whole heads.
-            if EngineThreads.threads > 1 && batchCount > 1 && m * n * k < 1 << 20 && batchCount * m * n * k >= 1 << 18 {
+            // Attention heads: smallMatmul runs on the calling thread and sgemm splits only products of a million
+            // multiply-adds or more, so the threads take whole heads (ViT-B/16's 197 x 64 x 197 heads ran on one).
+            if EngineThreads.threads > 1 && batchCount > 1 && (small || m * n * k < 1 << 20) && batchCount * m * n * k >= 1 << 18 {
                 parallelFor(batchCount, product)
             } else {
                 for i in 0..<batchCount { product(i) }

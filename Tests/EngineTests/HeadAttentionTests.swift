@@ -1,0 +1,53 @@
+import Testing
+import Tensor
+import ONNX
+@testable import Engine
+import TestSupport
+
+private typealias T = TestSupport
+
+/// MatMul -> Softmax -> MatMul fused into one per-head kernel, against the three steps unfused.
+@Suite(.serialized) struct HeadAttentionTests {
+    /// The graph softmax(q kT) v with q [N, H, S, D], kT [N, H, D, T], v [N, H, T, W]; `axis` is the Softmax's attribute.
+    private func attentionModel(axis: Int64?, opset: Int64 = 17) -> Model {
+        let nodes = [Node(opType: "MatMul", inputs: ["q", "kt"], outputs: ["s"]),
+                     Node(opType: "Softmax", inputs: ["s"], outputs: ["p"], attributes: axis.map { ["axis": .int($0)] } ?? [:]),
+                     Node(opType: "MatMul", inputs: ["p", "v"], outputs: ["y"])]
+        let inputs = ["q", "kt", "v"].map { ValueInfo(name: $0, elementType: .float32, shape: nil) }
+        return Model(opsetImports: ["": opset], graph: Graph(name: "attention", nodes: nodes, initializers: [], inputs: inputs,
+                                                             outputs: [ValueInfo(name: "y")]))
+    }
+
+    /// Odd head sizes (narrow last strips, short bands), ViT's 197-token heads, one head, several batch axes and a
+    /// head too large for the per-head kernel (the unfused fallback inside the fused node), at the tests' two threads (the
+    /// heads split). Neither the thread count nor the float kernel body is switched here: both are process-wide, and
+    /// other suites compare runs bit for bit (smallMatmul's and the softmax rows' bodies have their own tests).
+    @Test func fusedAttentionMatchesTheUnfusedGraph() throws {
+        var rng = SeededGenerator(seed: 21)
+        let fused = try CompiledModel(model: attentionModel(axis: nil), baseDirectory: nil)
+        let plain = try CompiledModel(model: attentionModel(axis: nil), baseDirectory: nil, fuseResiduals: true, fuseChains: false)
+        for (batch, m, d, n, w) in [([1, 12], 197, 64, 197, 64), ([2, 3], 7, 5, 19, 33), ([1], 1, 1, 1, 1), ([3], 13, 17, 40, 9),
+                                    ([1, 2], 20, 600, 30, 8)] {
+            let feeds = ["q": Tensor(shape: batch + [m, d], scalars: rng.floats(batch.reduce(1, *) * m * d).map { $0 * 3 }),
+                         "kt": Tensor(shape: batch + [d, n], scalars: rng.floats(batch.reduce(1, *) * d * n)),
+                         "v": Tensor(shape: batch + [n, w], scalars: rng.floats(batch.reduce(1, *) * n * w))]
+            let a = try fused.run(feeds)["y"]!, b = try plain.run(feeds)["y"]!
+            #expect(a.shape == b.shape, "\(batch) \(m)x\(d)x\(n)x\(w)")
+            #expect(T.close(T.floats(a), T.floats(b)), "\(batch) \(m)x\(d)x\(n)x\(w)")
+        }
+        let kinds = try fused.profile(["q": Tensor(shape: [2, 4, 3], scalars: rng.floats(24)), "kt": Tensor(shape: [2, 3, 5], scalars: rng.floats(30)),
+                                       "v": Tensor(shape: [2, 5, 6], scalars: rng.floats(60))]).map(\.opType)
+        #expect(kinds == [headAttentionOp], "\(kinds)")
+    }
+
+    /// A Softmax along another axis, or before opset 13 (its 2-D coercion), stays three steps.
+    @Test func otherSoftmaxAxesAreNotFused() throws {
+        var rng = SeededGenerator(seed: 22)
+        for (axis, opset) in [(Int64(1), Int64(17)), (Int64(-1), Int64(11))] {
+            let model = try CompiledModel(model: attentionModel(axis: axis, opset: opset), baseDirectory: nil)
+            let kinds = try model.profile(["q": Tensor(shape: [2, 4, 3], scalars: rng.floats(24)), "kt": Tensor(shape: [2, 3, 5], scalars: rng.floats(30)),
+                                           "v": Tensor(shape: [2, 5, 6], scalars: rng.floats(60))]).map(\.opType)
+            #expect(Set(kinds) == ["MatMul", "Softmax"], "axis \(axis) opset \(opset): \(kinds)")
+        }
+    }
+}
