@@ -18,8 +18,6 @@ extension DynamicBatcher {
         /// Rows queued for a compute thread, in order; `next` is the first not yet taken.
         var pending: [StreamedRow] = []
         var next = 0
-        /// Rows being computed.
-        var computing = 0
         /// Jobs being computed.
         var jobs = 0
         /// Set by the first thread that found nothing left: every thread then leaves, so a row arriving later starts a
@@ -107,7 +105,6 @@ extension DynamicBatcher {
                     stream.pending.removeAll(keepingCapacity: true)
                     stream.next = 0
                 }
-                stream.computing += job.count
                 stream.jobs += 1
                 lock.unlock()
                 answerTimedOut(expired)
@@ -123,7 +120,7 @@ extension DynamicBatcher {
                     continue
                 }
             }
-            if stream.computing == 0 {
+            if stream.jobs == 0 {
                 stream.over = true
                 streamWake.broadcast()
                 break
@@ -152,7 +149,6 @@ extension DynamicBatcher {
                 if request.remaining == 0 { requestsDone.append(request) }
                 if request.batch.remaining == 0 { batchesDone.append(request.batch) }
             }
-            stream.computing -= job.count
             stream.jobs -= 1
             streamWake.broadcast()
             return (requestsDone, batchesDone)
@@ -180,7 +176,7 @@ extension DynamicBatcher {
                 feeds = Dictionary(uniqueKeysWithValues: names.map { name in (name, Tensor.pooledBatch(concatenating: rowFeeds.map { $0[name]! })) })
             }
             let outputs = try runtime.runRows(feeds)
-            if outputs.values.allSatisfy({ $0.rank > 0 && $0.dtype != .string && $0.shape[0] == job.count }) {
+            if keepsRows(outputs, job.count) {
                 return job.indices.map { index in outputs.mapValues { $0.rows(index..<(index + 1)) } }
             }
         }

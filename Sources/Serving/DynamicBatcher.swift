@@ -273,12 +273,18 @@ final class DynamicBatcher: @unchecked Sendable {
         case .success(let outputs) where batch.count == 1:
             return .separate([.success(outputs)])
         case .success(let outputs):
-            guard outputs.values.allSatisfy({ $0.rank > 0 && $0.shape[0] == totalRows }) else {
+            guard Self.keepsRows(outputs, totalRows) else {
                 // The model does not keep rows independent on this output; run each request alone instead.
                 return .separate(batch.map { runGuarded(runtime, $0.feeds) })
             }
             return .batched(outputs: outputs)
         }
+    }
+
+    /// True when every output of a run on `rows` stacked rows has one row per input row, so each request's rows can
+    /// be cut back out of it.
+    static func keepsRows(_ outputs: [String: Tensor], _ rows: Int) -> Bool {
+        outputs.values.allSatisfy { $0.rank > 0 && $0.shape[0] == rows }
     }
 
     private func runGuarded(_ runtime: any ModelRuntime, _ feeds: [String: Tensor],
