@@ -43,26 +43,11 @@ private typealias T = TestSupport
         return Model(opsetImports: ["": 17], graph: Graph(name: "stem", nodes: nodes, initializers: inits, inputs: inputs, outputs: outputs))
     }
 
-    /// Runs fused and unfused at batch 1 and 3 on 1 and 2 threads, expects equal outputs, returns the fused plan's step kinds.
+    /// `fusedStepKindsMatchingUnfused` on the case's model.
     private static func check(_ c: Case, sharedConv: Bool = false) throws -> Set<String> {
-        let model = model(c, sharedConv: sharedConv)
-        let fused = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true)
-        let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, fuseChains: false)
-        var rng = SeededGenerator(seed: 7)
-        defer { EngineThreads.configure(threads: 2) }
-        for threads in [1, 2] {
-            EngineThreads.configure(threads: threads)
-            for batch in [1, 3] {
-                let x = Tensor(shape: [batch, c.inChannels, c.height, c.width], scalars: rng.floats(batch * c.inChannels * c.height * c.width))
-                let a = try fused.run(["x": x]), b = try plain.run(["x": x])
-                for name in b.keys {
-                    #expect(a[name]?.shape == b[name]!.shape, "\(name) \(c)")
-                    #expect(T.close(T.floats(a[name]!), T.floats(b[name]!)), "\(name) batch \(batch) threads \(threads) \(c)")
-                }
-            }
+        try T.fusedStepKindsMatchingUnfused(model(c, sharedConv: sharedConv), seed: 7, label: "\(c)") { batch, rng in
+            Tensor(shape: [batch, c.inChannels, c.height, c.width], scalars: rng.floats(batch * c.inChannels * c.height * c.width))
         }
-        let x = Tensor(shape: [1, c.inChannels, c.height, c.width], scalars: rng.floats(c.inChannels * c.height * c.width))
-        return Set(try fused.profile(["x": x]).map(\.opType))
     }
 
     static let cases: [Case] = [

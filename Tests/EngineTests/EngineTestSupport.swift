@@ -3,6 +3,7 @@ import Testing
 import Tensor
 import ONNX
 @testable import Engine
+import TestSupport
 
 /// Helpers shared by the engine tests: graph building, running one node, tolerant comparison.
 enum TestSupport {
@@ -48,6 +49,29 @@ enum TestSupport {
 
     /// Floats of a float32 tensor.
     static func floats(_ t: Tensor) -> [Float] { t.scalars(as: Float.self) }
+
+    /// The fusion tests' common check: `model` compiled with and without the chain fusions, run at batch 1 and 3 on 1
+    /// and 2 threads on the same seeded input `x` (`input(batch, &rng)`), gives the same outputs within `close`;
+    /// returns the fused plan's step kinds on a batch of 1. `label` names the case in failures.
+    static func fusedStepKindsMatchingUnfused(_ model: Model, seed: UInt64, label: String = "",
+                                              input: (Int, inout SeededGenerator) -> Tensor) throws -> Set<String> {
+        let fused = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true)
+        let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, fuseChains: false)
+        var rng = SeededGenerator(seed: seed)
+        defer { EngineThreads.configure(threads: 2) }
+        for threads in [1, 2] {
+            EngineThreads.configure(threads: threads)
+            for batch in [1, 3] {
+                let x = input(batch, &rng)
+                let a = try fused.run(["x": x]), b = try plain.run(["x": x])
+                for name in b.keys {
+                    #expect(a[name]?.shape == b[name]!.shape, "\(name) \(label)")
+                    #expect(close(floats(a[name]!), floats(b[name]!)), "\(name) batch \(batch) threads \(threads) \(label)")
+                }
+            }
+        }
+        return Set(try fused.profile(["x": input(1, &rng)]).map(\.opType))
+    }
 
     /// True when `actual` is within 1e-4*max|ref|+1e-5 of `expected` elementwise.
     static func close(_ actual: [Float], _ expected: [Float], relative: Float = 1e-4, absolute: Float = 1e-5) -> Bool {

@@ -29,24 +29,9 @@ private typealias T = TestSupport
         return Model(opsetImports: ["": 17], graph: Graph(name: "bn", nodes: nodes, initializers: inits, inputs: inputs, outputs: outputs))
     }
 
-    /// Runs fused and unfused at batch 1 and 3 on 1 and 2 threads, expects equal outputs, returns the fused plan's step kinds.
+    /// `fusedStepKindsMatchingUnfused` on an 8-channel 6x7 input.
     private static func check(_ model: Model) throws -> Set<String> {
-        let fused = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true)
-        let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, fuseChains: false)
-        var rng = SeededGenerator(seed: 9)
-        defer { EngineThreads.configure(threads: 2) }
-        for threads in [1, 2] {
-            EngineThreads.configure(threads: threads)
-            for batch in [1, 3] {
-                let x = Tensor(shape: [batch, 8, 6, 7], scalars: rng.floats(batch * 8 * 42))
-                let a = try fused.run(["x": x]), b = try plain.run(["x": x])
-                for name in b.keys {
-                    #expect(a[name]?.shape == b[name]!.shape, "\(name)")
-                    #expect(T.close(T.floats(a[name]!), T.floats(b[name]!)), "\(name) batch \(batch) threads \(threads)")
-                }
-            }
-        }
-        return Set(try fused.profile(["x": Tensor(shape: [1, 8, 6, 7], scalars: rng.floats(8 * 42))]).map(\.opType))
+        try T.fusedStepKindsMatchingUnfused(model, seed: 9) { batch, rng in Tensor(shape: [batch, 8, 6, 7], scalars: rng.floats(batch * 8 * 42)) }
     }
 
     @Test(arguments: [false, true])
