@@ -61,7 +61,7 @@ extension DynamicBatcher {
         }
     }
 
-    /// Runs `first` and every batch that becomes ready while its rows compute, row by row on the runtime's threads,
+    /// Runs `first` and every batch that becomes ready while its rows compute, in jobs of rows on the runtime's threads,
     /// and answers each request; false (nothing done) when another execution of this version streams already (with
     /// `instance_group` count 2 or more): the caller then runs `first` as a batch. Called with the compute slot held.
     func streamRows(_ first: [Waiter], on runtime: any ModelRuntime) -> Bool {
