@@ -190,6 +190,23 @@ public final class CompiledModel: Sendable {
         return result
     }
 
+    /// Runs `parts` (feeds of one or more rows each) as one batch stacked along the first axis and returns every output,
+    /// as `run` on the stacked feeds; inputs that the model's first step reads part by part (`PartwiseEntry`) are not
+    /// stacked, nor are parts that are consecutive rows of one buffer.
+    public func run(stacking parts: [[String: Tensor]]) throws -> [String: Tensor] {
+        guard parts.count > 1 else { return try run(parts.first ?? [:]) }
+        for part in parts { try validate(part) }
+        for spec in inputs {
+            let pieces = parts.compactMap { $0[spec.name] }
+            guard Tensor.stackableRows(pieces) else {
+                throw EngineError(.invalidInput, "input '\(spec.name)': parts \(pieces.map(\.shape)) do not stack along their first axis")
+            }
+        }
+        let wanted = outputs.map(\.name)
+        let values = try plan.execute(parts: parts, wanted: wanted.map { outputSlots[$0]! })
+        return Dictionary(uniqueKeysWithValues: zip(wanted, values))
+    }
+
     /// Runs all outputs `repeats` times and returns the total seconds spent per operator type, slowest first.
     public func profile(_ feeds: [String: Tensor], repeats: Int = 1) throws -> [(opType: String, seconds: Double, nodes: Int)] {
         try validate(feeds)
@@ -227,6 +244,9 @@ public final class CompiledModel: Sendable {
     var concatGroupCount: Int { plan.concats.groups.count }
     /// How many of them also place at batch > 1 (for tests).
     var stridedConcatGroupCount: Int { plan.concats.groups.filter(\.strided).count }
+
+    /// Inputs a run in parts reads where each part is (for tests).
+    var partwiseInputs: Set<String> { Set(plan.partwiseEntries.keys) }
 
     /// Number of input-shape signatures with cached shape-derived values (for tests and metrics).
     public var cachedPlanCount: Int { plan.shapeCache.count }

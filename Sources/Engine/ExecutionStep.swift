@@ -65,6 +65,10 @@ struct ExecutionPlan: Sendable {
     let allOutputsNeeded: [Bool]
     /// The steps flattened for `execute`.
     let table: StepTable
+    /// Inputs a run may take in parts, by name (see `PartwiseEntry`).
+    let partwiseEntries: [String: PartwiseEntry]
+    /// Their entry steps' output shapes, learnt on first use.
+    let partwiseShapes = PartwiseOutputShapes()
 
     init(steps: [ExecutionStep], slotCount: Int, constantSlots: [(Int, Tensor)], inputSlots: [(String, Int)], producers: [Int: Int], outputSlots: [Int],
          concatAxes: [Int: Int] = [:]) {
@@ -78,6 +82,7 @@ struct ExecutionPlan: Sendable {
         self.allOutputSlots = outputSlots
         self.allOutputsNeeded = ExecutionPlan.needed(steps: steps, producers: producers, for: outputSlots)
         table = StepTable(steps: steps, slotCount: slotCount, constantSlots: constantSlots, inputSlots: inputSlots, concats: concats)
+        partwiseEntries = PartwiseEntry.entries(steps: steps, inputSlots: inputSlots, outputSlots: outputSlots, table: table)
     }
 
     /// Steps needed to produce `slots`.
@@ -102,8 +107,9 @@ struct ExecutionPlan: Sendable {
     ///
     /// Per step it reads the flattened `table` by index and fills one reused input buffer; constants are read from the
     /// table where a slot has no value of the run (they never are released, produced or fed, except input slots).
+    /// Steps in `entered` ran already (inputs taken in parts): their outputs are set and they are skipped.
     func execute(feeds: [String: Tensor], wanted: [Int], timings: UnsafeMutablePointer<[Double]>? = nil,
-                 peakBytes: UnsafeMutablePointer<Int>? = nil) throws -> [Tensor] {
+                 peakBytes: UnsafeMutablePointer<Int>? = nil, entered: EnteredSteps? = nil) throws -> [Tensor] {
         let needed = neededSteps(for: wanted)
         let table = self.table
         let constants = table.constants, inputIDs = table.inputs, outputIDs = table.outputs
@@ -112,7 +118,8 @@ struct ExecutionPlan: Sendable {
         var values = [Tensor?](repeating: nil, count: slotCount)
         for (id, tensor) in table.shadowedConstants { values[id] = tensor }
         for (name, id) in inputSlots { values[id] = feeds[name] }
-        let signature = inputSlots.map { feeds[$0.0]?.shape ?? [] }
+        if let entered { for (id, value) in entered.values { values[id] = value } }
+        let signature = inputSlots.map { feeds[$0.0]?.shape ?? entered?.inputShapes[$0.0] ?? [] }
         let cached = shapeCache.values(for: signature)
         if let cached { for (id, t) in cached { values[id] = t } }
         var fresh: [Int: Tensor] = [:]
@@ -124,7 +131,7 @@ struct ExecutionPlan: Sendable {
 
         for i in 0..<steps.count where needed[i] {
             let outputs = outputIDs.range(i)
-            if shapeDerived[i] && cached != nil && outputs.allSatisfy({ outputIDs.slots[$0] < 0 || values[outputIDs.slots[$0]] != nil }) {
+            if entered?.done[i] == true || shapeDerived[i] && cached != nil && outputs.allSatisfy({ outputIDs.slots[$0] < 0 || values[outputIDs.slots[$0]] != nil }) {
                 for r in releaseIDs.range(i) { values[releaseIDs.slots[r]] = nil }
                 continue
             }

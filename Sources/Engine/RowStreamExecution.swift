@@ -7,14 +7,16 @@ extension CompiledModel {
     /// instead of waiting at the end of each batch for its slowest row.
     public func streamsRows(_ requests: [[String: Tensor]]) -> Bool { oneRowPerPart(requests) != nil }
 
-    /// Runs one job of `parallelStream`, one row or a few stacked (single-threaded there, as each part of
-    /// `runRequestRows`), and records its time per row as the model's cost per row, which the choice of schedule reads.
-    public func runRows(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+    /// Runs one job of `parallelStream`, one row or a few stacked as `run(stacking:)` does (single-threaded there, as
+    /// each part of `runRequestRows`), and records its time per row as the model's cost per row, which the choice of
+    /// schedule reads.
+    public func runRows(_ parts: [[String: Tensor]]) throws -> [String: Tensor] {
         let started = SystemClock.nanoseconds()
         defer {
-            rowCost.record(rows: Self.commonRows(feeds) ?? 1, parallel: 1, nanoseconds: SystemClock.nanoseconds() &- started)
+            let rows = parts.reduce(0) { $0 + (Self.commonRows($1) ?? 1) }
+            rowCost.record(rows: rows, parallel: 1, nanoseconds: SystemClock.nanoseconds() &- started)
         }
-        return try run(feeds)
+        return try run(stacking: parts)
     }
 
     /// Rows the next stream job takes when `queued` rows wait (taken into the stream or still queued) and `computing`

@@ -4,7 +4,7 @@ import Tensor
 
 /// Row streaming: when a batch's rows each run alone on one thread (the runtime says so), the execution feeds them to
 /// the compute threads a job at a time (one row, or as many as the runtime's `streamJobRows` says: a free thread's
-/// share of the rows waiting, stacked into one 1-thread run) and, when none is left, takes what is queued at once as the next batch
+/// share of the rows waiting, as one 1-thread run of them stacked) and, when none is left, takes what is queued at once as the next batch
 /// instead of waiting for the batch's slowest job (or for company: jobs that run alone gain nothing from it). On a
 /// loaded 2-core box a compute thread whose core was lent to the I/O loop a while finished its last row up to a row's
 /// time after the other, which waited idle at the end of every batch.
@@ -161,26 +161,18 @@ extension DynamicBatcher {
         for request in requestsDone { request.waiter.continuation.resume(with: answer(request, on: runtime)) }
     }
 
-    /// Each row's outputs of one job: its rows stacked into one run, or each row run alone when they do not stack or
-    /// an output does not keep one row per row.
+    /// Each row's outputs of one job: its rows as one run (`runRows`, which may read each row where its request holds
+    /// it), or each row run alone when they do not stack or an output does not keep one row per row.
     private static func runStreamJob(_ job: [StreamedRow], on runtime: any ModelRuntime) throws -> [[String: Tensor]] {
         let rowFeeds = job.map { request, row in request.waiter.feeds.mapValues { $0.rows(row..<(row + 1)) } }
         if rowFeeds.count > 1, let names = rowFeeds.first?.keys,
            names.allSatisfy({ name in Tensor.stackableRows(rowFeeds.compactMap { $0[name] }) && rowFeeds.allSatisfy { $0[name] != nil } }) {
-            let first = job[0]
-            let feeds: [String: Tensor]
-            if job.indices.allSatisfy({ job[$0].request === first.request && job[$0].row == first.row + $0 }) {
-                // Consecutive rows of one request: read where they are.
-                feeds = first.request.waiter.feeds.mapValues { $0.rows(first.row..<(first.row + job.count)) }
-            } else {
-                feeds = Dictionary(uniqueKeysWithValues: names.map { name in (name, Tensor.pooledBatch(concatenating: rowFeeds.map { $0[name]! })) })
-            }
-            let outputs = try runtime.runRows(feeds)
+            let outputs = try runtime.runRows(rowFeeds)
             if keepsRows(outputs, job.count) {
                 return job.indices.map { index in outputs.mapValues { $0.rows(index..<(index + 1)) } }
             }
         }
-        return try rowFeeds.map { try runtime.runRows($0) }
+        return try rowFeeds.map { try runtime.runRows([$0]) }
     }
 
     /// A finished request's outputs: its rows' outputs stacked, or the request run whole when an output did not keep

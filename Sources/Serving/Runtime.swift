@@ -22,8 +22,9 @@ public protocol ModelRuntime: Sendable {
     /// Runs the jobs `next` hands out (each computing rows with `runRows`) on the runtime's compute threads, each alone,
     /// until `next` has returned nil on every thread; `next` is called concurrently and may block.
     func runRowStream(_ next: () -> (() -> Void)?)
-    /// Runs one job of a stream, one row or a few stacked: the result `run` gives on them.
-    func runRows(_ feeds: [String: Tensor]) throws -> [String: Tensor]
+    /// Runs one job of a stream: its rows' feeds (`parts`, each of one row or more, stackable) as one batch, the result
+    /// `run` gives on them stacked along the first axis (a runtime may read them where they are instead).
+    func runRows(_ parts: [[String: Tensor]]) throws -> [String: Tensor]
     /// Rows the next stream job takes when `queued` rows wait (taken into the stream or still queued) and `computing`
     /// jobs run; the stream takes at most the rows it holds.
     func streamJobRows(queued: Int, computing: Int) -> Int
@@ -46,8 +47,11 @@ extension ModelRuntime {
     public func streamsRows(_ requests: [[String: Tensor]]) -> Bool { false }
     /// The jobs one after another on the calling thread.
     public func runRowStream(_ next: () -> (() -> Void)?) { while let job = next() { job() } }
-    /// `run`.
-    public func runRows(_ feeds: [String: Tensor]) throws -> [String: Tensor] { try run(feeds) }
+    /// `run` on the parts stacked.
+    public func runRows(_ parts: [[String: Tensor]]) throws -> [String: Tensor] {
+        guard parts.count > 1, let names = parts.first?.keys else { return try run(parts.first ?? [:]) }
+        return try run(Dictionary(uniqueKeysWithValues: names.map { name in (name, Tensor.pooledBatch(concatenating: parts.compactMap { $0[name] })) }))
+    }
     /// One row per job, unless the runtime says otherwise.
     public func streamJobRows(queued: Int, computing: Int) -> Int { 1 }
     /// Unknown (0) unless the runtime can tell.

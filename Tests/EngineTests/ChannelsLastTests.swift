@@ -236,7 +236,7 @@ private typealias T = TestSupport
     /// also a graph output.
     /// `pool` is the squeeze: GlobalAveragePool, ReduceMean over H and W (the dynamo exporter's), or ReduceL2 (not a
     /// pool the planner knows, so with `scaleFirst` the kernel finds the Mul's operands the other way round at run time).
-    private static func mobileBlock(scaleFirst: Bool, pool: String = "GlobalAveragePool") -> Model {
+    static func mobileBlock(scaleFirst: Bool, pool: String = "GlobalAveragePool") -> Model {
         var rng = SeededGenerator(seed: 41)
         var inits: [(name: String, tensor: Tensor)] = []
         func weights(_ name: String, _ shape: [Int]) {

@@ -18,7 +18,7 @@ private typealias T = TestSupport
     }
 
     /// x [N, C, H, W] -> Conv (+ `activation`) -> MaxPool -> y; with `sharedConv` the conv output is an output too.
-    private static func model(_ c: Case, sharedConv: Bool = false) -> Model {
+    static func model(_ c: Case, sharedConv: Bool = false) -> Model {
         var rng = SeededGenerator(seed: 23)
         let k = c.kernel
         let inits: [(name: String, tensor: Tensor)] = [

@@ -35,7 +35,7 @@ import Tensor
         let next = Locked(0)
         parallelStream {
             guard let row = next.withLock({ (n: inout Int) -> Int? in defer { n += 1 }; return n < rows ? n : nil }) else { return nil }
-            return { results.withLock { $0[row] = try? model.runRows(requests[row]) } }
+            return { results.withLock { $0[row] = try? model.runRows([requests[row]]) } }
         }
         let streamed = results.withLock { $0 }
         for row in 0..<rows {
@@ -60,7 +60,7 @@ import Tensor
                 return !state.taken
             }) else { return nil }
             return {
-                let outputs = try? model.runRows(feeds)
+                let outputs = try? model.runRows([feeds])
                 stacked.withLock { $0.outputs = outputs }
             }
         }

@@ -47,7 +47,7 @@ let channelsLastBlockOperators: OperatorTable = [
                                                   strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0],
                                                   padLeft: r.padBegin[1], outHeight: (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1,
                                                   outWidth: (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1)
-            return [Tensor.makeFloat(shape: [n, g.outHeight, g.outWidth, m]) { o in
+            return [Tensor.makeFloat(shape: [n, g.outHeight, g.outWidth, m], placement: inputs.placement) { o in
                 x.floatPointer { xp in
                     withOptionalArray(bias) { bp in
                         channelsLastPatchConv(g, input: xp, packed, bias: bp, activation: activation, output: o, direct: direct)
