@@ -460,6 +460,52 @@ extension BatcherTests {
         XCTAssertEqual(runtime.runs.withLock { $0 }, [4, 1, 1, 1, 1], "the stacked job, then each row alone")
     }
 
+    func testAStreamEndsOnEveryThreadOnceOneFoundNothingLeft() async throws {
+        // Two stream threads played in turn: the first computes the only row and leaves; a request arrives; only then
+        // does the second ask. The stream is over for it (it must not stream the new row alone): the new request
+        // starts an execution of its own on every thread.
+        final class TurnTakingRuntime: ModelRuntime, @unchecked Sendable {
+            let inputs = [TensorSpec(name: "x", dtype: .float32, shape: [.symbolic("N"), .fixed(1)])]
+            let outputs = [TensorSpec(name: "y", dtype: .float32, shape: [.symbolic("N"), .fixed(1)])]
+            let streams = Locked(0)
+            let lateThreadGotAJob = Locked<Bool?>(nil)
+            let arrival: @Sendable () -> Void
+            init(arrival: @escaping @Sendable () -> Void) { self.arrival = arrival }
+            func streamsRows(_ requests: [[String: Tensor]]) -> Bool { true }
+            func run(_ feeds: [String: Tensor]) throws -> [String: Tensor] {
+                ["y": Tensor(shape: feeds["x"]!.shape, scalars: feeds["x"]!.scalars(as: Float.self).map { $0 * 2 })]
+            }
+            func runRowStream(_ next: () -> (() -> Void)?) {
+                let first = streams.withLock { (n: inout Int) -> Bool in n += 1; return n == 1 }
+                while let job = next() { job() }
+                guard first else { return }
+                arrival()
+                let late = next()
+                lateThreadGotAJob.withLock { $0 = late != nil }
+                late?()
+                while let job = next() { job() }
+            }
+        }
+        let arrived = Locked<Task<[String: Tensor], Error>?>(nil)
+        let box = Locked<ServedVersion?>(nil)
+        let runtime = TurnTakingRuntime(arrival: {
+            let version = box.withLock { $0! }
+            arrived.withLock { $0 = Task { try await version.infer(["x": Tensor(shape: [1, 1], scalars: [Float(5)])]) } }
+            // Queued, not taken: the first thread has left and the second has not asked yet.
+            while version.queueDepth == 0 { sched_yield() }
+        })
+        let version = try ServedVersion(name: "s", version: 1, config: try ModelConfig(json: Array(#"{"max_batch_size": 4}"#.utf8)),
+                                        labels: [], runtime: runtime, gate: ComputeGate(), metrics: nil, loadSeconds: 0)
+        box.withLock { $0 = version }
+        let first = try await version.infer(["x": Tensor(shape: [1, 1], scalars: [Float(3)])])
+        XCTAssertEqual(first["y"]?.scalars(as: Float.self), [6])
+        let late = try await XCTUnwrap(arrived.withLock { $0 }).value
+        XCTAssertEqual(late["y"]?.scalars(as: Float.self), [10])
+        XCTAssertEqual(runtime.lateThreadGotAJob.withLock { $0 }, false, "the second thread streamed on alone")
+        XCTAssertEqual(runtime.streams.withLock { $0 }, 2, "the late request ran in an execution of its own")
+        XCTAssertEqual(version.statistics.executionCount, 2)
+    }
+
     func testTwoInstancesStreamOneAtATimeAndAnswerEveryRequest() async throws {
         let runtime = ScaleRuntime(scale: 3, sleepMilliseconds: 2, streams: true)
         let version = try makeVersion(runtime, config: #"{"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 20000}, "instance_group": [{"count": 2}]}"#,
