@@ -4,6 +4,9 @@ MobileNetV2 request, with each server thread's user+system CPU (from /proc/PID/t
 the run, as ms per request and as a share of the two cores' wall time, beside the engine executions' count and mean.
 
 On a shared machine, CPU per request of each thread group is comparable between binaries when wall-clock rates are not.
+Last, the engine alone (one thread, batch 8, CPU per image) and the bound it sets: were the compute threads as fast
+per row as the engine alone, everything else on the two cores (the I/O loop, the cooperative pool, wrk) would still
+hold the server to engine / (engine + the rest) of the engine's rate.
 
 usage: thread_cpu.py OSPREY OUT_DIR [SECONDS [CLIENTS [ROUNDS]]]   (OUT_DIR made by make_fixtures.py)
 """
@@ -12,8 +15,22 @@ import os
 import re
 import sys
 
-from bench import MODEL, WARM_UP_SECONDS, executions
+import subprocess
+
+from bench import MODEL, WARM_UP_SECONDS, executions, predict_command
 from loadgen import CLOCK_TICKS, Server, wrk
+
+COMPUTE_THREADS = ("osprey-run-", "osprey-compute-")
+
+
+def engine_cpu_ms(binary, out, batch=8):
+    """CPU ms per image of `osprey predict --threads 1` on `batch` images: 31 runs minus 1, so loading cancels out."""
+    def cpu(repeat):
+        before = os.times()
+        subprocess.run(predict_command(binary, out, batch, repeat, threads=1), capture_output=True, check=True)
+        after = os.times()
+        return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return (cpu(31) - cpu(1)) / (30 * batch) * 1000
 
 
 def thread_cpu(pid):
@@ -63,6 +80,13 @@ def main():
                 if cpu > 0:
                     print(f"| {name} | {1000 * cpu / requests:.2f} | {100 * cpu / (2 * wall):.1f} |")
             print(f"| total | {1000 * total / requests:.2f} | {100 * total / (2 * wall):.1f} |")
+            print()
+            compute = sum(cpu for name, cpu in rows if name.startswith(COMPUTE_THREADS)) * 1000 / requests
+            rest = total * 1000 / requests - compute
+            engine = engine_cpu_ms(binary, out)
+            print(f"engine alone, one thread, batch 8: {engine:.2f} ms CPU per image; the server's compute threads "
+                  f"{compute:.2f} ms per request ({compute / engine:.3f} of it); everything else {rest:.2f} ms per request, "
+                  f"which alone holds the server to {engine / (engine + rest):.3f} of the engine's rate")
             print()
     finally:
         server.stop()
