@@ -233,9 +233,9 @@ static void depthwise_avx512(const geometry_t *g, const float *in, const float *
                              long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
     const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
     const long k = g->kernel_height;
-    // 5x5 kernels and 3x3 ones on rows of one group (where border pixels are most of the row) in pixel groups;
-    // wider 3x3 rows keep `interior_row3_sixes`, as fast as the groups there and faster at 112 columns.
-    if (dw_groups_handles(g) && (k == 5 || g->out_width <= DW_GROUP_MAX)) {
+    // 5x5 and 7x7 kernels and 3x3 ones on rows of one group (where border pixels are most of the row) in pixel
+    // groups; wider 3x3 rows keep `interior_row3_sixes`, as fast as the groups there and faster at 112 columns.
+    if (dw_groups_handles(g) && (k >= 5 || g->out_width <= DW_GROUP_MAX)) {
         dw_groups(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lov, hiv);
         return;
     }
