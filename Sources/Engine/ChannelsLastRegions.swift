@@ -39,10 +39,17 @@ private let layoutFreeBinary: Set<String> = ["Add", "Mul", "Sub"]
 
 extension GraphOptimizer {
     /// Whether the environment variable `name` is "0": the switches that turn one rewrite off for A/B runs
-    /// (`OSPREY_CHANNELS_LAST`, `OSPREY_BLOCK_FUSION`, `OSPREY_SQUEEZE_POOL_FUSION`).
+    /// (`OSPREY_CHANNELS_LAST`, `OSPREY_BLOCK_FUSION`, `OSPREY_SQUEEZE_POOL_FUSION`,
+    /// `OSPREY_CHANNEL_NORM_FUSION`).
     static func disabledByEnvironment(_ name: String) -> Bool {
         guard let value = getenv(name) else { return false }
         return String(cString: value) == "0"
+    }
+
+    /// `rewriteEachNode(rewrite)` unless the environment variable `name` is "0" (the fusion's A/B switch).
+    mutating func rewriteEachNode(unlessDisabledBy name: String, _ rewrite: (inout GraphOptimizer, Int) -> Bool) {
+        guard !Self.disabledByEnvironment(name) else { return }
+        rewriteEachNode(rewrite)
     }
 
     /// Whether `OSPREY_CHANNELS_LAST=0` turns channels-last regions off (A/B runs).
@@ -62,6 +69,7 @@ extension GraphOptimizer {
         fuseChannelsLastSeparableConvs()
         fuseChannelsLastInvertedResiduals()
         fuseChannelsLastSqueezePools()
+        fuseChannelsLastDepthwiseNorms()
     }
 
     /// The channels-last role of every node in a region worth forming.

@@ -428,6 +428,29 @@ private typealias T = TestSupport
         // The only Transpose left feeds the NCHW downsampling conv.
         #expect(steps.filter { $0.opType == "Transpose" }.map(\.nodes) == [1], "\(steps.map(\.opType))")
         #expect(steps.contains { $0.opType == channelsLastDepthwiseOp && $0.nodes == 4 }, "\(steps.map(\.opType))")
+        // Each block's LayerNorm runs in its depthwise step; the downsampling one reads a residual sum and stays.
+        #expect(steps.filter { $0.opType == "LayerNormalization" }.map(\.nodes) == [1], "\(steps.map(\.opType))")
+    }
+
+    /// The depthwise kernel with a fused channel norm against the plain conv followed by the LayerNorm rows, on 7x7 and
+    /// 3x3 kernels, channel tails and batch 2 (rows split across the engine's threads).
+    @Test func depthwiseWithChannelNormMatchesConvThenNorm() {
+        var rng = SeededGenerator(seed: 59)
+        for (c, h, w, k) in [(19, 9, 8, 7), (40, 14, 14, 7), (33, 5, 7, 3)] {
+            let p = k / 2
+            let g = ChannelsLastDepthwiseGeometry(batch: 2, inHeight: h, inWidth: w, channels: c, kernelHeight: k, kernelWidth: k,
+                                                  strideHeight: 1, strideWidth: 1, padTop: p, padLeft: p, outHeight: h, outWidth: w)
+            let input = rng.floats(2 * h * w * c), weights = rng.floats(k * k * c), bias = rng.floats(c)
+            let norm = ChannelNorm(gamma: rng.floats(c), beta: rng.floats(c), epsilon: 1e-6)
+            var reference = [Float](repeating: .nan, count: 2 * h * w * c)
+            channelsLastDepthwiseReference(g, input: input, weights: weights, bias: bias, residual: nil, activation: .none, output: &reference)
+            reference.withUnsafeMutableBufferPointer { r in
+                layerNormRows(r.baseAddress!, rows: 2 * h * w, width: c, gamma: norm.gamma, beta: norm.beta, epsilon: norm.epsilon)
+            }
+            var fused = [Float](repeating: .nan, count: reference.count)
+            channelsLastDepthwise(g, input: input, weights: weights, bias: bias, residual: nil, activation: .none, output: &fused, norm: norm)
+            expectClose(fused, reference, "c \(c) \(h)x\(w) k \(k)")
+        }
     }
 
     /// One depthwise conv alone is not worth two conversions: the graph stays NCHW.
