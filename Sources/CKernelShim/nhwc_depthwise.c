@@ -233,9 +233,9 @@ static void depthwise_avx512(const geometry_t *g, const float *in, const float *
                              long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
     const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
     const long k = g->kernel_height;
-    // 5x5 kernels and 3x3 ones on rows of one group (where border pixels are most of the row) in pixel groups;
-    // wider 3x3 rows keep `interior_row3_sixes`, as fast as the groups there and faster at 112 columns.
-    if (dw_groups_handles(g) && (k == 5 || g->out_width <= DW_GROUP_MAX)) {
+    // 5x5 and 7x7 kernels and 3x3 ones on rows of one group (where border pixels are most of the row) in pixel
+    // groups; wider 3x3 rows keep `interior_row3_sixes`, as fast as the groups there and faster at 112 columns.
+    if (dw_groups_handles(g) && (k >= 5 || g->out_width <= DW_GROUP_MAX)) {
         dw_groups(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lov, hiv);
         return;
     }
@@ -272,14 +272,24 @@ static void depthwise_avx512(const geometry_t *g, const float *in, const float *
         } \
     } while (0)
 
+#include "nhwc_depthwise_avx2_groups.h"
+
 __attribute__((target("avx2,fma")))
 static void depthwise_avx2(const geometry_t *g, const float *in, const float *weights, const float *bias, long first_row,
                            long end_row, float *out, const float *residual, int epilogue, float lo, float hi) {
     const long C = g->channels;
     const __m256 lov = _mm256_set1_ps(lo), hiv = _mm256_set1_ps(hi);
     const long whole = C / 8 * 8;
+    const int groups = dw7_groups_avx2_handles(g);
     for (long y = first_row; y < end_row; y++)
         for (long x = 0; x < g->out_width; x++) {
+            if (groups && dw7_group_fits(g, x)) {
+                const long top = y - g->pad_top;
+                const long i0 = top < 0 ? -top : 0, i1 = g->in_height - top < 7 ? g->in_height - top : 7;
+                for (long c = 0; c < C; c += 8) dw7_group_avx2(g, in, weights, bias, c, y, i0, i1, x, out, residual, epilogue, lov, hiv);
+                x += DW7_GROUP - 1;
+                continue;
+            }
             // Channels past the last whole vector one at a time (masked AVX2 stores are slow on AMD Zen).
             DW_PIXEL_WALK(DW256_BLOCK, 8, if (whole < C) pixel_scalar(g, in, weights, bias, y, x, whole, C, o, res, epilogue, lo, hi));
         }

@@ -1,4 +1,4 @@
-// The AVX-512 body of the channels-last 3x3 and 5x5 depthwise convolutions at stride 1 or 2 (nhwc_depthwise.c's
+// The AVX-512 body of the channels-last 3x3, 5x5 and 7x7 depthwise convolutions at stride 1 or 2 (nhwc_depthwise.c's
 // private part; include after avx512_math.h). One 16-channel block at a time walks every output row of the call, so
 // the block's slice of the input stays in L1; each row goes in groups of up to eight pixels with one accumulator per
 // pixel, and each input vector loaded serves every pixel of the group whose taps cover it. Taps outside the image are
@@ -9,7 +9,7 @@
 #ifndef OSPREY_NHWC_DEPTHWISE_GROUPS_H
 #define OSPREY_NHWC_DEPTHWISE_GROUPS_H
 
-/// The most pixels one group holds (eight accumulators, five weights and the loaded vector stay in registers).
+/// The most pixels one group holds (eight accumulators, up to seven weights and the loaded vector stay in registers).
 enum { DW_GROUP_MAX = 8 };
 
 /// Channels [c, c + 16) (mask `m`; plain loads when `full`, see LOAD16) of output pixels [x, x + N) of row y, whose
@@ -24,7 +24,7 @@ static inline void dw_group(const int K, const int S, const int N, const int che
     _Pragma("clang loop unroll(full)")
     for (int p = 0; p < N; p++) acc[p] = start;
     for (long i = i0; i < i1; i++) {
-        __m512 w[5];
+        __m512 w[7];
         _Pragma("clang loop unroll(full)")
         for (int j = 0; j < K; j++) w[j] = LOAD16(full, m, weights + (i * K + j) * C + c);
         const float *row = in + ((top + i) * W + left) * C + c;
@@ -94,18 +94,23 @@ DW_GROUPS_FUNCTION(dw_groups_k3s1, 3, 1)
 DW_GROUPS_FUNCTION(dw_groups_k3s2, 3, 2)
 DW_GROUPS_FUNCTION(dw_groups_k5s1, 5, 1)
 DW_GROUPS_FUNCTION(dw_groups_k5s2, 5, 2)
+DW_GROUPS_FUNCTION(dw_groups_k7s1, 7, 1)
 
-/// Whether `dw_groups` handles `g`: a square 3x3 or 5x5 kernel at column stride 1 or 2 (any row stride).
+/// Whether `dw_groups` handles `g`: a square 3x3 or 5x5 kernel at column stride 1 or 2, or a 7x7 one (ConvNeXt's)
+/// at column stride 1 (any row stride).
 static inline int dw_groups_handles(const geometry_t *g) {
     const long k = g->kernel_height;
-    return k == g->kernel_width && (k == 3 || k == 5) && (g->stride_width == 1 || g->stride_width == 2);
+    if (k != g->kernel_width) return 0;
+    if (k == 7) return g->stride_width == 1;
+    return (k == 3 || k == 5) && (g->stride_width == 1 || g->stride_width == 2);
 }
 
 /// Output rows [first_row, end_row) of a geometry `dw_groups_handles` accepts.
 OSPREY_AVX512 static void dw_groups(const geometry_t *g, const float *in, const float *weights, const float *bias, long first_row,
                                     long end_row, float *out, const float *residual, int epilogue, __m512 lov, __m512 hiv) {
     const int five = g->kernel_height == 5, two = g->stride_width == 2;
-    if (five) (two ? dw_groups_k5s2 : dw_groups_k5s1)(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lov, hiv);
+    if (g->kernel_height == 7) dw_groups_k7s1(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lov, hiv);
+    else if (five) (two ? dw_groups_k5s2 : dw_groups_k5s1)(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lov, hiv);
     else (two ? dw_groups_k3s2 : dw_groups_k3s1)(g, in, weights, bias, first_row, end_row, out, residual, epilogue, lov, hiv);
 }
 

@@ -14,14 +14,20 @@ private enum RegionRole {
     case mean
     /// A small dense Conv (a stem) reading an NCHW value and writing the region's first NHWC value: no conversion.
     case entry
+    /// A Transpose NCHW -> NHWC (perm 0, 2, 3, 1) of a region value: its output is the region value's own bytes, so
+    /// it runs no kernel (ConvNeXt leaves each depthwise conv this way for its channels-last LayerNorm and MLP).
+    case leave
+    /// A Transpose NHWC -> NCHW (perm 0, 3, 1, 2) of an [N, H, W, C] value from outside: inside the region its input
+    /// already is the NHWC value (ConvNeXt's MLP output coming back to the residual stream).
+    case adopt
 
     /// Input indices that carry region (NHWC) values.
     func regionInputs(_ planned: PlannedNode) -> [Int] {
         switch self {
         case .pointwise, .depthwise: return planned.residual ? [0, fusedResidualInput] : [0]
         case .elementwise(let indices): return indices
-        case .mean: return [0]
-        case .entry: return []
+        case .mean, .leave: return [0]
+        case .entry, .adopt: return []
         }
     }
 }
@@ -33,10 +39,17 @@ private let layoutFreeBinary: Set<String> = ["Add", "Mul", "Sub"]
 
 extension GraphOptimizer {
     /// Whether the environment variable `name` is "0": the switches that turn one rewrite off for A/B runs
-    /// (`OSPREY_CHANNELS_LAST`, `OSPREY_BLOCK_FUSION`, `OSPREY_SQUEEZE_POOL_FUSION`).
+    /// (`OSPREY_CHANNELS_LAST`, `OSPREY_BLOCK_FUSION`, `OSPREY_SQUEEZE_POOL_FUSION`,
+    /// `OSPREY_CHANNEL_NORM_FUSION`).
     static func disabledByEnvironment(_ name: String) -> Bool {
         guard let value = getenv(name) else { return false }
         return String(cString: value) == "0"
+    }
+
+    /// `rewriteEachNode(rewrite)` unless the environment variable `name` is "0" (the fusion's A/B switch).
+    mutating func rewriteEachNode(unlessDisabledBy name: String, _ rewrite: (inout GraphOptimizer, Int) -> Bool) {
+        guard !Self.disabledByEnvironment(name) else { return }
+        rewriteEachNode(rewrite)
     }
 
     /// Whether `OSPREY_CHANNELS_LAST=0` turns channels-last regions off (A/B runs).
@@ -56,6 +69,7 @@ extension GraphOptimizer {
         fuseChannelsLastSeparableConvs()
         fuseChannelsLastInvertedResiduals()
         fuseChannelsLastSqueezePools()
+        fuseChannelsLastDepthwiseNorms()
     }
 
     /// The channels-last role of every node in a region worth forming.
@@ -63,19 +77,29 @@ extension GraphOptimizer {
         var producer: [String: Int] = [:]
         for (i, planned) in nodes.enumerated() { for o in planned.node.outputs where !o.isEmpty { producer[o] = i } }
         var roles: [Int: RegionRole] = [:]
+        // Values region convs read as their input 0.
+        var convertedInputs: Set<String> = []
         for i in nodes.indices {
             if let role = convRole(nodes[i]) {
                 roles[i] = role
+                convertedInputs.insert(nodes[i].node.inputs[0])
                 continue
             }
             let node = nodes[i].node
             let fromRegion = { (name: String) -> Bool in
                 guard let p = producer[name], let r = roles[p] else { return false }
-                if case .mean = r { return false }
-                return true
+                switch r {
+                case .mean, .leave: return false
+                default: return true
+                }
             }
             if let first = nodes[i].node.inputs.first, !fromRegion(first), isEntryConv(nodes[i]) {
                 roles[i] = .entry
+                continue
+            }
+            if let first = node.inputs.first, let perm = layoutTransposePermutation(node), nodes[i].activation == .none {
+                if perm == [0, 2, 3, 1] && fromRegion(first) { roles[i] = .leave }
+                if perm == [0, 3, 1, 2] && !fromRegion(first) { roles[i] = .adopt }
                 continue
             }
             guard isDefaultDomain(node.domain) || (node.domain == fusedDomain && node.opType == fusedActivationOp), node.outputs.count == 1,
@@ -85,12 +109,22 @@ extension GraphOptimizer {
             } else if node.domain == fusedDomain || layoutFreeUnary.contains(node.opType) {
                 if node.domain == fusedDomain, case .int(let rank)? = node.attributes["minimum_rank"], rank > 4 { continue }
                 if node.inputs.dropFirst().allSatisfy({ $0.isEmpty || constants[$0] != nil }) { roles[i] = .elementwise([0]) }
-            } else if layoutFreeBinary.contains(node.opType), node.inputs.count == 2, fromRegion(node.inputs[1]) {
+            } else if layoutFreeBinary.contains(node.opType), node.inputs.count == 2,
+                      fromRegion(node.inputs[1]) || convertedInputs.contains(node.inputs[1]) {
+                // An outside value a region conv already converts (ConvNeXt's residual at a stage's first block)
+                // shares that conversion; the conv's reading it says it is an NCHW value of rank 4.
                 roles[i] = .elementwise([0, 1])
             }
         }
         keepProfitableRegions(&roles, producer: producer)
         return roles
+    }
+
+    /// The permutation of a default-domain Transpose of rank 4, or nil.
+    private func layoutTransposePermutation(_ node: Node) -> [Int64]? {
+        guard node.opType == "Transpose", isDefaultDomain(node.domain), node.inputs.count == 1, node.outputs.count == 1,
+              case .ints(let perm)? = node.attributes["perm"], perm.count == 4 else { return nil }
+        return perm
     }
 
     /// The role of a Conv that has a channels-last kernel, or nil.
@@ -187,9 +221,16 @@ extension GraphOptimizer {
             while parent[i] != i { parent[i] = parent[parent[i]]; i = parent[i] }
             return i
         }
-        for (i, role) in roles {
+        // Nodes converting the same outside value share its one conversion: they are one region (ConvNeXt's first
+        // depthwise conv of a stage and the residual Add both read the downsampling conv's output).
+        var firstReader: [String: Int] = [:]
+        for (i, role) in roles.sorted(by: { $0.key < $1.key }) {
             for k in role.regionInputs(nodes[i]) {
-                guard let p = producer[nodes[i].node.inputs[k]], let r = roles[p] else { continue }
+                let name = nodes[i].node.inputs[k]
+                guard let p = producer[name], let r = roles[p] else {
+                    if let first = firstReader[name] { parent[root(i)] = root(first) } else { firstReader[name] = i }
+                    continue
+                }
                 if case .mean = r { continue }
                 parent[root(i)] = root(p)
             }
@@ -214,10 +255,29 @@ extension GraphOptimizer {
             for (k, name) in planned.node.inputs.enumerated() where !regionInputs.contains(k) { nchwReaders.insert(name) }
         }
         var lastName: [String: String] = [:]
+        // Outputs of `.leave` Transposes, read under the region value's name (no kernel runs for them).
+        var alias: [String: String] = [:]
         var rewritten: [PlannedNode] = []
-        for (i, planned) in nodes.enumerated() {
+        for (i, original) in nodes.enumerated() {
+            var planned = original
+            planned.node.inputs = planned.node.inputs.map { alias[$0] ?? $0 }
             guard let role = roles[i] else { rewritten.append(planned); continue }
             var node = planned.node
+            switch role {
+            case .leave:
+                let inside = lastName[node.inputs[0]]!
+                alias[node.outputs[0]] = inside
+                if graphOutputs.contains(node.outputs[0]) {
+                    rewritten.append(PlannedNode(node: Node(name: node.name, opType: "Identity", inputs: [inside], outputs: node.outputs)))
+                }
+                continue
+            case .adopt:
+                lastName[node.outputs[0]] = node.inputs[0]
+                // Readers outside the region still get the NCHW value from the Transpose itself.
+                if nchwReaders.contains(node.outputs[0]) { rewritten.append(planned) }
+                continue
+            default: break
+            }
             for k in role.regionInputs(planned) {
                 let name = node.inputs[k]
                 if lastName[name] == nil {
@@ -233,6 +293,7 @@ extension GraphOptimizer {
             case .pointwise: node.opType = channelsLastPointwiseOp
             case .depthwise: node.opType = channelsLastDepthwiseOp
             case .entry: node.opType = channelsLastPatchConvOp
+            case .leave, .adopt: continue
             case .mean:
                 node.opType = channelsLastMeanOp
                 rewritten.append(PlannedNode(node: node))

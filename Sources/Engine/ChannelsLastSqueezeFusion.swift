@@ -7,8 +7,7 @@ extension GraphOptimizer {
     /// instead of a pooling step reading the whole tensor again on one thread (EfficientNet-B0's first one re-read
     /// 1.6 MB; sixteen such steps were 2% of its time at one thread and 3% at two).
     mutating func fuseChannelsLastSqueezePools() {
-        guard !Self.disabledByEnvironment("OSPREY_SQUEEZE_POOL_FUSION") else { return }
-        rewriteEachNode { $0.fuseSqueezePool(at: $1) }
+        rewriteEachNode(unlessDisabledBy: "OSPREY_SQUEEZE_POOL_FUSION") { $0.fuseSqueezePool(at: $1) }
     }
 
     /// Makes the channels-last mean at `index` a second output of the depthwise step that writes its input; true when

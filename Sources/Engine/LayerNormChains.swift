@@ -135,8 +135,6 @@ let fusedLayerNormKernel: @Sendable (OpContext) throws -> PreparedKernel = { ctx
 func layerNormRows(_ data: UnsafeMutablePointer<Float>, rows: Int, width: Int, gamma: [Float]?, beta: [Float]?, epsilon: Float,
                    source: UnsafePointer<Float>? = nil,
                    statistics: (means: UnsafeMutablePointer<Float>, inverse: UnsafeMutablePointer<Float>)? = nil) {
-    typealias V = FloatVector
-    let lanes = V.scalarCount, body = width - width % lanes
     let ones = [Float](repeating: 1, count: width), zeros = [Float](repeating: 0, count: width)
     let input = source ?? UnsafePointer(data)
     (gamma ?? ones).withUnsafeBufferPointer { g in
@@ -144,31 +142,41 @@ func layerNormRows(_ data: UnsafeMutablePointer<Float>, rows: Int, width: Int, g
             let gp = g.baseAddress!, bp = b.baseAddress!
             parallelRanges(rows, minimumChunk: max(1, 32_768 / max(1, width))) { range in
                 for r in range {
-                    let from = input + r * width, row = data + r * width
-                    var acc = V(repeating: 0)
-                    var i = 0
-                    while i < body { acc += (from + i).vector(V.self); i += lanes }
-                    var sum = acc.sum()
-                    while i < width { sum += from[i]; i += 1 }
-                    let mean = sum / Float(width)
-                    let m = V(repeating: mean)
-                    acc = V(repeating: 0)
-                    i = 0
-                    while i < body { let d = (from + i).vector(V.self) - m; acc += d * d; i += lanes }
-                    var sq = acc.sum()
-                    while i < width { let d = from[i] - mean; sq += d * d; i += 1 }
-                    let deviation = (sq / Float(width) + epsilon).squareRoot()
+                    let (mean, deviation) = layerNormRow(input + r * width, data + r * width, width: width, gamma: gp, beta: bp, epsilon: epsilon)
                     if let statistics { statistics.means[r] = mean; statistics.inverse[r] = 1 / deviation }
-                    let s = V(repeating: deviation)
-                    i = 0
-                    while i < body {
-                        let d = (from + i).vector(V.self) - m
-                        (row + i).store(d / s * UnsafePointer(gp + i).vector(V.self) + UnsafePointer(bp + i).vector(V.self))
-                        i += lanes
-                    }
-                    while i < width { row[i] = (from[i] - mean) / deviation * gp[i] + bp[i]; i += 1 }
                 }
             }
         }
     }
+}
+
+/// One row of `layerNormRows` on the calling thread (`to` may be `from`): returns the row's mean and
+/// sqrt(variance + epsilon).
+@inline(__always)
+func layerNormRow(_ from: UnsafePointer<Float>, _ row: UnsafeMutablePointer<Float>, width: Int, gamma gp: UnsafePointer<Float>,
+                  beta bp: UnsafePointer<Float>, epsilon: Float) -> (mean: Float, deviation: Float) {
+    typealias V = FloatVector
+    let lanes = V.scalarCount, body = width - width % lanes
+    var acc = V(repeating: 0)
+    var i = 0
+    while i < body { acc += (from + i).vector(V.self); i += lanes }
+    var sum = acc.sum()
+    while i < width { sum += from[i]; i += 1 }
+    let mean = sum / Float(width)
+    let m = V(repeating: mean)
+    acc = V(repeating: 0)
+    i = 0
+    while i < body { let d = (from + i).vector(V.self) - m; acc += d * d; i += lanes }
+    var sq = acc.sum()
+    while i < width { let d = from[i] - mean; sq += d * d; i += 1 }
+    let deviation = (sq / Float(width) + epsilon).squareRoot()
+    let s = V(repeating: deviation)
+    i = 0
+    while i < body {
+        let d = (from + i).vector(V.self) - m
+        (row + i).store(d / s * (gp + i).vector(V.self) + (bp + i).vector(V.self))
+        i += lanes
+    }
+    while i < width { row[i] = (from[i] - mean) / deviation * gp[i] + bp[i]; i += 1 }
+    return (mean, deviation)
 }

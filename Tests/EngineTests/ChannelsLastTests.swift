@@ -20,6 +20,9 @@ private typealias T = TestSupport
         (24, 5, 17, 3, 1, (1, 1, 1, 1)), (20, 6, 16, 5, 1, (2, 2, 2, 2)), (35, 4, 21, 5, 1, (2, 1, 2, 3)),
         // Pixel groups of the 5x5 body: rows of 7 + 7, 7 + 8 at stride 2, 8 + 8 + 9 (four groups), channel tails.
         (34, 14, 14, 5, 1, (2, 2, 2, 2)), (19, 5, 30, 5, 2, (2, 2, 2, 2)), (18, 4, 25, 5, 1, (2, 2, 2, 2)), (50, 7, 7, 3, 1, (1, 1, 1, 1)),
+        // 7x7 (ConvNeXt): groups of 7 + 7, one group, asymmetric pads, an image smaller than the kernel, stride 2.
+        (40, 14, 14, 7, 1, (3, 3, 3, 3)), (19, 7, 7, 7, 1, (3, 3, 3, 3)), (24, 9, 20, 7, 1, (3, 2, 3, 4)), (16, 5, 4, 7, 1, (3, 3, 3, 3)),
+        (21, 11, 12, 7, 2, (3, 3, 3, 3)),
     ]
 
     @Test func depthwiseMatchesReferenceOnEveryBody() {
@@ -370,6 +373,84 @@ private typealias T = TestSupport
         }
         let kinds = try fused.profile(["x": Tensor(shape: [1, 3, 29, 27], scalars: rng.floats(3 * 29 * 27))]).map(\.opType)
         #expect(kinds.contains(channelsLastDepthwiseOp + "+relu") && !kinds.contains(channelsLastMeanOp), "\(kinds)")
+    }
+
+    /// ConvNeXt-shaped blocks (7x7 depthwise, Transpose to NHWC, LayerNorm, MLP, Transpose back, residual Add) and a
+    /// downsampling 2x2 conv between two stages: channels-last, the block Transposes run no kernel and the graph
+    /// gives the NCHW plan's outputs (an intermediate residual one of them) at batch 1 and 2 on odd sizes.
+    @Test func convNeXtBlocksDropTheirTransposes() throws {
+        var rng = SeededGenerator(seed: 53)
+        var inits: [(name: String, tensor: Tensor)] = []
+        func constant(_ name: String, _ shape: [Int], _ scale: Float = 0.5) {
+            inits.append((name: name, tensor: Tensor(shape: shape, scalars: rng.floats(Tensor.elementCount(shape)).map { $0 * scale })))
+        }
+        var nodes: [Node] = []
+        func block(_ p: String, _ x: String, _ c: Int) -> String {
+            constant(p + "dw", [c, 1, 7, 7]); constant(p + "dwb", [c]); constant(p + "g", [c]); constant(p + "b", [c])
+            constant(p + "w1", [c, 4 * c]); constant(p + "b1", [4 * c]); constant(p + "w2", [4 * c, c]); constant(p + "b2", [c])
+            constant(p + "s", [c, 1, 1], 0.1)
+            nodes += [
+                Node(opType: "Conv", inputs: [x, p + "dw", p + "dwb"], outputs: [p + "d"], attributes: ["group": .int(Int64(c)), "pads": .ints([3, 3, 3, 3])]),
+                Node(opType: "Transpose", inputs: [p + "d"], outputs: [p + "t"], attributes: ["perm": .ints([0, 2, 3, 1])]),
+                Node(opType: "LayerNormalization", inputs: [p + "t", p + "g", p + "b"], outputs: [p + "n"], attributes: ["axis": .int(-1)]),
+                Node(opType: "MatMul", inputs: [p + "n", p + "w1"], outputs: [p + "m1"]), Node(opType: "Add", inputs: [p + "m1", p + "b1"], outputs: [p + "a1"]),
+                Node(opType: "Relu", inputs: [p + "a1"], outputs: [p + "h"]),
+                Node(opType: "MatMul", inputs: [p + "h", p + "w2"], outputs: [p + "m2"]), Node(opType: "Add", inputs: [p + "m2", p + "b2"], outputs: [p + "a2"]),
+                Node(opType: "Transpose", inputs: [p + "a2"], outputs: [p + "u"], attributes: ["perm": .ints([0, 3, 1, 2])]),
+                Node(opType: "Mul", inputs: [p + "u", p + "s"], outputs: [p + "l"]), Node(opType: "Add", inputs: [p + "l", x], outputs: [p + "r"]),
+            ]
+            return p + "r"
+        }
+        let r1 = block("a", "x", 8), r2 = block("b", r1, 8)
+        constant("zg", [8]); constant("zb", [8]); constant("down", [16, 8, 2, 2]); constant("downb", [16])
+        nodes += [
+            Node(opType: "Transpose", inputs: [r2], outputs: ["zt"], attributes: ["perm": .ints([0, 2, 3, 1])]),
+            Node(opType: "LayerNormalization", inputs: ["zt", "zg", "zb"], outputs: ["zn"], attributes: ["axis": .int(-1)]),
+            Node(opType: "Transpose", inputs: ["zn"], outputs: ["zu"], attributes: ["perm": .ints([0, 3, 1, 2])]),
+            Node(opType: "Conv", inputs: ["zu", "down", "downb"], outputs: ["s2"], attributes: ["strides": .ints([2, 2])]),
+        ]
+        let r3 = block("c", "s2", 16), r4 = block("d", r3, 16)
+        nodes.append(Node(opType: "GlobalAveragePool", inputs: [r4], outputs: ["pool"]))
+        let inputs = [ValueInfo(name: "x", elementType: .float32, shape: [.symbolic("N"), .fixed(8), .fixed(11), .fixed(9)])]
+        let model = Model(opsetImports: ["": 17], graph: Graph(name: "convnext", nodes: nodes, initializers: inits, inputs: inputs,
+                                                               outputs: [ValueInfo(name: "pool"), ValueInfo(name: r1)]))
+        let fused = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true)
+        let plain = try CompiledModel(model: model, baseDirectory: nil, fuseResiduals: true, channelsLast: false)
+        for batch in [1, 2] {
+            let x = Tensor(shape: [batch, 8, 11, 9], scalars: rng.floats(batch * 792))
+            let a = try fused.run(["x": x]), b = try plain.run(["x": x])
+            for name in ["pool", r1] {
+                #expect(a[name]!.shape == b[name]!.shape, "\(name) batch \(batch)")
+                #expect(T.close(T.floats(a[name]!), T.floats(b[name]!)), "\(name) batch \(batch)")
+            }
+        }
+        let steps = try fused.profile(["x": Tensor(shape: [1, 8, 11, 9], scalars: rng.floats(792))])
+        // The only Transpose left feeds the NCHW downsampling conv.
+        #expect(steps.filter { $0.opType == "Transpose" }.map(\.nodes) == [1], "\(steps.map(\.opType))")
+        #expect(steps.contains { $0.opType == channelsLastDepthwiseOp && $0.nodes == 4 }, "\(steps.map(\.opType))")
+        // Each block's LayerNorm runs in its depthwise step; the downsampling one reads a residual sum and stays.
+        #expect(steps.filter { $0.opType == "LayerNormalization" }.map(\.nodes) == [1], "\(steps.map(\.opType))")
+    }
+
+    /// The depthwise kernel with a fused channel norm against the plain conv followed by the LayerNorm rows, on 7x7 and
+    /// 3x3 kernels, channel tails and batch 2 (rows split across the engine's threads).
+    @Test func depthwiseWithChannelNormMatchesConvThenNorm() {
+        var rng = SeededGenerator(seed: 59)
+        for (c, h, w, k) in [(19, 9, 8, 7), (40, 14, 14, 7), (33, 5, 7, 3)] {
+            let p = k / 2
+            let g = ChannelsLastDepthwiseGeometry(batch: 2, inHeight: h, inWidth: w, channels: c, kernelHeight: k, kernelWidth: k,
+                                                  strideHeight: 1, strideWidth: 1, padTop: p, padLeft: p, outHeight: h, outWidth: w)
+            let input = rng.floats(2 * h * w * c), weights = rng.floats(k * k * c), bias = rng.floats(c)
+            let norm = ChannelNorm(gamma: rng.floats(c), beta: rng.floats(c), epsilon: 1e-6)
+            var reference = [Float](repeating: .nan, count: 2 * h * w * c)
+            channelsLastDepthwiseReference(g, input: input, weights: weights, bias: bias, residual: nil, activation: .none, output: &reference)
+            reference.withUnsafeMutableBufferPointer { r in
+                layerNormRows(r.baseAddress!, rows: 2 * h * w, width: c, gamma: norm.gamma, beta: norm.beta, epsilon: norm.epsilon)
+            }
+            var fused = [Float](repeating: .nan, count: reference.count)
+            channelsLastDepthwise(g, input: input, weights: weights, bias: bias, residual: nil, activation: .none, output: &fused, norm: norm)
+            expectClose(fused, reference, "c \(c) \(h)x\(w) k \(k)")
+        }
     }
 
     /// One depthwise conv alone is not worth two conversions: the graph stays NCHW.

@@ -30,7 +30,8 @@ import TestSupport
     }
 
     /// The packed constant-B product against its triple-loop twin: short last bands and strips, strided A, every
-    /// epilogue combination, long depths, one and two threads (band and strip splits; an odd strip count split by pairs).
+    /// epilogue combination, long depths, one and two threads (band and strip splits; an odd strip count split by pairs;
+    /// 200 x 1100 of A, too large for a 1 MB L2 beside a column block, split by bands although B is wider).
     @Test func packedMatmulMatchesReference() {
         var rng = SeededGenerator(seed: 5)
         defer { EngineThreads.configure(threads: 2) }
@@ -38,7 +39,7 @@ import TestSupport
             EngineThreads.configure(threads: threads)
             for (rows, columns, depth) in [(1, 1, 1), (7, 20, 3), (13, 48, 33), (49, 768, 40), (200, 96, 120), (6, 16, 4096),
                                            (9, 17, 2), (10, 33, 17), (11, 64, 5), (128, 32, 9), (20, 48, 1000), (13, 32, 600), (5, 80, 3), (8, 112, 2), (13, 80, 3100),
-                                           (30, 200, 200)] {
+                                           (30, 200, 200), (200, 208, 1100)] {
                 for (withBias, withResidual, activation) in [(false, false, Activation.none), (true, false, .gelu), (true, true, .relu),
                                                             (false, true, .none)] {
                     let lda = depth + 3

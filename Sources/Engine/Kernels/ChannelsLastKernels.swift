@@ -24,12 +24,22 @@ func channelsLastDepthwiseWeights(_ w: UnsafePointer<Float>, channels: Int, taps
     return packed
 }
 
+/// A LayerNormalization over the channels of each pixel (ConvNeXt's after its depthwise conv): gamma and beta of
+/// one value per channel.
+struct ChannelNorm: Sendable {
+    /// Scale and shift, one value per channel.
+    var gamma: [Float], beta: [Float]
+    /// Added to the variance.
+    var epsilon: Float
+}
+
 /// NHWC depthwise convolution: input [N][H][W][C], weights [kH][kW][C], output and residual [N][outH][outW][C];
-/// activation(bias + taps + residual). Output rows are split across the compute pool; the C kernel applies Relu,
-/// Clip, SiLU, Sigmoid and HardSwish in registers, other activations run over each finished row block.
+/// activation(bias + taps + residual), then `norm` over each pixel's channels. Output rows are split across the
+/// compute pool; the C kernel applies Relu, Clip, SiLU, Sigmoid and HardSwish in registers, other activations and the
+/// norm run over each finished row block while it is in cache.
 func channelsLastDepthwise(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePointer<Float>, weights: UnsafePointer<Float>,
                            bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?, activation: Activation,
-                           output: UnsafeMutablePointer<Float>) {
+                           output: UnsafeMutablePointer<Float>, norm: ChannelNorm? = nil) {
     let epilogue = DepthwisePlaneEpilogue(activation)
     let inImage = g.inHeight * g.inWidth * g.channels, outRow = g.outWidth * g.channels
     // One read-only copy per thread: the C kernel takes it by pointer.
@@ -45,7 +55,20 @@ func channelsLastDepthwise(_ g: ChannelsLastDepthwiseGeometry, input: UnsafePoin
                                           residual.map { $0 + outImage }, epilogue.code, epilogue.low, epilogue.high)
             }
             if !epilogue.complete { activation.apply(output + outImage + first * outRow, count: (end - first) * outRow) }
+            if let norm { normalizePixels(output + outImage + first * outRow, pixels: (end - first) * g.outWidth, norm) }
             row += end - first
+        }
+    }
+}
+
+/// `norm` over each of `pixels` NHWC pixels of `norm.gamma.count` channels, in place, on the calling thread.
+private func normalizePixels(_ data: UnsafeMutablePointer<Float>, pixels: Int, _ norm: ChannelNorm) {
+    let c = norm.gamma.count
+    norm.gamma.withUnsafeBufferPointer { g in
+        norm.beta.withUnsafeBufferPointer { b in
+            for p in 0..<pixels {
+                _ = layerNormRow(data + p * c, data + p * c, width: c, gamma: g.baseAddress!, beta: b.baseAddress!, epsilon: norm.epsilon)
+            }
         }
     }
 }

@@ -83,7 +83,8 @@ public func packedMatmul(_ a: UnsafePointer<Float>, lda: Int, rows: Int, _ b: Pa
     // Below about a million multiply-adds a second thread's wake-up costs more than it saves.
     if threads == 1 || rows * b.columns * b.depth < 1 << 20 {
         product.run(bands: 0..<bands, strips: 0..<b.strips)
-    } else if (b.columns > rows && pairs >= 2 * threads) || (bands < 4 * threads && bands < b.strips) {
+    } else if ((b.columns > rows && pairs >= 2 * threads) || (bands < 4 * threads && bands < b.strips))
+                && !bandsKeepAInCache(rows: rows, b, threads: threads) {
         // Split by bands, every thread streams all of B; by strips, all of A. The smaller one is read twice: for
         // ConvNeXt-T's last stage (49 rows, 9 MB of B each) the band split ran no faster at two threads than at one.
         // Whole strip pairs per part keep the two-strip kernel in use.
@@ -92,6 +93,19 @@ public func packedMatmul(_ a: UnsafePointer<Float>, lda: Int, rows: Int, _ b: Pa
         parallelRanges(bands, minimumChunk: 2) { product.run(bands: $0, strips: 0..<b.strips) }
     }
 }
+
+/// Whether splitting the bands beats splitting the strips although B is wider than A is tall: B small enough that
+/// every thread streaming all of it costs little (it stays in L3), A too large to stay in L2 beside a column block
+/// (the strip split reads all of A again for each block), a thread's share of A small enough to stay. ConvNeXt-T's
+/// 14x14 MLP output (196 x 1536 by 1536 x 384): 1.27 -> 1.13 ms at two threads (2.03 ms at one).
+private func bandsKeepAInCache(rows: Int, _ b: PackedMatrixB, threads: Int) -> Bool {
+    let block = max(2, columnBlockBytes / max(1, b.depth * productStrip * 4)) * b.depth * productStrip * 4
+    let a = rows * b.depth * 4, bBytes = b.depth * b.columns * 4
+    return bBytes <= 4 << 20 && a + block > levelTwoCacheBytes && a / threads + block <= levelTwoCacheBytes
+}
+
+/// Bytes of packed B per column block (`BandProduct.run`).
+private let columnBlockBytes = 196_608
 
 /// Rows `row ..< row + count` of band `band` (of `(rows + 5) / 6`): six each, except that a remainder of one to three
 /// rows is evened out with the band before it (7 -> 4 + 3, 8 -> 4 + 4, 9 -> 5 + 4): the strip kernel runs four to six
@@ -119,7 +133,7 @@ private struct BandProduct {
         let depth = b.depth
         // At least two strips, so the two-strip kernel runs even when one strip passes 192 KB (ViT's and BERT's
         // 3072-deep MLP outputs: 3% faster than strip by strip).
-        let block = max(2, 196_608 / max(1, depth * productStrip * 4))
+        let block = max(2, columnBlockBytes / max(1, depth * productStrip * 4))
         var first = strips.lowerBound
         while first < strips.upperBound {
             let last = min(strips.upperBound, first + block)

@@ -8,6 +8,11 @@ let channelsLastPointwiseOp = "ChannelsLastPointwiseConv"
 let channelsFirstPointwiseAttribute = "channels_first"
 /// Depthwise Conv on NHWC input and output (inputs as Conv's: X, W, B, then the fused residual).
 let channelsLastDepthwiseOp = "ChannelsLastDepthwiseConv"
+/// Input of a `channelsLastDepthwiseOp`'s fused LayerNormalization scale (its bias is the next one), with the
+/// epsilon in `channelNormEpsilonAttribute` (`ChannelsLastNormFusion.swift`).
+let channelNormScaleInput = 5
+/// Attribute of a `channelsLastDepthwiseOp` whose output is normalized over its channels: the epsilon.
+let channelNormEpsilonAttribute = "norm_epsilon"
 /// NCHW -> NHWC at a region's entry.
 let toChannelsLastOp = "ToChannelsLast"
 /// NHWC -> NCHW at a region's exit.
@@ -52,6 +57,17 @@ func depthwiseGeometry(_ x: Tensor, _ attrs: WindowAttributes, channels: Int, ke
                                          strideHeight: r.strides[0], strideWidth: r.strides[1], padTop: r.padBegin[0],
                                          padLeft: r.padBegin[1], outHeight: (h + r.padBegin[0] + r.padEnd[0] - kh) / r.strides[0] + 1,
                                          outWidth: (wd + r.padBegin[1] + r.padEnd[1] - kw) / r.strides[1] + 1)
+}
+
+/// The LayerNormalization fused into a depthwise step (constant float32 scale and bias of `channels` values at
+/// `channelNormScaleInput` and the next input), or nil when the node has none.
+func channelNorm(_ ctx: OpContext, channels: Int) throws -> ChannelNorm? {
+    guard ctx.node.attributes[channelNormEpsilonAttribute] != nil else { return nil }
+    guard let scale = try constantBias(ctx, count: channels, input: channelNormScaleInput),
+          let shift = try constantBias(ctx, count: channels, input: channelNormScaleInput + 1) else {
+        throw ctx.error(.invalidModel, "a fused channel norm needs constant scale and bias of \(channels) values")
+    }
+    return ChannelNorm(gamma: scale, beta: shift, epsilon: try ctx.float(channelNormEpsilonAttribute, 1e-5))
 }
 
 /// The fused residual (input 3) when it has the output's shape (added in the epilogue), or the one to add after it.
@@ -192,6 +208,8 @@ let channelsLastOperators: OperatorTable = [
         let activation = ctx.activation, fusesResidual = ctx.hasInput(fusedResidualInput)
         // A second output: the squeeze-and-excitation pool of the output (`ChannelsLastSqueezeFusion.swift`).
         let pools = ctx.node.outputs.count > 1
+        let norm = try channelNorm(ctx, channels: channels)
+        if norm != nil && (pools || fusesResidual) { throw ctx.error(.invalidModel, "a fused channel norm takes no residual and no pool") }
         return PreparedKernel(kernel: { inputs in
             let x = try inputs.required(0, ctx)
             let g = try depthwiseGeometry(x, attrs, channels: channels, kernel: (kh, kw), ctx)
@@ -207,7 +225,7 @@ let channelsLastOperators: OperatorTable = [
                             withOptionalArray(bias) { bp in
                                 guard poolsInKernel else {
                                     channelsLastDepthwise(g, input: xp, weights: wp.baseAddress!, bias: bp, residual: rp,
-                                                          activation: late == nil ? activation : .none, output: o)
+                                                          activation: late == nil ? activation : .none, output: o, norm: norm)
                                     return
                                 }
                                 means.withUnsafeMutableBufferPointer { mp in
@@ -231,7 +249,7 @@ let channelsLastOperators: OperatorTable = [
                 }
             }
             return [result, meansTensor(means, batch: g.batch, channels: channels)]
-        }, consumedInputs: ctx.hasInput(2) ? [1, 2] : [1])
+        }, consumedInputs: Set([1, 2, channelNormScaleInput, channelNormScaleInput + 1].filter { ctx.hasInput($0) }))
     },
     channelsLastSeparableOp: { ctx in
         let attrs = try WindowAttributes(ctx)
