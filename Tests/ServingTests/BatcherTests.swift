@@ -486,11 +486,12 @@ extension BatcherTests {
                 while let job = next() { job() }
             }
         }
-        let arrived = Locked<Task<[String: Tensor], Error>?>(nil)
+        // The late request's task, handed over once the first thread has left (the first answer may come back before).
+        let (arrivals, arrived) = AsyncStream<Task<[String: Tensor], Error>>.makeStream()
         let box = Locked<ServedVersion?>(nil)
         let runtime = TurnTakingRuntime(arrival: {
             let version = box.withLock { $0! }
-            arrived.withLock { $0 = Task { try await version.infer(["x": Tensor(shape: [1, 1], scalars: [Float(5)])]) } }
+            arrived.yield(Task { try await version.infer(["x": Tensor(shape: [1, 1], scalars: [Float(5)])]) })
             // Queued, not taken: the first thread has left and the second has not asked yet.
             while version.queueDepth == 0 { sched_yield() }
         })
@@ -499,7 +500,9 @@ extension BatcherTests {
         box.withLock { $0 = version }
         let first = try await version.infer(["x": Tensor(shape: [1, 1], scalars: [Float(3)])])
         XCTAssertEqual(first["y"]?.scalars(as: Float.self), [6])
-        let late = try await XCTUnwrap(arrived.withLock { $0 }).value
+        var handedOver = arrivals.makeAsyncIterator()
+        let handed = await handedOver.next()
+        let late = try await XCTUnwrap(handed).value
         XCTAssertEqual(late["y"]?.scalars(as: Float.self), [10])
         XCTAssertEqual(runtime.lateThreadGotAJob.withLock { $0 }, false, "the second thread streamed on alone")
         XCTAssertEqual(runtime.streams.withLock { $0 }, 2, "the late request ran in an execution of its own")
