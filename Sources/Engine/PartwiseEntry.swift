@@ -33,7 +33,7 @@ struct PartwiseEntry: Sendable {
             let base = step.opType.split(separator: "+", maxSplits: 1).first.map(String.init) ?? step.opType
             let produced = step.outputs.filter { $0 >= 0 }
             guard rowwiseOperators.contains(base), step.inputs.first == slot, !step.shapeDerived, produced.count == 1,
-                  step.outputs.count == 1, !table.concatMember[produced[0]], !outputSlots.contains(slot),
+                  step.outputs.count == 1, !table.concatMember[produced[0]],
                   step.inputs.dropFirst().allSatisfy({ $0 < 0 || table.constants[$0] != nil }) else { continue }
             entries[name] = PartwiseEntry(slot: slot, step: index, output: produced[0])
         }
