@@ -21,33 +21,28 @@ struct ExecutionStep: Sendable {
     var shapeDerived = false
 }
 
-/// Values that depend only on the input shapes, computed on the first run of each shape signature.
-final class ShapePlanCache: @unchecked Sendable {
+/// A small locked cache of values computed on a first run and reused by later runs (shape-derived values per shape
+/// signature, entry steps' output shapes); bounded: it restarts when full.
+final class RunCache<Key: Hashable, Value>: @unchecked Sendable {
     private let lock = Lock()
-    private var plans: [[[Int]]: [Int: Tensor]] = [:]
+    private var values: [Key: Value] = [:]
     private let limit = 64
 
-    /// The cached shape-derived values for `signature`, if any.
-    func values(for signature: [[Int]]) -> [Int: Tensor]? {
-        lock.lock()
-        defer { lock.unlock() }
-        return plans[signature]
+    /// The cached value for `key`, if any.
+    func value(for key: Key) -> Value? {
+        lock.withLock { values[key] }
     }
 
-    /// Stores the shape-derived values of `signature` (the cache is bounded; it restarts when full).
-    func store(_ values: [Int: Tensor], for signature: [[Int]]) {
-        lock.lock()
-        defer { lock.unlock() }
-        if plans.count >= limit { plans.removeAll() }
-        plans[signature] = values
+    /// Stores `value` for `key`.
+    func store(_ value: Value, for key: Key) {
+        lock.withLock {
+            if values.count >= limit { values.removeAll() }
+            values[key] = value
+        }
     }
 
-    /// Number of cached signatures (for tests).
-    var count: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return plans.count
-    }
+    /// Number of cached keys (for tests).
+    var count: Int { lock.withLock { values.count } }
 }
 
 /// The compiled steps and value slots of one model; `execute` is reentrant (all per-run state is local).
@@ -57,7 +52,8 @@ struct ExecutionPlan: Sendable {
     let constantSlots: [(Int, Tensor)]
     let inputSlots: [(String, Int)]
     let producers: [Int: Int]
-    let shapeCache = ShapePlanCache()
+    /// Values that depend only on the input shapes, computed on the first run of each shape signature.
+    let shapeCache = RunCache<[[Int]], [Int: Tensor]>()
     /// Concats whose inputs are written into one shared buffer (see `ConcatPlacement`).
     let concats: ConcatPlacement
     /// Steps needed for every graph output (the common case, computed once).
@@ -68,7 +64,7 @@ struct ExecutionPlan: Sendable {
     /// Inputs a run may take in parts, by name (see `PartwiseEntry`).
     let partwiseEntries: [String: PartwiseEntry]
     /// Their entry steps' output shapes, learnt on first use.
-    let partwiseShapes = PartwiseOutputShapes()
+    let partwiseShapes = RunCache<PartwiseKey, (DType, [Int])>()
 
     init(steps: [ExecutionStep], slotCount: Int, constantSlots: [(Int, Tensor)], inputSlots: [(String, Int)], producers: [Int: Int], outputSlots: [Int],
          concatAxes: [Int: Int] = [:]) {
@@ -120,7 +116,7 @@ struct ExecutionPlan: Sendable {
         for (name, id) in inputSlots { values[id] = feeds[name] }
         if let entered { for (id, value) in entered.values { values[id] = value } }
         let signature = inputSlots.map { feeds[$0.0]?.shape ?? entered?.inputShapes[$0.0] ?? [] }
-        let cached = shapeCache.values(for: signature)
+        let cached = shapeCache.value(for: signature)
         if let cached { for (id, t) in cached { values[id] = t } }
         var fresh: [Int: Tensor] = [:]
         var concatRun = concats.isEmpty ? nil : ConcatRun(concats, signature: signature)

@@ -1,4 +1,3 @@
-import Infrastructure
 import Tensor
 
 /// A graph input that a run may take in parts (one or more rows each, in buffers of their own) instead of stacked into
@@ -41,31 +40,12 @@ struct PartwiseEntry: Sendable {
     }
 }
 
-/// The dtype and shape after the batch axis of each entry step's output, by step and input row shape: learnt on the
-/// first run, so later runs allocate the batch output before the first part runs.
-final class PartwiseOutputShapes: @unchecked Sendable {
-    private let lock = Lock()
-    private var shapes: [PartwiseKey: (DType, [Int])] = [:]
-    private let limit = 64
-
-    /// The learnt output of `step` on input rows of `row` shape and `dtype`.
-    func output(step: Int, dtype: DType, row: [Int]) -> (DType, [Int])? {
-        lock.withLock { shapes[PartwiseKey(step: step, dtype: dtype, row: row)] }
-    }
-
-    /// Records it (bounded: the table restarts when full).
-    func record(step: Int, dtype: DType, row: [Int], output: (DType, [Int])) {
-        lock.withLock {
-            if shapes.count >= limit { shapes.removeAll() }
-            shapes[PartwiseKey(step: step, dtype: dtype, row: row)] = output
-        }
-    }
-
-    private struct PartwiseKey: Hashable {
-        let step: Int
-        let dtype: DType
-        let row: [Int]
-    }
+/// Key of an entry step's learnt output (its dtype and shape after the batch axis), so later runs allocate the batch
+/// output before the first part runs: the step and the dtype and shape of its input rows.
+struct PartwiseKey: Hashable {
+    let step: Int
+    let dtype: DType
+    let row: [Int]
 }
 
 /// Steps a run computed before `execute`'s loop (partwise entries): their outputs, and the batch shapes of the inputs
@@ -124,7 +104,8 @@ extension ExecutionPlan {
         let label = steps[entry.step].label
         let row = Array(pieces[0].shape.dropFirst()), dtype = pieces[0].dtype
         var done: Tensor? = nil
-        var output = partwiseShapes.output(step: entry.step, dtype: dtype, row: row)
+        let key = PartwiseKey(step: entry.step, dtype: dtype, row: row)
+        var output = partwiseShapes.value(for: key)
         if output == nil {
             // First run of this row shape: the first piece runs alone to learn the output's shape.
             let result = try runEntryKernel(entry, pieces[0], placement: nil)
@@ -132,7 +113,7 @@ extension ExecutionPlan {
                 throw EngineError(.executionFailed, "\(label): output \(result.shape) does not keep input rows \(pieces[0].shape)")
             }
             output = (result.dtype, Array(result.shape.dropFirst()))
-            partwiseShapes.record(step: entry.step, dtype: dtype, row: row, output: output!)
+            partwiseShapes.store(output!, for: key)
             done = result
         }
         let (outType, tail) = output!
@@ -146,10 +127,8 @@ extension ExecutionPlan {
             guard result.dtype == outType, result.shape == [piece.shape[0]] + tail else {
                 throw EngineError(.executionFailed, "\(label): output \(result.dtype)\(result.shape) of rows \(piece.shape) differs from \(outType)\([piece.shape[0]] + tail)")
             }
-            if !(result.storage === batch.storage && result.byteOffset == at) {
-                result.withUnsafeBytes { source in
-                    if bytes > 0 { (batch.storage.pointer + at).copyMemory(from: source.baseAddress!, byteCount: bytes) }
-                }
+            if !(result.storage === batch.storage && result.byteOffset == at), bytes > 0 {
+                result.withUnsafeBytes { window.write(from: $0.baseAddress!, count: bytes) }
             }
             at += bytes
         }
