@@ -99,13 +99,14 @@ public func packedMatmul(_ a: UnsafePointer<Float>, lda: Int, rows: Int, _ b: Pa
 /// (the strip split reads all of A again for each block), a thread's share of A small enough to stay. ConvNeXt-T's
 /// 14x14 MLP output (196 x 1536 by 1536 x 384): 1.27 -> 1.13 ms at two threads (2.03 ms at one).
 private func bandsKeepAInCache(rows: Int, _ b: PackedMatrixB, threads: Int) -> Bool {
-    let block = max(2, columnBlockBytes / max(1, b.depth * productStrip * 4)) * b.depth * productStrip * 4
+    let block = columnBlockStrips(depth: b.depth) * b.depth * productStrip * 4
     let a = rows * b.depth * 4, bBytes = b.depth * b.columns * 4
     return bBytes <= 4 << 20 && a + block > levelTwoCacheBytes && a / threads + block <= levelTwoCacheBytes
 }
 
-/// Bytes of packed B per column block (`BandProduct.run`).
-private let columnBlockBytes = 196_608
+/// Strips of packed B per column block of `BandProduct.run`: about 192 KB, and at least two, so the two-strip kernel
+/// runs even when one strip passes 192 KB (ViT's and BERT's 3072-deep MLP outputs: 3% faster than strip by strip).
+private func columnBlockStrips(depth: Int) -> Int { max(2, 196_608 / max(1, depth * productStrip * 4)) }
 
 /// Rows `row ..< row + count` of band `band` (of `(rows + 5) / 6`): six each, except that a remainder of one to three
 /// rows is evened out with the band before it (7 -> 4 + 3, 8 -> 4 + 4, 9 -> 5 + 4): the strip kernel runs four to six
@@ -131,9 +132,7 @@ private struct BandProduct {
     /// Bands of 6 rows of A times strips of B, in column blocks of about 192 KB of packed B (two strips at least).
     func run(bands: Range<Int>, strips: Range<Int>) {
         let depth = b.depth
-        // At least two strips, so the two-strip kernel runs even when one strip passes 192 KB (ViT's and BERT's
-        // 3072-deep MLP outputs: 3% faster than strip by strip).
-        let block = max(2, columnBlockBytes / max(1, depth * productStrip * 4))
+        let block = columnBlockStrips(depth: depth)
         var first = strips.lowerBound
         while first < strips.upperBound {
             let last = min(strips.upperBound, first + block)
