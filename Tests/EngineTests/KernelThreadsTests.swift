@@ -68,4 +68,20 @@ final class Tally: Sendable {
             #expect(tally.values.allSatisfy { $0 == 1 }, "total \(total)")
         }
     }
+
+    /// `partsPerThread` caps the number of ranges (contiguous, covering the span once) at that many per thread.
+    @Test func rangesPerThreadAreCapped() {
+        EngineThreads.configure(threads: 2)
+        for (total, parts) in [(12, 2), (48, 1), (5, 2), (3, 4)] {
+            let tally = Tally(total)
+            let ranges = Mutex<[Range<Int>]>([])
+            parallelRanges(total, partsPerThread: parts) { range in
+                ranges.withLock { $0.append(range) }
+                for i in range { tally.hit(i) }
+            }
+            let seen = ranges.withLock { $0 }
+            #expect(tally.values.allSatisfy { $0 == 1 }, "total \(total)")
+            #expect(seen.count == min(total, 2 * parts), "total \(total) parts \(parts): \(seen)")
+        }
+    }
 }

@@ -41,12 +41,13 @@ public func parallelFor(_ count: Int, _ body: (Int) -> Void) {
     ComputePool.shared.run(count, body)
 }
 
-/// Splits `0..<total` into contiguous ranges of at least `minimumChunk` items, one or a few per thread, and runs them in parallel.
-public func parallelRanges(_ total: Int, minimumChunk: Int = 1, _ body: (Range<Int>) -> Void) {
+/// Splits `0..<total` into contiguous ranges of at least `minimumChunk` items, up to `partsPerThread` per thread, and
+/// runs them in parallel.
+public func parallelRanges(_ total: Int, minimumChunk: Int = 1, partsPerThread: Int = 4, _ body: (Range<Int>) -> Void) {
     guard total > 0 else { return }
     let threads = EngineThreads.threads
     // A few chunks per thread balance uneven work and a core stolen by another process.
-    let wanted = threads > 1 ? threads * 4 : 1
+    let wanted = threads > 1 ? threads * max(1, partsPerThread) : 1
     let chunks = max(1, min(wanted, total / max(1, minimumChunk)))
     if chunks == 1 { body(0..<total); return }
     parallelFor(chunks) { index in

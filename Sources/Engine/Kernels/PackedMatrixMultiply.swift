@@ -87,8 +87,9 @@ public func packedMatmul(_ a: UnsafePointer<Float>, lda: Int, rows: Int, _ b: Pa
                 && !bandsKeepAInCache(rows: rows, b, threads: threads) {
         // Split by bands, every thread streams all of B; by strips, all of A. The smaller one is read twice: for
         // ConvNeXt-T's last stage (49 rows, 9 MB of B each) the band split ran no faster at two threads than at one.
-        // Whole strip pairs per part keep the two-strip kernel in use.
-        parallelRanges(pairs) { product.run(bands: 0..<bands, strips: 2 * $0.lowerBound ..< min(b.strips, 2 * $0.upperBound)) }
+        // Whole strip pairs per part keep the two-strip kernel in use. Two parts per thread, not four: at two threads
+        // MiniLM's 384-deep products ran 10-14% faster (0.79 -> 0.68 ms for 128 x 384 by 384 x 1536), level elsewhere.
+        parallelRanges(pairs, partsPerThread: 2) { product.run(bands: 0..<bands, strips: 2 * $0.lowerBound ..< min(b.strips, 2 * $0.upperBound)) }
     } else {
         parallelRanges(bands, minimumChunk: 2) { product.run(bands: $0, strips: 0..<b.strips) }
     }
