@@ -24,4 +24,28 @@ import TestSupport
         // Leading or middle axes stay on the generic path.
         #expect(reduceTrailingFloats(Tensor(shape: [2, 3], scalars: [Float](repeating: 1, count: 6)), axes: [0], keepDims: true, mean: true) == nil)
     }
+
+    /// The row path over a block of leading or middle axes (mean pooling over tokens, NHWC global pooling, inner
+    /// widths below, at and past one 64-lane block) gives exactly the generic reduction's values: rows add in order.
+    @Test func middleSumsAndMeansMatchReferenceExactly() {
+        var rng = SeededGenerator(seed: 43)
+        let cases: [([Int], Set<Int>)] = [([1, 128, 384], [1]), ([2, 7, 7, 130], [1, 2]), ([3, 5], [0]), ([2, 3, 4, 5], [1, 2]),
+                                          ([40, 1, 3], [0, 1]), ([2, 1000, 1, 70], [1])]
+        for (shape, axes) in cases {
+            let x = Tensor(shape: shape, scalars: rng.floats(shape.reduce(1, *)))
+            for keepDims in [false, true] {
+                for mean in [false, true] {
+                    let fast = reduceMiddleFloats(x, axes: axes, keepDims: keepDims, mean: mean)
+                    let plain = reduce(x, axes: axes, keepDims: keepDims, initial: Float(0), pre: { $0 }, combine: +,
+                                       post: { a, n in mean ? a / Float(n) : a })
+                    #expect(fast?.shape == plain.shape, "\(shape) \(axes)")
+                    #expect(fast?.scalars(as: Float.self) == plain.scalars(as: Float.self), "\(shape) \(axes) mean \(mean)")
+                }
+            }
+        }
+        // Trailing axes and axes with a gap are not this path's.
+        let x = Tensor(shape: [2, 3, 4], scalars: [Float](repeating: 1, count: 24))
+        #expect(reduceMiddleFloats(x, axes: [2], keepDims: true, mean: false) == nil)
+        #expect(reduceMiddleFloats(x, axes: [0, 2], keepDims: true, mean: false) == nil)
+    }
 }

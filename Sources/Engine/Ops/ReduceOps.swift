@@ -112,7 +112,8 @@ private func reduceFactory(_ name: String, axesInputFrom: Int) -> @Sendable (OpC
             switch x.dtype {
             case .float32:
                 if name == "ReduceSum" || name == "ReduceMean",
-                   let fast = reduceTrailingFloats(x, axes: axes, keepDims: keepDims, mean: name == "ReduceMean") {
+                   let fast = reduceTrailingFloats(x, axes: axes, keepDims: keepDims, mean: name == "ReduceMean")
+                    ?? reduceMiddleFloats(x, axes: axes, keepDims: keepDims, mean: name == "ReduceMean") {
                     return [fast]
                 }
                 switch name {
