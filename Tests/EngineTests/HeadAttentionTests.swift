@@ -40,6 +40,49 @@ private typealias T = TestSupport
         #expect(kinds == [headAttentionOp], "\(kinds)")
     }
 
+    /// softmax(q kT + mask) v as exporters write it (BERT, GPT-2, MiniLM): the mask Add between the products, and with
+    /// `guardNaN` the Softmax's NaN rows replaced by 0 through IsNaN and Where (which `SoftmaxReplaceNaN` fuses first).
+    private func maskedModel(guardNaN: Bool) -> Model {
+        var nodes = [Node(opType: "MatMul", inputs: ["q", "kt"], outputs: ["s"]),
+                     Node(opType: "Add", inputs: ["s", "mask"], outputs: ["a"]),
+                     Node(opType: "Softmax", inputs: ["a"], outputs: [guardNaN ? "p0" : "p"])]
+        if guardNaN {
+            nodes += [Node(opType: "IsNaN", inputs: ["p0"], outputs: ["nan"]), Node(opType: "Where", inputs: ["nan", "zero", "p0"], outputs: ["p"])]
+        }
+        nodes.append(Node(opType: "MatMul", inputs: ["p", "v"], outputs: ["y"]))
+        let inputs = ["q", "kt", "v", "mask"].map { ValueInfo(name: $0, elementType: .float32, shape: nil) }
+        return Model(opsetImports: ["": 17], graph: Graph(name: "masked", nodes: nodes,
+                                                          initializers: guardNaN ? [(name: "zero", tensor: Tensor(shape: [], scalars: [Float(0)]))] : [],
+                                                          inputs: inputs, outputs: [ValueInfo(name: "y")]))
+    }
+
+    /// The mask fused in: padding masks ([N, 1, 1, T]), causal ones ([1, 1, S, T], [S, T]), full ones, a single value
+    /// and masks whose -infinity rows make whole softmax rows NaN (replaced by 0 under the guard), against the graph
+    /// unfused; the fused plan is one HeadAttention step.
+    @Test(arguments: [false, true]) func maskedAttentionMatchesTheUnfusedGraph(_ guardNaN: Bool) throws {
+        var rng = SeededGenerator(seed: 23)
+        let fused = try CompiledModel(model: maskedModel(guardNaN: guardNaN), baseDirectory: nil)
+        let plain = try CompiledModel(model: maskedModel(guardNaN: guardNaN), baseDirectory: nil, fuseResiduals: true, fuseChains: false)
+        let (s, d, t, w) = (9, 8, 21, 10)
+        for (batch, maskShape) in [([2, 3], [2, 1, 1, t]), ([2, 3], [1, 1, s, t]), ([2, 3], [s, t]), ([2, 3], [2, 3, s, t]), ([4], [1]),
+                                   ([1, 12], [1, 1, 1, t])] {
+            let heads = batch.reduce(1, *)
+            var maskValues = rng.floats(maskShape.reduce(1, *)).map { $0 < -0.6 ? -Float.infinity : $0 }
+            if guardNaN, maskShape.count == 2 { for j in 0..<t { maskValues[j] = -.infinity } }  // row 0 all masked: NaN
+            let feeds = ["q": Tensor(shape: batch + [s, d], scalars: rng.floats(heads * s * d).map { $0 * 3 }),
+                         "kt": Tensor(shape: batch + [d, t], scalars: rng.floats(heads * d * t)),
+                         "v": Tensor(shape: batch + [t, w], scalars: rng.floats(heads * t * w)),
+                         "mask": Tensor(shape: maskShape, scalars: maskValues)]
+            let a = try fused.run(feeds)["y"]!, b = try plain.run(feeds)["y"]!
+            #expect(a.shape == b.shape, "\(batch) mask \(maskShape)")
+            let (x, y) = (T.floats(a), T.floats(b))
+            #expect(x.map(\.isNaN) == y.map(\.isNaN), "NaNs differ: \(batch) mask \(maskShape)")
+            #expect(T.close(x.map { $0.isNaN ? 0 : $0 }, y.map { $0.isNaN ? 0 : $0 }), "\(batch) mask \(maskShape)")
+            let kinds = try fused.profile(feeds).map(\.opType)
+            #expect(kinds == [headAttentionOp], "\(kinds)")
+        }
+    }
+
     /// A Softmax along another axis, or before opset 13 (its 2-D coercion), stays three steps.
     @Test func otherSoftmaxAxesAreNotFused() throws {
         var rng = SeededGenerator(seed: 22)

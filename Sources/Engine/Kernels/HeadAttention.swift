@@ -1,18 +1,75 @@
 import CKernelShim
 import Tensor
 
-/// out[h] = softmax(q[h] k[h]) v[h] for each head h, softmax along the last axis: q [heads, m, depth], k [heads,
-/// depth, n] (keys already transposed), v [heads, n, width], all dense; heads split across the threads.
+/// An additive mask read for each head's scores where it broadcasts: element (i, j) of head h at
+/// `base[headOffsets[h] + i * rowStride + j * columnStride]` (a stride is 0 along a broadcast axis).
+struct AttentionMask {
+    /// Where the mask's floats start.
+    let base: UnsafePointer<Float>
+    /// The offsets and strides.
+    let layout: Layout
+
+    /// The offsets of each head's mask and the strides within it, from the mask's shape broadcast to the scores'.
+    struct Layout {
+        let headOffsets: [Int]
+        let rowStride: Int, columnStride: Int
+
+        /// Nil unless `mask` broadcasts to `scores` ([batch axes..., m, n]) by the ONNX rules.
+        init?(mask: [Int], scores: [Int]) {
+            guard mask.count <= scores.count, scores.count >= 2 else { return nil }
+            let padded = [Int](repeating: 1, count: scores.count - mask.count) + mask
+            guard zip(padded, scores).allSatisfy({ $0 == 1 || $0 == $1 }) else { return nil }
+            var strides = [Int](repeating: 0, count: padded.count)
+            var running = 1
+            for axis in padded.indices.reversed() {
+                strides[axis] = padded[axis] == 1 ? 0 : running
+                running *= padded[axis]
+            }
+            let batchAxes = scores.count - 2
+            var offsets = [0]
+            for axis in 0..<batchAxes {
+                offsets = offsets.flatMap { base in (0..<scores[axis]).map { base + $0 * strides[axis] } }
+            }
+            (headOffsets, rowStride, columnStride) = (offsets, strides[batchAxes], strides[batchAxes + 1])
+        }
+    }
+
+    /// Adds head `h`'s mask to its `rows` x `columns` scores.
+    func add(head h: Int, to scores: UnsafeMutablePointer<Float>, rows: Int, columns: Int) {
+        let lanes = FloatVector.scalarCount
+        for i in 0..<rows {
+            let row = scores + i * columns, source = base + layout.headOffsets[h] + i * layout.rowStride
+            switch layout.columnStride {
+            case 1:
+                var j = 0
+                while j + lanes <= columns {
+                    (row + j).store((row + j).vector(FloatVector.self) + (source + j).vector(FloatVector.self))
+                    j += lanes
+                }
+                while j < columns { row[j] += source[j]; j += 1 }
+            case 0:
+                for j in 0..<columns { row[j] += source[0] }
+            default:
+                for j in 0..<columns { row[j] += source[j * layout.columnStride] }
+            }
+        }
+    }
+}
+
+/// out[h] = softmax(q[h] k[h] + mask[h]) v[h] for each head h, softmax along the last axis (rows that come out NaN
+/// written as `fill` when given, as `SoftmaxReplaceNaN` does): q [heads, m, depth], k [heads, depth, n] (keys already
+/// transposed), v [heads, n, width], all dense; heads split across the threads.
 ///
-/// Exported attention is MatMul -> Softmax -> MatMul over [batch, heads, tokens, size] tensors. Run as three steps,
-/// ViT-B/16's 12 x 197 x 197 scores (1.9 MB) went out to L3 and back twice; here each head's scores (155 KB) are
-/// written, normalised and read again while they sit in the computing core's L2.
+/// Exported attention is MatMul -> [Add(mask)] -> Softmax -> MatMul over [batch, heads, tokens, size] tensors. Run as
+/// separate steps, ViT-B/16's 12 x 197 x 197 scores (1.9 MB) went out to L3 and back twice; here each head's scores
+/// (155 KB) are written, masked, normalised and read again while they sit in the computing core's L2.
 func headAttention(q: UnsafePointer<Float>, k: UnsafePointer<Float>, v: UnsafePointer<Float>, heads: Int, m: Int, depth: Int, n: Int,
-                   width: Int, out: UnsafeMutablePointer<Float>) {
+                   width: Int, mask: AttentionMask? = nil, fill: Float? = nil, out: UnsafeMutablePointer<Float>) {
     let head = { (h: Int) in
         withThreadScratch(m * n, slot: .scores) { scores in
             smallMatmul(m: m, n: n, k: depth, a: q + h * m * depth, lda: depth, b: k + h * depth * n, ldb: n, c: scores, ldc: n)
-            softmaxHeadRows(scores, rows: m, columns: n)
+            mask?.add(head: h, to: scores, rows: m, columns: n)
+            softmaxHeadRows(scores, rows: m, columns: n, fill: fill)
             smallMatmul(m: m, n: width, k: n, a: scores, lda: n, b: v + h * n * width, ldb: width, c: out + h * m * width, ldc: width)
         }
     }
@@ -24,11 +81,11 @@ func headAttention(q: UnsafePointer<Float>, k: UnsafePointer<Float>, v: UnsafePo
 }
 
 /// Softmax of each row of one head's scores in place on the calling thread (the heads are what the threads share).
-private func softmaxHeadRows(_ data: UnsafeMutablePointer<Float>, rows: Int, columns: Int) {
+private func softmaxHeadRows(_ data: UnsafeMutablePointer<Float>, rows: Int, columns: Int, fill: Float?) {
     if hasFastLogisticKernel {
-        osprey_softmax_rows_f32(UnsafePointer(data), data, rows, columns, 0, 0)
+        osprey_softmax_rows_f32(UnsafePointer(data), data, rows, columns, fill == nil ? 0 : 1, fill ?? 0)
     } else {
-        softmaxRowsPortable(data, rows: rows, columns: columns, nanFill: nil)
+        softmaxRowsPortable(data, rows: rows, columns: columns, nanFill: fill)
     }
 }
 
