@@ -38,15 +38,12 @@ extension GraphOptimizer {
             next = softmaxIndex
         }
         let softmax = nodes[next]
-        var attributes: [String: Attribute] = [:]
-        if softmax.node.opType == "Softmax" && isDefaultDomain(softmax.node.domain) {
-        } else if softmax.node.opType == softmaxReplaceNaNOp && softmax.node.domain == fusedDomain {
-            attributes["value"] = softmax.node.attributes["value"] ?? .float(0)
-            attributes["minimum_rank"] = softmax.node.attributes["minimum_rank"] ?? .int(0)
-        } else {
-            return false
-        }
-        guard softmax.activation == .none, softmax.node.inputs.count == 1, softmax.node.outputs.count == 1,
+        let plainSoftmax = softmax.node.opType == "Softmax" && isDefaultDomain(softmax.node.domain)
+        let guardedSoftmax = softmax.node.opType == softmaxReplaceNaNOp && softmax.node.domain == fusedDomain
+        // The guarded Softmax's fill and minimum rank travel with the fused node.
+        let attributes = guardedSoftmax ? ["value": softmax.node.attributes["value"] ?? .float(0),
+                                           "minimum_rank": softmax.node.attributes["minimum_rank"] ?? .int(0)] : [:]
+        guard plainSoftmax || guardedSoftmax, softmax.activation == .none, softmax.node.inputs.count == 1, softmax.node.outputs.count == 1,
               lastAxisAttribute(softmax.node),
               let product = soleReader(of: softmax.node.outputs[0]), product > next, isPlainProduct(nodes[product]),
               nodes[product].node.inputs[0] == softmax.node.outputs[0], nodes[product].node.inputs[1] != softmax.node.outputs[0]

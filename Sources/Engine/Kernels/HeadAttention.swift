@@ -16,15 +16,8 @@ struct AttentionMask {
 
         /// Nil unless `mask` broadcasts to `scores` ([batch axes..., m, n]) by the ONNX rules.
         init?(mask: [Int], scores: [Int]) {
-            guard mask.count <= scores.count, scores.count >= 2 else { return nil }
-            let padded = [Int](repeating: 1, count: scores.count - mask.count) + mask
-            guard zip(padded, scores).allSatisfy({ $0 == 1 || $0 == $1 }) else { return nil }
-            var strides = [Int](repeating: 0, count: padded.count)
-            var running = 1
-            for axis in padded.indices.reversed() {
-                strides[axis] = padded[axis] == 1 ? 0 : running
-                running *= padded[axis]
-            }
+            guard scores.count >= 2, broadcastShape(mask, scores) == scores else { return nil }
+            let strides = broadcastStrides(mask, to: scores)
             let batchAxes = scores.count - 2
             var offsets = [0]
             for axis in 0..<batchAxes {
@@ -34,25 +27,11 @@ struct AttentionMask {
         }
     }
 
-    /// Adds head `h`'s mask to its `rows` x `columns` scores.
+    /// Adds head `h`'s mask to its `rows` x `columns` scores in place (the unfused Add's own kernel, on one thread:
+    /// the heads are what the threads share).
     func add(head h: Int, to scores: UnsafeMutablePointer<Float>, rows: Int, columns: Int) {
-        let lanes = FloatVector.scalarCount
-        for i in 0..<rows {
-            let row = scores + i * columns, source = base + layout.headOffsets[h] + i * layout.rowStride
-            switch layout.columnStride {
-            case 1:
-                var j = 0
-                while j + lanes <= columns {
-                    (row + j).store((row + j).vector(FloatVector.self) + (source + j).vector(FloatVector.self))
-                    j += lanes
-                }
-                while j < columns { row[j] += source[j]; j += 1 }
-            case 0:
-                for j in 0..<columns { row[j] += source[0] }
-            default:
-                for j in 0..<columns { row[j] += source[j * layout.columnStride] }
-            }
-        }
+        floatBinary(.add, scores, strides: [columns, 1], base + layout.headOffsets[h], strides: [layout.rowStride, layout.columnStride],
+                    into: scores, shape: [rows, columns], parallel: false)
     }
 }
 
