@@ -31,6 +31,13 @@ void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, 
 void osprey_grouped_block_avx512(const float *scratch, const long *offsets, long depth, const float *panel, const float *start,
                                  long count, float *output);
 
+/// The same four rows stored straight into output planes `plane` floats apart (rows r < `rows` only): flat chunk i
+/// (outputs 16i..16i+15) keeps the lanes of masks[i] (columns inside the output width), which land in order at
+/// out[r * plane + dest[i]...]; residual (same layout, or NULL) added, then clamped to [low, high].
+void osprey_grouped_block_direct_avx512(const float *scratch, const long *offsets, long depth, const float *panel, const float *start,
+                                        long count, const unsigned short *masks, const long *dest, long rows, float *out,
+                                        long plane, const float *residual, float low, float high);
+
 /// Winograd F(4x4, 3x3)'s output transform of one whole 4x4 tile for 16 output channels: A^T m A of the 36 products
 /// (position p's 16 channels at m + p * position_stride), plus bias[0..16), clamped to [low, high], then channel c's
 /// row r stored at out + c * plane + r * row_stride (4 floats). Only call when `osprey_float_avx512()` is 1.

@@ -117,3 +117,35 @@ struct FlatWindowLayout {
         tapOffsets.map { UnsafePointer(scratch + $0) }
     }
 }
+
+/// The flat result's 16-lane chunks as output positions: chunk i's lanes that are outputs (rows inside the plane,
+/// columns inside the width) as `masks[i]`, and where the first of them lands in the compact output plane. The plane's
+/// rows are contiguous, so a chunk's output lanes, packed in order, are the outputs that follow `destinations[i]`.
+struct FlatChunks {
+    /// Bit l of masks[i]: flat output 16i + l is an output.
+    let masks: [UInt16]
+    /// Outputs in the chunks before chunk i.
+    let destinations: [Int]
+
+    init(_ layout: FlatWindowLayout) {
+        // Row by row, a run of bits per chunk the row touches (built per call: a division per lane cost 0.7% of RegNetY).
+        var masks = [UInt16](repeating: 0, count: layout.flatCount / 16)
+        for y in 0..<layout.outHeight {
+            var j = y * layout.rowWidth
+            let end = j + layout.outWidth
+            while j < end {
+                let chunk = j / 16, low = j % 16, high = min(16, end - chunk * 16)
+                masks[chunk] |= UInt16(truncatingIfNeeded: (1 << high) - (1 << low))
+                j = chunk * 16 + high
+            }
+        }
+        var destinations = [Int](repeating: 0, count: masks.count)
+        var written = 0
+        for chunk in masks.indices {
+            destinations[chunk] = written
+            written += masks[chunk].nonzeroBitCount
+        }
+        self.masks = masks
+        self.destinations = destinations
+    }
+}

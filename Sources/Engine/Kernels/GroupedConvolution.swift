@@ -7,7 +7,9 @@ import CKernelShim
 /// packing costing as much as the products on 7x7 and 14x14 planes. Here each input plane of a group is loaded once
 /// into its `FlatWindowLayout` (zero border; parity planes at stride 2) and 4 output channels x 16 flat outputs at a
 /// time accumulate sum_c sum_t w[m][c][t] * P_c[j + offset_t] in registers: per tap one 16-lane load feeds 4 FMAs.
-/// Columns past the output width are computed and dropped, as in the depthwise filter. Weights are 4-row panels
+/// Columns past the output width are computed and dropped, as in the depthwise filter: on AVX-512F with a clamp
+/// epilogue the C block packs each chunk's output lanes into the output planes itself (`FlatChunks`), else a flat
+/// buffer is emitted row by row. Weights are 4-row panels
 /// (`ConvWeightPanels` with rows 4); groups of images, or their panels, are split across the compute pool. Image n of
 /// the output starts `outputImageStride` floats after image n - 1 (default: compact), the residual is compact.
 func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: ConvWeightPanels, bias: UnsafePointer<Float>?,
@@ -25,6 +27,10 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
     let threads = EngineThreads.threads
     // AVX-512F: the same block as 4 x 32 flat outputs in 8 zmm accumulators (C); the Swift SIMD16 filter otherwise.
     let wide = osprey_float_avx512() != 0
+    // With a clamp epilogue (or none) the C block stores straight into the output planes; other activations, and the
+    // Swift filter, go through the flat buffer and `emitRows`.
+    let directBounds: (low: Float, high: Float)? = wide && rows == 4 ? activation.clampBounds ?? (activation == .none ? (-.infinity, .infinity) : nil) : nil
+    let flatChunks = directBounds == nil ? nil : FlatChunks(layout)
     let chunks = g.batch * g.groups < threads ? min(weights.panels, threads) : 1
     // Each thread's range of tasks shares one scratch: its zero borders are filled once, and every task's `load`
     // rewrites only the interior (the fill per task and channel cost as much as the products on 7x7 planes).
@@ -43,6 +49,17 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
                         var start = SIMD4<Float>()
                         if let bias { for r in 0..<valid { start[r] = bias[first + r] } }
                         let panel = weights.panel(group: group, index: block)
+                        if let flatChunks, let directBounds {
+                            withUnsafeBytes(of: start) { s in
+                                osprey_grouped_block_direct_avx512(UnsafePointer(scratch), offsets.baseAddress!, offsets.count, panel,
+                                                                   s.baseAddress!.assumingMemoryBound(to: Float.self), flatCount,
+                                                                   flatChunks.masks, flatChunks.destinations, valid,
+                                                                   output + n * imageStride + first * outPlane, outPlane,
+                                                                   residual.map { $0 + (n * g.outChannels + first) * outPlane },
+                                                                   directBounds.low, directBounds.high)
+                            }
+                            continue
+                        }
                         if wide && rows == 4 {
                             withUnsafeBytes(of: start) { s in
                                 osprey_grouped_block_avx512(UnsafePointer(scratch), offsets.baseAddress!, offsets.count, panel,
