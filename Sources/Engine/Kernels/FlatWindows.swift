@@ -59,9 +59,15 @@ struct FlatWindowLayout {
     /// Floats of scratch one thread needs: P, the parity planes and the flat result.
     var scratchCount: Int { paddedCount + phaseCount + flatCount }
 
-    /// Fills P and the parity planes with the border value (once per scratch; `load` rewrites only the interior).
+    /// Fills the planes the filter reads with the border value (once per scratch; `load` rewrites only the interior):
+    /// P at stride 1, only the parity planes at stride 2 (P is never written nor read there, and filling it doubled
+    /// the fill).
     func prepare(_ scratch: UnsafeMutablePointer<Float>, fill: Float) {
-        scratch.initialize(repeating: fill, count: paddedCount + phaseCount)
+        if stride == 2 {
+            (scratch + paddedCount).initialize(repeating: fill, count: phaseCount)
+        } else {
+            scratch.initialize(repeating: fill, count: paddedCount)
+        }
     }
 
     /// Where the flat result lives in scratch.

@@ -10,7 +10,7 @@ import CKernelShim
 /// Columns past the output width are computed and dropped, as in the depthwise filter: on AVX-512F with a clamp
 /// epilogue the C block packs each chunk's output lanes into the output planes itself (`FlatChunks`), else a flat
 /// buffer is emitted row by row. Weights are 4-row panels
-/// (`ConvWeightPanels` with rows 4); groups of images, or their panels, are split across the compute pool. Image n of
+/// (`ConvWeightPanels` with rows 4); panels of groups of images are split across the compute pool. Image n of
 /// the output starts `outputImageStride` floats after image n - 1 (default: compact), the residual is compact.
 func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: ConvWeightPanels, bias: UnsafePointer<Float>?,
                         residual: UnsafePointer<Float>?, activation: Activation, input: UnsafePointer<Float>,
@@ -23,57 +23,59 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
     let flatCount = layout.flatCount, rows = weights.rows
     // Tap t of input channel c reads from scratch + offsets[c * taps + t] + j.
     let offsets = (0..<cg * taps).map { $0 / taps * channelFloats + layout.tapOffsets[$0 % taps] }
-    // Fewer groups of images than threads (an ungrouped stem at batch 1): the threads share out each group's panels.
-    let threads = EngineThreads.threads
     // AVX-512F: the same block as 4 x 32 flat outputs in 8 zmm accumulators (C); the Swift SIMD16 filter otherwise.
     let wide = osprey_float_avx512() != 0
     // With a clamp epilogue (or none) the C block stores straight into the output planes; other activations, and the
     // Swift filter, go through the flat buffer and `emitRows`.
     let directBounds: (low: Float, high: Float)? = wide && rows == 4 ? activation.clampBounds ?? (activation == .none ? (-.infinity, .infinity) : nil) : nil
     let flatChunks = directBounds == nil ? nil : FlatChunks(layout)
-    let chunks = g.batch * g.groups < threads ? min(weights.panels, threads) : 1
-    // Each thread's range of tasks shares one scratch: its zero borders are filled once, and every task's `load`
-    // rewrites only the interior (the fill per task and channel cost as much as the products on 7x7 planes).
-    parallelRanges(g.batch * g.groups * chunks) { tasks in
+    // A task is one panel of one group of one image; each thread takes one contiguous run of them, so the threads get
+    // equal numbers of panels (13 groups at two threads: 13 panels each, not 7 groups and 6) and fill their scratch's
+    // zero borders once (`load` rewrites only the interior; a fill per part of a finer split cost 3% of RegNetY at
+    // two threads). A group whose panels straddle two runs is loaded by both.
+    let panels = weights.panels
+    parallelRanges(g.batch * g.groups * panels, partsPerThread: 1) { tasks in
         withThreadScratch(cg * channelFloats + rows * flatCount + vectorReadSlack) { scratch in
             for c in 0..<cg { layout.prepare(scratch + c * channelFloats, fill: 0) }
-            for task in tasks {
-                let chunk = task % chunks, n = task / chunks / g.groups, group = task / chunks % g.groups
-                for c in 0..<cg {
-                    layout.load(input + (n * g.inChannels + group * cg + c) * inPlane, into: scratch + c * channelFloats)
-                }
-                let flat = scratch + cg * channelFloats
-                offsets.withUnsafeBufferPointer { offsets in
-                    for block in (weights.panels * chunk / chunks)..<(weights.panels * (chunk + 1) / chunks) {
-                        let first = group * mg + block * rows, valid = min(rows, mg - block * rows)
-                        var start = SIMD4<Float>()
-                        if let bias { for r in 0..<valid { start[r] = bias[first + r] } }
-                        let panel = weights.panel(group: group, index: block)
-                        if let flatChunks, let directBounds {
-                            withUnsafeBytes(of: start) { s in
-                                osprey_grouped_block_direct_avx512(UnsafePointer(scratch), offsets.baseAddress!, offsets.count, panel,
-                                                                   s.baseAddress!.assumingMemoryBound(to: Float.self), flatCount,
-                                                                   flatChunks.masks, flatChunks.destinations, valid,
-                                                                   output + n * imageStride + first * outPlane, outPlane,
-                                                                   residual.map { $0 + (n * g.outChannels + first) * outPlane },
-                                                                   directBounds.low, directBounds.high)
-                            }
-                            continue
+            let flat = scratch + cg * channelFloats
+            var loaded = -1
+            offsets.withUnsafeBufferPointer { offsets in
+                for task in tasks {
+                    let block = task % panels, n = task / panels / g.groups, group = task / panels % g.groups
+                    if task / panels != loaded {
+                        for c in 0..<cg {
+                            layout.load(input + (n * g.inChannels + group * cg + c) * inPlane, into: scratch + c * channelFloats)
                         }
-                        if wide && rows == 4 {
-                            withUnsafeBytes(of: start) { s in
-                                osprey_grouped_block_avx512(UnsafePointer(scratch), offsets.baseAddress!, offsets.count, panel,
-                                                            s.baseAddress!.assumingMemoryBound(to: Float.self), flatCount, flat)
-                            }
-                        } else {
-                            filterBlock(UnsafePointer(scratch), offsets: offsets, panel: panel, start: start, count: flatCount, output: flat)
+                        loaded = task / panels
+                    }
+                    let first = group * mg + block * rows, valid = min(rows, mg - block * rows)
+                    var start = SIMD4<Float>()
+                    if let bias { for r in 0..<valid { start[r] = bias[first + r] } }
+                    let panel = weights.panel(group: group, index: block)
+                    if let flatChunks, let directBounds {
+                        withUnsafeBytes(of: start) { s in
+                            osprey_grouped_block_direct_avx512(UnsafePointer(scratch), offsets.baseAddress!, offsets.count, panel,
+                                                               s.baseAddress!.assumingMemoryBound(to: Float.self), flatCount,
+                                                               flatChunks.masks, flatChunks.destinations, valid,
+                                                               output + n * imageStride + first * outPlane, outPlane,
+                                                               residual.map { $0 + (n * g.outChannels + first) * outPlane },
+                                                               directBounds.low, directBounds.high)
                         }
-                        for r in 0..<valid {
-                            let plane = (n * g.outChannels + first + r) * outPlane
-                            emitRows(flat + r * flatCount, rowWidth: layout.rowWidth, rows: g.outHeight, width: g.outWidth,
-                                     output: output + n * imageStride + (first + r) * outPlane, residual: residual.map { $0 + plane },
-                                     activation: activation)
+                        continue
+                    }
+                    if wide && rows == 4 {
+                        withUnsafeBytes(of: start) { s in
+                            osprey_grouped_block_avx512(UnsafePointer(scratch), offsets.baseAddress!, offsets.count, panel,
+                                                        s.baseAddress!.assumingMemoryBound(to: Float.self), flatCount, flat)
                         }
+                    } else {
+                        filterBlock(UnsafePointer(scratch), offsets: offsets, panel: panel, start: start, count: flatCount, output: flat)
+                    }
+                    for r in 0..<valid {
+                        let plane = (n * g.outChannels + first + r) * outPlane
+                        emitRows(flat + r * flatCount, rowWidth: layout.rowWidth, rows: g.outHeight, width: g.outWidth,
+                                 output: output + n * imageStride + (first + r) * outPlane, residual: residual.map { $0 + plane },
+                                 activation: activation)
                     }
                 }
             }
