@@ -115,17 +115,18 @@ func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: In
     // Scaling the weights' rows (C x M) per image touches fewer values than scaling the activations (pixels x C) when
     // the image has more pixels than the padded outputs (EfficientNet's 56x56 and 28x28 projections); the result
     // differs only in rounding.
-    if pixels > (m + 15) / 16 * 16 {
+    let scaleWeights = pixels > (m + 15) / 16 * 16
+    if hasChannelsLastProduct {
+        scaledPointwiseProduct(input, batch: batch, pixels: pixels, w, bias: bias, residual: residual, scale: scale, scaleWeights: scaleWeights,
+                               activation: activation, output: output)
+        return
+    }
+    if scaleWeights {
         for n in 0..<batch {
             let scaledWeights = PackedMatrixB(w, scalingRowsBy: scale + n * c)
             pointwiseProduct(input + n * pixels * c, rows: pixels, scaledWeights, bias: bias, residual: residual.map { $0 + n * pixels * m },
                              activation: activation, output: output + n * pixels * m)
         }
-        return
-    }
-    if hasChannelsLastProduct {
-        scaledPointwiseProduct(input, batch: batch, pixels: pixels, w, bias: bias, residual: residual, scale: scale, activation: activation,
-                               output: output)
         return
     }
     let scaled = allocateFloats(pixels * c)
@@ -144,11 +145,12 @@ func channelsLastPointwise(_ input: UnsafePointer<Float>, batch: Int, pixels: In
 }
 
 /// `channelsLastPointwise` with a channel scale, on the C kernel, in one parallel region: each task (an image, or a
-/// `PointwiseSplit` task of one image when the images are fewer than the threads) scales its own rows into a scratch
-/// and multiplies them. It was a scaling pass and then a product per image (two hand-offs per image, the images one
-/// after the other), each computing the same values as here.
+/// `PointwiseSplit` task of one image when the images are fewer than the threads) scales its own rows, or with
+/// `scaleWeights` its strips of the weights, into a scratch and multiplies. It was a scaling pass and then a product per
+/// image (two hand-offs per image, the images one after the other; the weights scaled on the calling thread while the
+/// others waited: MobileNetV3-Large batch 8 spent 4% of its two-thread time there), each computing the same values.
 private func scaledPointwiseProduct(_ input: UnsafePointer<Float>, batch: Int, pixels: Int, _ w: PackedMatrixB, bias: UnsafePointer<Float>?,
-                                    residual: UnsafePointer<Float>?, scale: UnsafePointer<Float>, activation: Activation,
+                                    residual: UnsafePointer<Float>?, scale: UnsafePointer<Float>, scaleWeights: Bool, activation: Activation,
                                     output: UnsafeMutablePointer<Float>) {
     let c = w.depth, m = w.columns
     let epilogue = DepthwisePlaneEpilogue(activation)
@@ -159,16 +161,31 @@ private func scaledPointwiseProduct(_ input: UnsafePointer<Float>, batch: Int, p
         let first = bands.lowerBound * 6, end = min(pixels, bands.upperBound * 6)
         guard first < end else { return }
         let rows = end - first
-        let scratch = allocateFloats(rows * c)
-        defer { scratch.deallocate() }
         let source = input + (n * pixels + first) * c, factors = scale + n * c
-        for p in 0..<rows {
-            let s = source + p * c, d = scratch + p * c
-            for k in 0..<c { d[k] = s[k] * factors[k] }
-        }
         let at = (n * pixels + first) * m
-        osprey_nhwc_pointwise_f32_strips(0, rows, strips.lowerBound, strips.upperBound, c, scratch, c, w.pointer, m, bias, residual.map { $0 + at },
-                                         output + at, epilogue.code, epilogue.low, epilogue.high)
+        if scaleWeights {
+            // Row p of each of this task's strips (16 columns) times factor p, where the packed layout has it.
+            let stripFloats = c * 16
+            let weights = allocateFloats(w.strips * stripFloats)
+            defer { weights.deallocate() }
+            for s in strips {
+                for p in 0..<c {
+                    let offset = s * stripFloats + p * 16
+                    (weights + offset).store((w.pointer + offset).vector(SIMD16<Float>.self) * factors[p])
+                }
+            }
+            osprey_nhwc_pointwise_f32_strips(0, rows, strips.lowerBound, strips.upperBound, c, source, c, weights, m, bias, residual.map { $0 + at },
+                                             output + at, epilogue.code, epilogue.low, epilogue.high)
+        } else {
+            let scratch = allocateFloats(rows * c)
+            defer { scratch.deallocate() }
+            for p in 0..<rows {
+                let s = source + p * c, d = scratch + p * c
+                for k in 0..<c { d[k] = s[k] * factors[k] }
+            }
+            osprey_nhwc_pointwise_f32_strips(0, rows, strips.lowerBound, strips.upperBound, c, scratch, c, w.pointer, m, bias, residual.map { $0 + at },
+                                             output + at, epilogue.code, epilogue.low, epilogue.high)
+        }
         if !epilogue.complete {
             let low = strips.lowerBound * 16, high = min(m, strips.upperBound * 16)
             for r in 0..<rows where low < high { activation.apply(output + at + r * m + low, count: high - low) }
