@@ -312,10 +312,11 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
         }
     }
 
-    /// Pointwise convs with few output channels read their input planes in place on AVX-512F (`PointwisePlanes`):
-    /// 1-66 output channels (last panels of 1-6 rows, up to the 11-panel limit), blocks of 32 columns cut at plane
-    /// edges (13x13, 1x1, 7x9), odd depths, register epilogues with and without a residual, Concat windows, one and
-    /// two threads; then the packed path forced (AVX2 tiles) on the same shapes.
+    /// Pointwise convs with few output channels read their input planes in place on AVX-512F (`PointwisePlanes`), or
+    /// a copy of each block where in place they would crowd L1: 1-66 output channels (last panels of 1-6 rows, up to
+    /// the 11-panel limit), blocks of 32 columns cut at plane edges (13x13, 1x1, 7x9, 6x8), odd depths, register
+    /// epilogues with and without a residual, Concat windows, one and two threads; then the packed path forced (AVX2
+    /// tiles) on the same shapes.
     @Test(.serialized, arguments: [1, 2])
     func pointwisePlanesMatchReference(threads: Int) {
         EngineThreads.configure(threads: threads)
@@ -327,7 +328,11 @@ private func checkConvolution(_ g: ConvGeometry, activation: Activation, withBia
             _ = osprey_float_avx512_enable(forceAVX2 ? 0 : 1)
             defer { _ = osprey_float_avx512_enable(1) }
             for outChannels in [1, 6, 16, 23, 32, 64, 66] {
-                for (batch, channels, height, width) in [(1, 64, 13, 13), (3, 3, 1, 1), (2, 257, 7, 9), (1, 16, 11, 11)] {
+                // 32x32 and 6x8 planes with depths 20 and 260 put their blocks in few L1 sets: copied before the panels
+                // read them (a full block, and the 48-column plane's last block of 16).
+                for (batch, channels, height, width) in [(1, 64, 13, 13), (3, 3, 1, 1), (2, 257, 7, 9), (1, 16, 11, 11), (2, 20, 32, 32),
+                                                         (1, 260, 6, 8)] {
+                    #expect(PointwisePlanes.crowdsL1(planeFloats: height * width, depth: channels) == (channels == 20 || channels == 260))
                     let (activation, withResidual) = epilogues[index % epilogues.count]
                     let g = ConvGeometry(batch: batch, inChannels: channels, inHeight: height, inWidth: width, outChannels: outChannels,
                                          window: SlidingWindow(kernelHeight: 1, kernelWidth: 1))
