@@ -54,8 +54,40 @@ void osprey_transpose_u32(const void *source, void *destination, long rows, long
     }
 }
 
+// tile8 with each value multiplied by `scale` (float only).
+__attribute__((target("avx")))
+static inline void tile8_scaled(const float *s, long ss, float *d, long ds, __m256 scale) {
+    float t[64];
+    for (int r = 0; r < 8; r++) _mm256_storeu_ps(t + 8 * r, _mm256_mul_ps(_mm256_loadu_ps(s + r * ss), scale));
+    tile8(t, 8, d, ds);
+}
+
+__attribute__((target("avx")))
+void osprey_transpose_scaled_f32(const float *source, long source_stride, float *destination, long destination_stride, long rows,
+                                 long columns, float scale) {
+    const __m256 factor = _mm256_set1_ps(scale);
+    const long full_rows = rows & ~7L;
+    long j = 0;
+    for (; j + 8 <= columns; j += 8) {
+        long i = 0;
+        for (; i < full_rows; i += 8) {
+            tile8_scaled(source + i * source_stride + j, source_stride, destination + j * destination_stride + i, destination_stride, factor);
+        }
+        for (; i < rows; i++) {
+            for (long c = j; c < j + 8; c++) destination[c * destination_stride + i] = source[i * source_stride + c] * scale;
+        }
+    }
+    for (; j < columns; j++) {
+        for (long i = 0; i < rows; i++) destination[j * destination_stride + i] = source[i * source_stride + j] * scale;
+    }
+}
+
 #else
 int osprey_transpose_tiles_fast(void) { return 0; }
+void osprey_transpose_scaled_f32(const float *source, long source_stride, float *destination, long destination_stride, long rows,
+                                 long columns, float scale) {
+    (void)source; (void)source_stride; (void)destination; (void)destination_stride; (void)rows; (void)columns; (void)scale;
+}
 void osprey_transpose_u32(const void *source, void *destination, long rows, long columns, long first_column, long end_column) {
     (void)source; (void)destination; (void)rows; (void)columns; (void)first_column; (void)end_column;
 }

@@ -189,4 +189,5 @@ let fusedOperatorTable: OperatorTable = [
     dequantizedQLinearMatMulOp: dequantizedQLinearMatMulKernel,
     convMaxPoolOp: convMaxPoolKernel,
     headAttentionOp: headAttentionKernel,
+    permutedShapeOp: permutedShapeKernel,
 ]

@@ -83,6 +83,51 @@ private typealias T = TestSupport
         }
     }
 
+    /// Attention as PyTorch's scaled dot-product export writes it around the products: Q and V split into heads by
+    /// Transpose(0, 2, 1, 3), K by Transpose(0, 2, 3, 1), Q and K^T each times a scalar, a Shape read of the heads' V,
+    /// and the output put back by Transpose(0, 2, 1, 3). Inputs are [N, tokens, heads, size].
+    private func headsModel(mask: Bool) -> Model {
+        var nodes = [Node(opType: "Transpose", inputs: ["xq"], outputs: ["tq"], attributes: ["perm": .ints([0, 2, 1, 3])]),
+                     Node(opType: "Mul", inputs: ["tq", "scale"], outputs: ["q"]),
+                     Node(opType: "Transpose", inputs: ["xk"], outputs: ["tk"], attributes: ["perm": .ints([0, 2, 3, 1])]),
+                     Node(opType: "Mul", inputs: ["scale", "tk"], outputs: ["kt"]),
+                     Node(opType: "Transpose", inputs: ["xv"], outputs: ["v"], attributes: ["perm": .ints([0, 2, 1, 3])]),
+                     Node(opType: "Shape", inputs: ["v"], outputs: ["vdims"], attributes: ["start": .int(1)]),
+                     Node(opType: "MatMul", inputs: ["q", "kt"], outputs: ["s"])]
+        if mask { nodes.append(Node(opType: "Add", inputs: ["s", "mask"], outputs: ["a"])) }
+        nodes += [Node(opType: "Softmax", inputs: [mask ? "a" : "s"], outputs: ["p"]),
+                  Node(opType: "MatMul", inputs: ["p", "v"], outputs: ["heads"]),
+                  Node(opType: "Transpose", inputs: ["heads"], outputs: ["y"], attributes: ["perm": .ints([0, 2, 1, 3])])]
+        let inputs = ["xq", "xk", "xv"] + (mask ? ["mask"] : [])
+        return Model(opsetImports: ["": 17], graph: Graph(name: "heads", nodes: nodes,
+                                                          initializers: [(name: "scale", tensor: Tensor(shape: [], scalars: [Float(0.42)]))],
+                                                          inputs: inputs.map { ValueInfo(name: $0, elementType: .float32, shape: nil) },
+                                                          outputs: [ValueInfo(name: "y"), ValueInfo(name: "vdims")]))
+    }
+
+    /// The heads' Transposes and scalings are read in place by the fused kernel (one HeadAttention step, the Shape
+    /// read of V answered from its input), bit for bit the graph unfused, with and without a mask; heads too large
+    /// for the kernel go through the absorbed nodes and the unfused kernels.
+    @Test(arguments: [false, true]) func headTransposesAreReadInPlace(_ masked: Bool) throws {
+        var rng = SeededGenerator(seed: 29)
+        let fused = try CompiledModel(model: headsModel(mask: masked), baseDirectory: nil)
+        let plain = try CompiledModel(model: headsModel(mask: masked), baseDirectory: nil, fuseResiduals: true, fuseChains: false)
+        for (n, s, t, h, d, w) in [(2, 9, 21, 3, 8, 10), (1, 128, 128, 12, 32, 32), (3, 5, 7, 2, 17, 5), (1, 4, 6, 2, 600, 3)] {
+            var feeds = ["xq": Tensor(shape: [n, s, h, d], scalars: rng.floats(n * s * h * d).map { $0 * 3 }),
+                         "xk": Tensor(shape: [n, t, h, d], scalars: rng.floats(n * t * h * d)),
+                         "xv": Tensor(shape: [n, t, h, w], scalars: rng.floats(n * t * h * w))]
+            if masked { feeds["mask"] = Tensor(shape: [n, 1, 1, t], scalars: rng.floats(n * t)) }
+            let a = try fused.run(feeds), b = try plain.run(feeds)
+            #expect(a["y"]!.shape == [n, s, h, w] && b["y"]!.shape == [n, s, h, w], "\(n)x\(s)x\(t)x\(h)x\(d)x\(w)")
+            #expect(T.floats(a["y"]!) == T.floats(b["y"]!), "\(n)x\(s)x\(t)x\(h)x\(d)x\(w)")
+            #expect(a["vdims"]!.ints == [h, t, w] && b["vdims"]!.ints == [h, t, w])
+        }
+        let kinds = try fused.profile(["xq": Tensor(shape: [1, 3, 2, 4], scalars: rng.floats(24)), "xk": Tensor(shape: [1, 5, 2, 4], scalars: rng.floats(40)),
+                                       "xv": Tensor(shape: [1, 5, 2, 6], scalars: rng.floats(60))]
+                                      .merging(masked ? ["mask": Tensor(shape: [1, 1, 1, 5], scalars: rng.floats(5))] : [:]) { $1 }).map(\.opType)
+        #expect(kinds.sorted() == [headAttentionOp, permutedShapeOp].sorted(), "\(kinds)")
+    }
+
     /// A Softmax along another axis, or before opset 13 (its 2-D coercion), stays three steps.
     @Test func otherSoftmaxAxesAreNotFused() throws {
         var rng = SeededGenerator(seed: 22)

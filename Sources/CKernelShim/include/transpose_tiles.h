@@ -8,4 +8,10 @@ int osprey_transpose_tiles_fast(void);
 /// the columns, so threads can split one matrix). Only call when `osprey_transpose_tiles_fast()` is 1.
 void osprey_transpose_u32(const void *source, void *destination, long rows, long columns, long first_column, long end_column);
 
+/// destination[j * destination_stride + i] = source[i * source_stride + j] * scale for i < rows, j < columns (an
+/// attention head's keys, read in their rows of the projection, into K^T, times the export's scalar). Only call when
+/// `osprey_transpose_tiles_fast()` is 1.
+void osprey_transpose_scaled_f32(const float *source, long source_stride, float *destination, long destination_stride, long rows,
+                                 long columns, float scale);
+
 #endif

@@ -35,21 +35,87 @@ struct AttentionMask {
     }
 }
 
+/// Where each head's matrix of one attention operand lies: head i = (b, h), b = i / headsPerBatch and
+/// h = i % headsPerBatch, starts b * batchStride + h * headStride floats in, its rows `rowStride` apart, its columns
+/// contiguous. Dense stacks of heads ([..., rows, columns]) and heads interleaved token by token ([batch, rows, heads,
+/// columns]: the layout exporters reshape the projections to, before their Transpose(0, 2, 1, 3)) are both such views.
+struct HeadLayout: Equatable {
+    let headsPerBatch: Int, batchStride: Int, headStride: Int, rowStride: Int
+
+    /// Heads one after the other, each `rows` x `columns`.
+    static func stacked(rows: Int, columns: Int) -> HeadLayout {
+        HeadLayout(headsPerBatch: 1, batchStride: rows * columns, headStride: 0, rowStride: columns)
+    }
+
+    /// [batch, rows, heads, columns].
+    static func interleaved(rows: Int, heads: Int, columns: Int) -> HeadLayout {
+        HeadLayout(headsPerBatch: heads, batchStride: rows * heads * columns, headStride: columns, rowStride: heads * columns)
+    }
+
+    /// Floats from the operand's start to head `head`'s first row.
+    func offset(_ head: Int) -> Int { head / headsPerBatch * batchStride + head % headsPerBatch * headStride }
+}
+
+/// One attention operand as `headAttention` reads it: its floats, each head's layout, and a factor each value is
+/// multiplied by as it is read (an exporter's Mul by a scalar, absorbed; the same product the Mul computed).
+struct HeadOperand {
+    let base: UnsafePointer<Float>
+    let layout: HeadLayout
+    var scale: Float? = nil
+
+    /// Head `head`'s first row.
+    func head(_ head: Int) -> UnsafePointer<Float> { base + layout.offset(head) }
+}
+
 /// out[h] = softmax(q[h] k[h] + mask[h]) v[h] for each head h, softmax along the last axis (rows that come out NaN
-/// written as `fill` when given, as `SoftmaxReplaceNaN` does): q [heads, m, depth], k [heads, depth, n] (keys already
-/// transposed), v [heads, n, width], all dense; heads split across the threads.
+/// written as `fill` when given, as `SoftmaxReplaceNaN` does): q[h] m x depth, k[h] depth x n (keys already transposed)
+/// or, with `keysAsRows`, n x depth (the keys before their transpose), v[h] n x width, out[h] m x width, each in its
+/// layout; heads split across the threads.
 ///
 /// Exported attention is MatMul -> [Add(mask)] -> Softmax -> MatMul over [batch, heads, tokens, size] tensors. Run as
 /// separate steps, ViT-B/16's 12 x 197 x 197 scores (1.9 MB) went out to L3 and back twice; here each head's scores
-/// (155 KB) are written, masked, normalised and read again while they sit in the computing core's L2.
-func headAttention(q: UnsafePointer<Float>, k: UnsafePointer<Float>, v: UnsafePointer<Float>, heads: Int, m: Int, depth: Int, n: Int,
-                   width: Int, mask: AttentionMask? = nil, fill: Float? = nil, out: UnsafeMutablePointer<Float>) {
+/// (155 KB) are written, masked, normalised and read again while they sit in the computing core's L2. Scaled queries
+/// are copied (and scaled) per head, keys read as rows are transposed (and scaled) per head, into the same scratch.
+func headAttention(q: HeadOperand, k: HeadOperand, keysAsRows: Bool = false, v: HeadOperand, heads: Int, m: Int, depth: Int, n: Int,
+                   width: Int, mask: AttentionMask? = nil, fill: Float? = nil, out: UnsafeMutablePointer<Float>, outLayout: HeadLayout) {
+    let copiesQ = q.scale != nil, copiesK = keysAsRows || k.scale != nil
+    let scratchFloats = m * n + (copiesQ ? m * depth : 0) + (copiesK ? depth * n : 0)
+    let transposesFast = osprey_transpose_tiles_fast() == 1
     let head = { (h: Int) in
-        withThreadScratch(m * n, slot: .scores) { scores in
-            smallMatmul(m: m, n: n, k: depth, a: q + h * m * depth, lda: depth, b: k + h * depth * n, ldb: n, c: scores, ldc: n)
+        withThreadScratch(scratchFloats, slot: .scores) { scores in
+            var (a, lda) = (q.head(h), q.layout.rowStride)
+            if let scale = q.scale {
+                let copy = scores + m * n
+                for i in 0..<m {
+                    let source = a + i * lda, target = copy + i * depth
+                    var p = 0
+                    while p + 16 <= depth { (target + p).store(source.advanced(by: p).vector(SIMD16<Float>.self) * scale); p += 16 }
+                    while p < depth { target[p] = source[p] * scale; p += 1 }
+                }
+                (a, lda) = (UnsafePointer(copy), depth)
+            }
+            var (b, ldb) = (k.head(h), k.layout.rowStride)
+            if copiesK {
+                let copy = scores + m * n + (copiesQ ? m * depth : 0), scale = k.scale ?? 1
+                if keysAsRows && transposesFast {
+                    osprey_transpose_scaled_f32(b, ldb, copy, n, n, depth, scale)
+                } else if keysAsRows {
+                    // Key j's depth values are row j of the source; they become column j of K^T.
+                    for j in 0..<n {
+                        for p in 0..<depth { copy[p * n + j] = b[j * ldb + p] * scale }
+                    }
+                } else {
+                    for p in 0..<depth {
+                        for j in 0..<n { copy[p * n + j] = b[p * ldb + j] * scale }
+                    }
+                }
+                (b, ldb) = (UnsafePointer(copy), n)
+            }
+            smallMatmul(m: m, n: n, k: depth, a: a, lda: lda, b: b, ldb: ldb, c: scores, ldc: n)
             mask?.add(head: h, to: scores, rows: m, columns: n)
             softmaxHeadRows(scores, rows: m, columns: n, fill: fill)
-            smallMatmul(m: m, n: width, k: n, a: scores, lda: n, b: v + h * n * width, ldb: width, c: out + h * m * width, ldc: width)
+            smallMatmul(m: m, n: width, k: n, a: scores, lda: n, b: v.head(h), ldb: v.layout.rowStride, c: out + outLayout.offset(h),
+                        ldc: outLayout.rowStride)
         }
     }
     if EngineThreads.threads > 1 && heads > 1 {
