@@ -161,56 +161,72 @@ void osprey_rows_tile_avx512(long rows, long width, long depth, const float *a, 
 }
 
 
-// Four output channels of one group over flat outputs j < count (a multiple of 16), GroupedConvolution.swift's
-// filter: two 16-lane columns per tap feed 8 zmm accumulators (the Swift AVX2 kernel: 16 lanes in 8 ymm).
+// Four output channels of one group at flat outputs j..j+31, GroupedConvolution.swift's filter: two 16-lane columns
+// per tap feed 8 zmm accumulators (the Swift AVX2 kernel: 16 lanes in 8 ymm); c[h][r] is row r's lanes 16h..16h+15.
+__attribute__((target("avx512f"), always_inline))
+static inline void grouped_block32(const float *base, const long *offsets, long depth, const float *panel, const float *start,
+                                   __m512 c[2][4]) {
+    for (int r = 0; r < 4; r++) c[0][r] = c[1][r] = _mm512_set1_ps(start[r]);
+    const float *a = panel;
+    for (long k = 0; k < depth; k++) {
+        const float *p = base + offsets[k];
+        const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
+        for (int r = 0; r < 4; r++) {
+            const __m512 x = _mm512_set1_ps(a[r]);
+            c[0][r] = _mm512_fmadd_ps(x, v0, c[0][r]);
+            c[1][r] = _mm512_fmadd_ps(x, v1, c[1][r]);
+        }
+        a += 4;
+    }
+}
+
+// The last 16 flat outputs: odd taps to a second accumulator per row, 8 chains in flight.
+__attribute__((target("avx512f"), always_inline))
+static inline void grouped_block16(const float *base, const long *offsets, long depth, const float *panel, const float *start,
+                                   __m512 c[4]) {
+    __m512 d[4];
+    for (int r = 0; r < 4; r++) { c[r] = _mm512_set1_ps(start[r]); d[r] = _mm512_setzero_ps(); }
+    const float *a = panel;
+    long k = 0;
+    for (; k + 2 <= depth; k += 2) {
+        const __m512 v0 = _mm512_loadu_ps(base + offsets[k]), v1 = _mm512_loadu_ps(base + offsets[k + 1]);
+        for (int r = 0; r < 4; r++) {
+            c[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), v0, c[r]);
+            d[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[4 + r]), v1, d[r]);
+        }
+        a += 8;
+    }
+    if (k < depth) {
+        const __m512 v0 = _mm512_loadu_ps(base + offsets[k]);
+        for (int r = 0; r < 4; r++) c[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), v0, c[r]);
+    }
+    for (int r = 0; r < 4; r++) c[r] = _mm512_add_ps(c[r], d[r]);
+}
+
+// Four output channels of one group over flat outputs j < count (a multiple of 16), into the flat buffer.
 __attribute__((target("avx512f")))
 void osprey_grouped_block_avx512(const float *scratch, const long *offsets, long depth, const float *panel, const float *start,
                                  long count, float *output) {
     long j = 0;
     for (; j + 32 <= count; j += 32) {
-        __m512 c[4][2];
-        for (int r = 0; r < 4; r++) c[r][0] = c[r][1] = _mm512_set1_ps(start[r]);
-        const float *a = panel, *base = scratch + j;
-        for (long k = 0; k < depth; k++) {
-            const float *p = base + offsets[k];
-            const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
-            for (int r = 0; r < 4; r++) {
-                const __m512 x = _mm512_set1_ps(a[r]);
-                c[r][0] = _mm512_fmadd_ps(x, v0, c[r][0]);
-                c[r][1] = _mm512_fmadd_ps(x, v1, c[r][1]);
-            }
-            a += 4;
-        }
+        __m512 c[2][4];
+        grouped_block32(scratch + j, offsets, depth, panel, start, c);
         for (int r = 0; r < 4; r++) {
-            _mm512_storeu_ps(output + r * count + j, c[r][0]);
-            _mm512_storeu_ps(output + r * count + j + 16, c[r][1]);
+            _mm512_storeu_ps(output + r * count + j, c[0][r]);
+            _mm512_storeu_ps(output + r * count + j + 16, c[1][r]);
         }
     }
     if (j < count) {
-        // The last 16: odd taps to a second accumulator per row, 8 chains in flight.
-        __m512 c[4][2];
-        for (int r = 0; r < 4; r++) { c[r][0] = _mm512_set1_ps(start[r]); c[r][1] = _mm512_setzero_ps(); }
-        const float *a = panel, *base = scratch + j;
-        long k = 0;
-        for (; k + 2 <= depth; k += 2) {
-            const __m512 v0 = _mm512_loadu_ps(base + offsets[k]), v1 = _mm512_loadu_ps(base + offsets[k + 1]);
-            for (int r = 0; r < 4; r++) {
-                c[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), v0, c[r][0]);
-                c[r][1] = _mm512_fmadd_ps(_mm512_set1_ps(a[4 + r]), v1, c[r][1]);
-            }
-            a += 8;
-        }
-        if (k < depth) {
-            const __m512 v0 = _mm512_loadu_ps(base + offsets[k]);
-            for (int r = 0; r < 4; r++) c[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), v0, c[r][0]);
-        }
-        for (int r = 0; r < 4; r++) _mm512_storeu_ps(output + r * count + j, _mm512_add_ps(c[r][0], c[r][1]));
+        __m512 c[4];
+        grouped_block16(scratch + j, offsets, depth, panel, start, c);
+        for (int r = 0; r < 4; r++) _mm512_storeu_ps(output + r * count + j, c[r]);
     }
 }
 
 // Rows r < rows of one 16-lane chunk of flat outputs into their output planes: the lanes of `mask` (columns inside
 // the output width) packed together in order (vcompressps in registers) are exactly the `popcount` outputs that
-// follow out[dest], since the plane's rows are contiguous; residual (same layout) added, then clamped.
+// follow out[dest], since the plane's rows are contiguous; residual (same layout) added, then clamped (NaN stays NaN,
+// as in the other tiles: max(lo, NaN) is NaN).
 __attribute__((target("avx512f"), always_inline))
 static inline void store_flat_chunk(const __m512 *v, long rows, unsigned mask, long dest, float *out, long plane,
                                     const float *residual, __m512 lo, __m512 hi) {
@@ -220,7 +236,7 @@ static inline void store_flat_chunk(const __m512 *v, long rows, unsigned mask, l
         for (long r = 0; r < rows; r++) {
             __m512 x = v[r];
             if (residual) x = _mm512_add_ps(x, _mm512_loadu_ps(residual + r * plane + dest));
-            _mm512_storeu_ps(out + r * plane + dest, _mm512_min_ps(_mm512_max_ps(x, lo), hi));
+            _mm512_storeu_ps(out + r * plane + dest, _mm512_min_ps(hi, _mm512_max_ps(lo, x)));
         }
         return;
     }
@@ -228,12 +244,12 @@ static inline void store_flat_chunk(const __m512 *v, long rows, unsigned mask, l
     for (long r = 0; r < rows; r++) {
         __m512 x = _mm512_maskz_compress_ps(keep, v[r]);
         if (residual) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(packed, residual + r * plane + dest));
-        _mm512_mask_storeu_ps(out + r * plane + dest, packed, _mm512_min_ps(_mm512_max_ps(x, lo), hi));
+        _mm512_mask_storeu_ps(out + r * plane + dest, packed, _mm512_min_ps(hi, _mm512_max_ps(lo, x)));
     }
 }
 
-// The same four output channels as `osprey_grouped_block_avx512`, stored straight into their output planes: no flat
-// buffer, no second pass over it to drop the columns past the output width and apply the epilogue.
+// The same four output channels as `osprey_grouped_block_avx512` (the same sums), stored straight into their output
+// planes: no flat buffer, no second pass over it to drop the columns past the output width and apply the epilogue.
 __attribute__((target("avx512f")))
 void osprey_grouped_block_direct_avx512(const float *scratch, const long *offsets, long depth, const float *panel, const float *start,
                                         long count, const unsigned short *masks, const long *dest, long rows, float *out,
@@ -242,41 +258,14 @@ void osprey_grouped_block_direct_avx512(const float *scratch, const long *offset
     long j = 0;
     for (; j + 32 <= count; j += 32) {
         __m512 c[2][4];
-        for (int r = 0; r < 4; r++) c[0][r] = c[1][r] = _mm512_set1_ps(start[r]);
-        const float *a = panel, *base = scratch + j;
-        for (long k = 0; k < depth; k++) {
-            const float *p = base + offsets[k];
-            const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16);
-            for (int r = 0; r < 4; r++) {
-                const __m512 x = _mm512_set1_ps(a[r]);
-                c[0][r] = _mm512_fmadd_ps(x, v0, c[0][r]);
-                c[1][r] = _mm512_fmadd_ps(x, v1, c[1][r]);
-            }
-            a += 4;
-        }
+        grouped_block32(scratch + j, offsets, depth, panel, start, c);
         const long chunk = j / 16;
         store_flat_chunk(c[0], rows, masks[chunk], dest[chunk], out, plane, residual, lo, hi);
         store_flat_chunk(c[1], rows, masks[chunk + 1], dest[chunk + 1], out, plane, residual, lo, hi);
     }
     if (j < count) {
-        // The last 16: odd taps to a second accumulator per row, 8 chains in flight (as the flat kernel, same sums).
-        __m512 c[4], d[4];
-        for (int r = 0; r < 4; r++) { c[r] = _mm512_set1_ps(start[r]); d[r] = _mm512_setzero_ps(); }
-        const float *a = panel, *base = scratch + j;
-        long k = 0;
-        for (; k + 2 <= depth; k += 2) {
-            const __m512 v0 = _mm512_loadu_ps(base + offsets[k]), v1 = _mm512_loadu_ps(base + offsets[k + 1]);
-            for (int r = 0; r < 4; r++) {
-                c[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), v0, c[r]);
-                d[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[4 + r]), v1, d[r]);
-            }
-            a += 8;
-        }
-        if (k < depth) {
-            const __m512 v0 = _mm512_loadu_ps(base + offsets[k]);
-            for (int r = 0; r < 4; r++) c[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), v0, c[r]);
-        }
-        for (int r = 0; r < 4; r++) c[r] = _mm512_add_ps(c[r], d[r]);
+        __m512 c[4];
+        grouped_block16(scratch + j, offsets, depth, panel, start, c);
         store_flat_chunk(c, rows, masks[j / 16], dest[j / 16], out, plane, residual, lo, hi);
     }
 }
