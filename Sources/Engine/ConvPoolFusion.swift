@@ -76,7 +76,7 @@ let convMaxPoolKernel: @Sendable (OpContext) throws -> PreparedKernel = { ctx in
     }
     // The direct weights: the Conv's constants were checked by the fusion; a clamp (or no) activation.
     var direct: DirectConvWeights?
-    let bounds = ctx.activation == .none ? (low: -Float.infinity, high: Float.infinity) : ctx.activation.clampBounds
+    let bounds = ctx.activation.registerClampBounds
     if let w = ctx.constants[1], w.dtype == .float32, w.rank == 4, bounds != nil, try convContext.int("group", 1) == 1,
        w.shape[1] * w.shape[2] * w.shape[3] <= DirectConvWeights.maximumTaps {
         let b = ctx.constants[2]

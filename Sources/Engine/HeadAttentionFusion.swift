@@ -175,7 +175,8 @@ let headAttentionKernel: @Sendable (OpContext) throws -> PreparedKernel = { ctx 
         : try operatorTable["Softmax"]!(node("Softmax", "", ["s"], [:])).kernel
     let weighted = try matmulFactory(node("MatMul", "", ["p", "v"], [:])).kernel
     let transpose = { (perm: [Int64]) in try operatorTable["Transpose"]!(node("Transpose", "", ["x"], ["perm": .ints(perm)])).kernel }
-    let (headsOut, keysOut, headsBack) = (try transpose([0, 2, 1, 3]), try transpose([0, 2, 3, 1]), try transpose([0, 2, 1, 3]))
+    // (0, 2, 1, 3) is its own inverse: it splits the heads out of Q and V and puts the output's back.
+    let (swapHeads, keysOut) = (try transpose([0, 2, 1, 3]), try transpose([0, 2, 3, 1]))
     let multiply = try operatorTable["Mul"]!(node("Mul", "", ["x", "c"], [:])).kernel
     /// The operand as the unfused graph had it: transposed, then scaled (the order the exporters' nodes ran in does
     /// not change a value).
@@ -197,7 +198,7 @@ let headAttentionKernel: @Sendable (OpContext) throws -> PreparedKernel = { ctx 
         if let fast = fusedHeadAttention(q, k, v, layout: layout, mask: mask, fill: replacesNaN ? fill : nil, minimumRank: minimumRank) {
             return [fast]
         }
-        var first = KernelInputs(values: [try restore(q, layout.q, headsOut, layout.qScale),
+        var first = KernelInputs(values: [try restore(q, layout.q, swapHeads, layout.qScale),
                                           try restore(k, layout.k, keysOut, layout.kScale)])
         var product = try scores(&first)[0]
         if let mask {
@@ -205,11 +206,11 @@ let headAttentionKernel: @Sendable (OpContext) throws -> PreparedKernel = { ctx 
             product = try addMask(&sum)[0]
         }
         var second = KernelInputs(values: [product])
-        var third = KernelInputs(values: [try softmax(&second)[0], try restore(v, layout.v, headsOut, nil)])
+        var third = KernelInputs(values: [try softmax(&second)[0], try restore(v, layout.v, swapHeads, nil)])
         let result = try weighted(&third)
         guard layout.out else { return result }
         var back = KernelInputs(values: result)
-        return try headsBack(&back)
+        return try swapHeads(&back)
     }
 }
 
@@ -281,10 +282,6 @@ let permutedShapeKernel: @Sendable (OpContext) throws -> PreparedKernel = { ctx 
         guard perm.count == shape.count, perm.allSatisfy({ $0 >= 0 && $0 < shape.count }) else {
             throw ctx.error(.invalidModel, "Transpose perm \(perm) does not fit input shape \(shape)")
         }
-        let permuted = perm.map { shape[$0] }
-        let r = permuted.count
-        let s = min(max(start < 0 ? start + r : start, 0), r)
-        let e = min(max(end < 0 ? end + r : end, 0), r)
-        return [Tensor.int64(e > s ? Array(permuted[s..<e]) : [])]
+        return [shapeTensor(perm.map { shape[$0] }, start: start, end: end)]
     }
 }

@@ -166,16 +166,10 @@ private func scaledPointwiseProduct(_ input: UnsafePointer<Float>, batch: Int, p
         let source = input + (n * pixels + first) * c, factors = scale + n * c
         let at = (n * pixels + first) * m
         if scaleWeights {
-            // Row p of each of this task's strips (16 columns) times factor p, where the packed layout has it.
-            let stripFloats = c * 16
-            let weights = allocateFloats(w.strips * stripFloats)
+            // Only this task's strips of the image's scaled weights.
+            let weights = allocateFloats(w.strips * c * 16)
             defer { weights.deallocate() }
-            for s in strips {
-                for p in 0..<c {
-                    let offset = s * stripFloats + p * 16
-                    (weights + offset).store((w.pointer + offset).vector(SIMD16<Float>.self) * factors[p])
-                }
-            }
+            w.scaleRows(strips: strips, by: factors, into: weights)
             osprey_nhwc_pointwise_f32_strips(0, rows, strips.lowerBound, strips.upperBound, c, source, c, weights, m, bias, residual.map { $0 + at },
                                              output + at, epilogue.code, epilogue.low, epilogue.high)
         } else {

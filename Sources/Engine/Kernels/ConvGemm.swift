@@ -305,6 +305,13 @@ extension Activation {
         default: return nil
         }
     }
+
+    /// `clampBounds`, or unbounded for no activation: the bounds a kernel whose epilogue is a clamp in registers
+    /// applies, nil when the activation is something else.
+    var registerClampBounds: (low: Float, high: Float)? {
+        if case .none = self { return (-.infinity, .infinity) }
+        return clampBounds
+    }
 }
 
 @inline(__always)

@@ -27,7 +27,7 @@ func groupedConvolution(_ g: ConvGeometry, layout: FlatWindowLayout, weights: Co
     let wide = osprey_float_avx512() != 0
     // With a clamp epilogue (or none) the C block stores straight into the output planes; other activations, and the
     // Swift filter, go through the flat buffer and `emitRows`.
-    let directBounds: (low: Float, high: Float)? = wide && rows == 4 ? activation.clampBounds ?? (activation == .none ? (-.infinity, .infinity) : nil) : nil
+    let directBounds = wide && rows == 4 ? activation.registerClampBounds : nil
     let flatChunks = directBounds == nil ? nil : FlatChunks(layout)
     // A task is one panel of one group of one image; each thread takes one contiguous run of them, so the threads get
     // equal numbers of panels (13 groups at two threads: 13 panels each, not 7 groups and 6) and fill their scratch's

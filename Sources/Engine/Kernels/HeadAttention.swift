@@ -86,12 +86,7 @@ func headAttention(q: HeadOperand, k: HeadOperand, keysAsRows: Bool = false, v: 
             var (a, lda) = (q.head(h), q.layout.rowStride)
             if let scale = q.scale {
                 let copy = scores + m * n
-                for i in 0..<m {
-                    let source = a + i * lda, target = copy + i * depth
-                    var p = 0
-                    while p + 16 <= depth { (target + p).store(source.advanced(by: p).vector(SIMD16<Float>.self) * scale); p += 16 }
-                    while p < depth { target[p] = source[p] * scale; p += 1 }
-                }
+                copyScaledRows(a, rowStride: lda, rows: m, columns: depth, scale: scale, into: copy)
                 (a, lda) = (UnsafePointer(copy), depth)
             }
             var (b, ldb) = (k.head(h), k.layout.rowStride)
@@ -105,9 +100,7 @@ func headAttention(q: HeadOperand, k: HeadOperand, keysAsRows: Bool = false, v: 
                         for p in 0..<depth { copy[p * n + j] = b[j * ldb + p] * scale }
                     }
                 } else {
-                    for p in 0..<depth {
-                        for j in 0..<n { copy[p * n + j] = b[p * ldb + j] * scale }
-                    }
+                    copyScaledRows(b, rowStride: ldb, rows: depth, columns: n, scale: scale, into: copy)
                 }
                 (b, ldb) = (UnsafePointer(copy), n)
             }
@@ -122,6 +115,18 @@ func headAttention(q: HeadOperand, k: HeadOperand, keysAsRows: Bool = false, v: 
         parallelFor(heads, head)
     } else {
         for h in 0..<heads { head(h) }
+    }
+}
+
+/// target[i * columns + p] = source[i * rowStride + p] * scale: one head's operand, scaled as its absorbed Mul did,
+/// into dense rows.
+private func copyScaledRows(_ source: UnsafePointer<Float>, rowStride: Int, rows: Int, columns: Int, scale: Float,
+                            into target: UnsafeMutablePointer<Float>) {
+    for i in 0..<rows {
+        let from = source + i * rowStride, to = target + i * columns
+        var p = 0
+        while p + 16 <= columns { (to + p).store((from + p).vector(SIMD16<Float>.self) * scale); p += 16 }
+        while p < columns { to[p] = from[p] * scale; p += 1 }
     }
 }
 

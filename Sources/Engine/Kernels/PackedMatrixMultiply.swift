@@ -53,10 +53,16 @@ public final class PackedMatrixB: @unchecked Sendable {
     init(_ other: PackedMatrixB, scalingRowsBy factors: UnsafePointer<Float>) {
         (depth, columns, strips) = (other.depth, other.columns, other.strips)
         pointer = allocateFloats(strips * depth * productStrip)
-        for s in 0..<strips {
+        other.scaleRows(strips: 0..<strips, by: factors, into: pointer)
+    }
+
+    /// Strips `strips` of B with row p multiplied by `factors[p]`, written where the packed layout has them in
+    /// `target` (room for the whole matrix; other strips untouched).
+    func scaleRows(strips: Range<Int>, by factors: UnsafePointer<Float>, into target: UnsafeMutablePointer<Float>) {
+        for s in strips {
             for p in 0..<depth {
-                let at = (s * depth + p) * productStrip, f = factors[p]
-                for j in 0..<productStrip { pointer[at + j] = other.pointer[at + j] * f }
+                let at = (s * depth + p) * productStrip
+                (target + at).store((pointer + at).vector(SIMD16<Float>.self) * factors[p])  // productStrip is 16
             }
         }
     }

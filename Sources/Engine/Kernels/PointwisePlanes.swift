@@ -20,9 +20,7 @@ enum PointwisePlanes {
     static func suits(_ g: ConvGeometry, weights: ConvWeightPanels, activation: Activation) -> Bool {
         guard osprey_float_avx512() != 0, weights.rows == ConvWeightPanels.gemmRows, weights.panels <= maximumPanels,
               g.isPointwise else { return false }
-        if activation.clampBounds != nil { return true }
-        if case .none = activation { return true }
-        return false
+        return activation.registerClampBounds != nil
     }
 
     /// out = bias + W x input (+ residual), clamped; output image n starts `imageStride` floats after image n - 1, the
@@ -34,7 +32,7 @@ enum PointwisePlanes {
         let blocks = g.batch * g.groups * blocksPerImage
         let threads = EngineThreads.threads
         let chunks = threads > 1 ? min(blocks, threads) : 1
-        let bounds = activation.clampBounds ?? (-.infinity, .infinity)
+        let bounds = activation.registerClampBounds ?? (-.infinity, .infinity)
         let mg = g.outChannelsPerGroup, rows = ConvWeightPanels.gemmRows
         let depth = weights.depth, copies = crowdsL1(planeFloats: inPlane, depth: depth)
         parallelFor(chunks) { chunk in

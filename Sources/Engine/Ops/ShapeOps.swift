@@ -136,13 +136,7 @@ let shapeOperators: OperatorTable = [
     },
     "Shape": { ctx in
         let start = try ctx.int("start", 0), end = ctx.has("end") ? try ctx.int("end", 0) : Int.max
-        return PreparedKernel { inputs in
-            let shape = try inputs.required(0, ctx).shape
-            let r = shape.count
-            let s = min(max(start < 0 ? start + r : start, 0), r)
-            let e = min(max(end < 0 ? end + r : end, 0), r)
-            return [Tensor.int64(e > s ? Array(shape[s..<e]) : [])]
-        }
+        return PreparedKernel { inputs in [shapeTensor(try inputs.required(0, ctx).shape, start: start, end: end)] }
     },
     "Size": { ctx in PreparedKernel { inputs in [Tensor(scalar: Int64(try inputs.required(0, ctx).count))] } },
     "Reshape": { ctx in
@@ -542,4 +536,12 @@ func sliceIntoWindow(_ source: Tensor, shape: [Int], strides: [Int], offset: Int
         }
     }
     return window.tensor(source.dtype, shape: shape)
+}
+
+/// `Shape`'s output: the dims from `start` to `end` (negative ones count from the end; both clamped to the rank).
+func shapeTensor(_ shape: [Int], start: Int, end: Int) -> Tensor {
+    let r = shape.count
+    let s = min(max(start < 0 ? start + r : start, 0), r)
+    let e = min(max(end < 0 ? end + r : end, 0), r)
+    return Tensor.int64(e > s ? Array(shape[s..<e]) : [])
 }
